@@ -1,0 +1,86 @@
+"""The store's shared core: the pool, transactions, notifications and error mapping.
+
+Every area of the store (accounts, monitors, probing, webhooks, cluster) is a mixin over
+:class:`StoreBase`; :class:`engine.db.store.Store` combines them. Rules that hold for all:
+
+- SQL lives only in the ``engine.db`` package, as module-level named constants.
+- Only public store methods open transactions (``async with self._tx() as conn``); private
+  helpers take the connection they run on.
+- A lost or refused database connection surfaces as :class:`DatabaseUnavailable`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+
+from engine.errors import DatabaseUnavailable
+
+# Channels. LISTEN/NOTIFY only wakes loops; periodic polls keep them correct.
+CHANNEL_CHECKS = "upwatch_checks"      # payload: check id (a config change to reload)
+CHANNEL_WEBHOOKS = "upwatch_webhooks"  # payload: '' (events were queued)
+CHANNEL_NODES = "upwatch_nodes"        # payload: node id (joined, stopping or gone)
+
+# Errors that mean "the database is not there right now" rather than a bug.
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    ConnectionError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.TooManyConnectionsError,
+)
+
+
+class StoreBase:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        return self._pool
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
+        except UNAVAILABLE_ERRORS as exc:
+            raise DatabaseUnavailable(str(exc) or type(exc).__name__) from exc
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[asyncpg.Connection]:
+        async with self._conn() as conn, conn.transaction():
+            yield conn
+
+    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        async with self._conn() as conn:
+            return await conn.fetch(sql, *args)
+
+    async def _fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        async with self._conn() as conn:
+            return await conn.fetchrow(sql, *args)
+
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
+        async with self._conn() as conn:
+            return await conn.fetchval(sql, *args)
+
+    async def _execute(self, sql: str, *args: Any) -> str:
+        async with self._conn() as conn:
+            return await conn.execute(sql, *args)
+
+    @staticmethod
+    async def _notify(conn: asyncpg.Connection, channel: str, payload: str = "") -> None:
+        """Queue a NOTIFY inside the caller's transaction (sent on commit)."""
+        await conn.execute("SELECT pg_notify($1, $2)", channel, payload)
+
+    async def ping(self) -> bool:
+        """True when the database answers."""
+        try:
+            return await self._fetchval("SELECT 1") == 1
+        except DatabaseUnavailable:
+            return False

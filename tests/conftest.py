@@ -1,0 +1,156 @@
+"""Shared fixtures: one real PostgreSQL server per test session, a template database with
+the schema built once, and a fresh clone of it for every test.
+
+``UPWATCH_TEST_DATABASE_URL`` (a DSN of a role that may create databases) points the tests at
+another server; otherwise an embedded PostgreSQL is started in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+import asyncpg
+import pytest
+import uvloop
+
+warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+
+from engine.db import migrate  # noqa: E402
+from engine.db.store import Store  # noqa: E402
+from engine.settings import Settings  # noqa: E402
+
+TEMPLATE = "upwatch_template"
+
+
+def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Any]:
+    """Every async test runs on uvloop, like the service."""
+    return {"uvloop": uvloop.new_event_loop}
+
+
+def _with_database(dsn: str, database: str) -> str:
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+@pytest.fixture(scope="session")
+def pg_admin_dsn() -> Iterator[str]:
+    """DSN of a maintenance database on a server where tests may create databases."""
+    external = os.environ.get("UPWATCH_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    from engine.db.embedded import EmbeddedPostgres
+
+    root = Path(tempfile.mkdtemp(prefix="upwatch-test-pg-"))
+    server = EmbeddedPostgres(root / "pg", durable=False)
+    server.start()
+    try:
+        yield server.dsn("postgres")
+    finally:
+        server.destroy()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def template_database(pg_admin_dsn: str) -> str:
+    """Name of a database holding the migrated schema; built once per session."""
+
+    async def build() -> None:
+        conn = await asyncpg.connect(pg_admin_dsn)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
+            await conn.execute(f"CREATE DATABASE {TEMPLATE}")
+        finally:
+            await conn.close()
+        conn = await asyncpg.connect(_with_database(pg_admin_dsn, TEMPLATE))
+        try:
+            await migrate.apply(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(build())
+    return TEMPLATE
+
+
+@pytest.fixture
+async def db_dsn(pg_admin_dsn: str, template_database: str) -> AsyncIterator[str]:
+    """DSN of a fresh database cloned from the template, dropped after the test."""
+    name = "t_" + uuid.uuid4().hex[:16]
+    conn = await asyncpg.connect(pg_admin_dsn)
+    try:
+        await conn.execute(f"CREATE DATABASE {name} TEMPLATE {template_database} STRATEGY FILE_COPY")
+    finally:
+        await conn.close()
+    yield _with_database(pg_admin_dsn, name)
+    conn = await asyncpg.connect(pg_admin_dsn)
+    try:
+        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def store(db_dsn: str) -> AsyncIterator[Store]:
+    s = await Store.connect(db_dsn, min_size=1, max_size=10)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings for a test instance: private targets allowed (tests use loopback only)."""
+    return Settings(
+        data_dir=tmp_path / "data",
+        allow_private_targets=True,
+        port=0,
+        base_url="http://127.0.0.1:8080",
+        rate_limit_per_second=0,
+    )
+
+
+@pytest.fixture
+async def account(store: Store) -> tuple[Any, str]:
+    """A fresh account and its API token."""
+    return await store.create_account("test")
+
+
+@pytest.fixture
+async def api(store: Store, settings: Settings) -> AsyncIterator[str]:
+    """Base URL of the API served by a real aiohttp server on a free loopback port."""
+    from aiohttp import web
+
+    from engine.web.app import create_app
+
+    app = create_app(store, settings)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def client(api: str, account: tuple[Any, str]) -> AsyncIterator[aiohttp.ClientSession]:
+    """An HTTP client for ``api`` that authenticates as ``account``."""
+    _, token = account
+    async with aiohttp.ClientSession(
+        base_url=api,
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+    ) as session:
+        yield session
