@@ -1,0 +1,206 @@
+"""Lifecycle of one Upwatch process.
+
+Start-up: database (embedded unless a DSN is set), pool, migrations, first-start account,
+then the components of the chosen role as named long-lived tasks sharing ONE stop event.
+SIGTERM/SIGINT set it; so does any component that dies, and then all of them drain together
+within the drain limit (in-flight probes finish or are handed back, results are flushed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from engine.db.embedded import EmbeddedPostgres
+from engine.db.store import Store
+from engine.errors import UpwatchError
+from engine.metrics import Metrics
+from engine.sdnotify import Notifier
+from engine.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Role = Literal["all", "api", "engine"]
+Component = Callable[[asyncio.Event], Awaitable[None]]
+
+DRAIN_SECONDS = 7.0  # leaves time to stop the embedded server within systemd's 10 s
+
+
+@contextlib.contextmanager
+def database(settings: Settings) -> Iterator[tuple[str, EmbeddedPostgres | None]]:
+    """The DSN to use; starts (and afterwards stops) the embedded server when none is set."""
+    if settings.database_url is not None:
+        yield settings.database_url.get_secret_value(), None
+        return
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    server = EmbeddedPostgres(settings.data_dir / "pg")
+    server.start()
+    try:
+        yield server.dsn(), server
+    finally:
+        server.stop()
+
+
+async def open_store(dsn: str, *, max_size: int = 20) -> Store:
+    from engine.db import migrate
+
+    store = await Store.connect(dsn, min_size=2, max_size=max_size)
+    async with store.pool.acquire() as conn:
+        applied = await migrate.apply(conn)
+    if applied:
+        log.info("schema migrated", extra={"applied": ",".join(applied)})
+    return store
+
+
+@dataclass
+class Supervisor:
+    """Runs named components until the stop event; one failure stops them all."""
+
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    drain_seconds: float = DRAIN_SECONDS
+
+    async def run(self, components: dict[str, Component]) -> int:
+        tasks = {asyncio.create_task(fn(self.stop), name=name): name for name, fn in components.items()}
+        stop_wait = asyncio.create_task(self.stop.wait(), name="stop-wait")
+        done, _ = await asyncio.wait([*tasks, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+        failed = False
+        for task in done:
+            if task is stop_wait:
+                continue
+            exc = task.exception()
+            if exc is not None:
+                failed = True
+                log.error("component %s died: %r; stopping", tasks[task], exc, exc_info=exc)
+            else:
+                log.warning("component %s ended; stopping", tasks[task])
+        self.stop.set()
+        stop_wait.cancel()
+        pending = [t for t in tasks if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=self.drain_seconds)
+            for task in still:
+                log.warning("component %s did not drain in time; cancelling", tasks[task])
+                task.cancel()
+            await asyncio.gather(*still, return_exceptions=True)
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                failed = True
+        return 1 if failed else 0
+
+
+class ApiServer:
+    """The aiohttp app on settings.host:port as a component."""
+
+    def __init__(self, store: Store, settings: Settings, metrics: Metrics) -> None:
+        self.store, self.settings, self.metrics = store, settings, metrics
+        self.listening = asyncio.Event()
+        self.port: int | None = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        from aiohttp import web
+
+        from engine.web.app import create_app
+
+        app = create_app(self.store, self.settings, metrics=self.metrics)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=3.0)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
+            try:
+                await site.start()
+            except OSError as exc:
+                raise UpwatchError(
+                    f"cannot listen on {self.settings.host}:{self.settings.port}: {exc.strerror}"
+                ) from None
+            server = site._server
+            if server is not None and getattr(server, "sockets", None):
+                self.port = server.sockets[0].getsockname()[1]
+            self.listening.set()
+            log.info("API listening", extra={"url": self.settings.public_base_url})
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+
+def _components(role: Role, store: Store, settings: Settings, metrics: Metrics,
+                api: ApiServer | None) -> dict[str, Component]:
+    comps: dict[str, Component] = {}
+    if api is not None:
+        comps["api"] = api.run
+    if role in ("all", "engine"):
+        from engine.maintenance import Maintenance
+        from engine.scheduler.runner import Engine
+        from engine.webhooks.deliverer import Deliverer
+
+        comps["engine"] = Engine(store, settings, metrics=metrics).run
+        comps["deliverer"] = Deliverer(store, settings, metrics=metrics).run
+        comps["maintenance"] = Maintenance(store, settings).run
+    return comps
+
+
+async def _first_start(store: Store, settings: Settings, embedded: bool) -> None:
+    """On the very first start of the embedded default: an account, its token, a curl line."""
+    if not embedded or await store.count_accounts() > 0:
+        return
+    account, token = await store.create_account("admin", plan=settings.default_plan,
+                                                is_operator=True)
+    base = settings.public_base_url
+    out = sys.stdout
+    out.write(
+        f"\nCreated account {account.id} ({account.name}). Its API token, shown only now:\n\n"
+        f"    {token}\n\n"
+        "Try it:\n\n"
+        f"    curl -s -H 'Authorization: Bearer {token}' {base}/webapi/monitors\n\n"
+    )
+    out.flush()
+
+
+async def serve(settings: Settings, role: Role, dsn: str, *, embedded: bool) -> int:
+    metrics = Metrics()
+    notifier = Notifier()
+    store = await open_store(dsn, max_size=max(10, min(50, settings.webhook_concurrency)))
+    try:
+        await _first_start(store, settings, embedded)
+        sup = Supervisor()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, sup.stop.set)
+        api = ApiServer(store, settings, metrics) if role in ("all", "api") else None
+        comps = _components(role, store, settings, metrics, api)
+        comps["watchdog"] = notifier.run_watchdog
+
+        async def announce_ready(stop: asyncio.Event) -> None:
+            if api is not None:
+                listening = asyncio.create_task(api.listening.wait())
+                stopping = asyncio.create_task(stop.wait())
+                await asyncio.wait([listening, stopping], return_when=asyncio.FIRST_COMPLETED)
+                listening.cancel()
+                stopping.cancel()
+            if not stop.is_set():
+                notifier.ready(f"serving role {role}")
+                if api is not None:
+                    print(f"Upwatch {role} ready at {settings.public_base_url}", flush=True)
+            await stop.wait()
+            notifier.stopping()
+
+        comps["ready"] = announce_ready
+        code = await sup.run(comps)
+    finally:
+        await store.close()
+    return code
+
+
+def run(settings: Settings, role: Role = "all") -> int:
+    """Entry point of ``upwatch run``: blocks until stopped; returns the exit code."""
+    import uvloop
+
+    with database(settings) as (dsn, server):
+        if server is not None:
+            log.info("embedded PostgreSQL running", extra={"dsn": dsn})
+        return uvloop.run(serve(settings, role, dsn, embedded=server is not None))
