@@ -103,15 +103,25 @@ def _account_list(settings: Settings, args: argparse.Namespace) -> int:
     rows = _with_store(settings, fetch)
     if args.json:
         for acc, count in rows:
-            sys.stdout.write(orjson.dumps({
-                "id": acc.id, "name": acc.name, "plan": acc.plan, "webhook_url": acc.webhook_url,
-                "is_operator": acc.is_operator, "monitors": count,
-            }).decode() + "\n")
+            sys.stdout.write(
+                orjson.dumps(
+                    {
+                        "id": acc.id,
+                        "name": acc.name,
+                        "plan": acc.plan,
+                        "webhook_url": acc.webhook_url,
+                        "is_operator": acc.is_operator,
+                        "monitors": count,
+                    }
+                ).decode()
+                + "\n"
+            )
         return 0
     sys.stdout.write(f"{'ID':>5}  {'NAME':<24} {'PLAN':<12} {'MONITORS':>8}  WEBHOOK URL\n")
     for acc, count in rows:
         sys.stdout.write(
-            f"{acc.id:>5}  {acc.name[:24]:<24} {acc.plan[:12]:<12} {count:>8}  {acc.webhook_url or '-'}\n"
+            f"{acc.id:>5}  {acc.name[:24]:<24} {acc.plan[:12]:<12} {count:>8}  "
+            f"{acc.webhook_url or '-'}\n"
         )
     return 0
 
@@ -128,7 +138,9 @@ def _account_rotate(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(orjson.dumps({"id": account.id, "token": token}).decode() + "\n")
     else:
-        sys.stdout.write(f"New API token for account {account.id} (the old one stops working): {token}\n")
+        sys.stdout.write(
+            f"New API token for account {account.id} (the old one stops working): {token}\n"
+        )
     return 0
 
 

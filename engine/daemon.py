@@ -13,9 +13,9 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.store import Store
@@ -27,7 +27,7 @@ from engine.settings import Settings
 log = logging.getLogger(__name__)
 
 Role = Literal["all", "api", "engine"]
-Component = Callable[[asyncio.Event], Awaitable[None]]
+Component = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 
 DRAIN_SECONDS = 7.0  # leaves time to stop the embedded server within systemd's 10 s
 
@@ -66,7 +66,9 @@ class Supervisor:
     drain_seconds: float = DRAIN_SECONDS
 
     async def run(self, components: dict[str, Component]) -> int:
-        tasks = {asyncio.create_task(fn(self.stop), name=name): name for name, fn in components.items()}
+        tasks: dict[asyncio.Task[None], str] = {
+            asyncio.create_task(fn(self.stop), name=name): name for name, fn in components.items()
+        }
         stop_wait = asyncio.create_task(self.stop.wait(), name="stop-wait")
         done, _ = await asyncio.wait([*tasks, stop_wait], return_when=asyncio.FIRST_COMPLETED)
         failed = False
@@ -118,9 +120,9 @@ class ApiServer:
                 raise UpwatchError(
                     f"cannot listen on {self.settings.host}:{self.settings.port}: {exc.strerror}"
                 ) from None
-            server = site._server
-            if server is not None and getattr(server, "sockets", None):
-                self.port = server.sockets[0].getsockname()[1]
+            sockets = getattr(site._server, "sockets", None)
+            if sockets:
+                self.port = sockets[0].getsockname()[1]
             self.listening.set()
             log.info("API listening", extra={"url": self.settings.public_base_url})
             await stop.wait()
@@ -128,8 +130,9 @@ class ApiServer:
             await runner.cleanup()
 
 
-def _components(role: Role, store: Store, settings: Settings, metrics: Metrics,
-                api: ApiServer | None) -> dict[str, Component]:
+def _components(
+    role: Role, store: Store, settings: Settings, metrics: Metrics, api: ApiServer | None
+) -> dict[str, Component]:
     comps: dict[str, Component] = {}
     if api is not None:
         comps["api"] = api.run
@@ -148,8 +151,9 @@ async def _first_start(store: Store, settings: Settings, embedded: bool) -> None
     """On the very first start of the embedded default: an account, its token, a curl line."""
     if not embedded or await store.count_accounts() > 0:
         return
-    account, token = await store.create_account("admin", plan=settings.default_plan,
-                                                is_operator=True)
+    account, token = await store.create_account(
+        "admin", plan=settings.default_plan, is_operator=True
+    )
     base = settings.public_base_url
     out = sys.stdout
     out.write(

@@ -69,7 +69,9 @@ def ensure_public(addresses: list[str], *, allow_private: bool) -> None:
             raise BlockedAddress(f"resolves to a non-public address ({a})")
 
 
-async def check_host(host: str, port: int, *, allow_private: bool, timeout: float = 5.0) -> list[str]:
+async def check_host(
+    host: str, port: int, *, allow_private: bool, timeout: float = 5.0
+) -> list[str]:
     """Resolve ``host`` and apply the rule; returns the addresses. Raises BlockedAddress, or
     OSError / TimeoutError when the name does not resolve."""
     addrs = await resolve(host, port, timeout=timeout)

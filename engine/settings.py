@@ -23,7 +23,17 @@ from pydantic_settings import (
 from engine.errors import ConfigError
 
 ALLOWED_INTERVALS: tuple[int, ...] = (
-    30, 60, 120, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400,
+    30,
+    60,
+    120,
+    300,
+    900,
+    1800,
+    3600,
+    7200,
+    14400,
+    28800,
+    86400,
 )
 ALLOWED_THRESHOLDS: tuple[int, ...] = (0, 15, 30, 60, 120, 300, 600, 900, 1800)
 

@@ -88,7 +88,9 @@ async def db_dsn(pg_admin_dsn: str, template_database: str) -> AsyncIterator[str
     name = "t_" + uuid.uuid4().hex[:16]
     conn = await asyncpg.connect(pg_admin_dsn)
     try:
-        await conn.execute(f"CREATE DATABASE {name} TEMPLATE {template_database} STRATEGY FILE_COPY")
+        await conn.execute(
+            f"CREATE DATABASE {name} TEMPLATE {template_database} STRATEGY FILE_COPY"
+        )
     finally:
         await conn.close()
     yield _with_database(pg_admin_dsn, name)

@@ -20,7 +20,8 @@ async def test_template_has_every_table_and_records_versions(db_dsn: str) -> Non
             for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname='public'")
         }
         assert EXPECTED_TABLES <= tables
-        versions = [r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations ORDER BY 1")]
+        rows = await conn.fetch("SELECT version FROM schema_migrations ORDER BY 1")
+        versions = [r["version"] for r in rows]
         assert versions == [v for v, _, _ in migrate.available()]
         # probe_results is partitioned, with a default partition as a safety net.
         kind = await conn.fetchval("SELECT relkind FROM pg_class WHERE relname = 'probe_results'")

@@ -25,15 +25,23 @@ INSERT INTO accounts (name, token, token_sha256, plan, webhook_url, is_operator)
 VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING {_ACCOUNT_COLUMNS}
 """
-SQL_ACCOUNT_BY_TOKEN_HASH = f"SELECT {_ACCOUNT_COLUMNS}, token_sha256 FROM accounts WHERE token_sha256 = $1"
+SQL_ACCOUNT_BY_TOKEN_HASH = (
+    f"SELECT {_ACCOUNT_COLUMNS}, token_sha256 FROM accounts WHERE token_sha256 = $1"
+)
 SQL_ACCOUNT_BY_ID = f"SELECT {_ACCOUNT_COLUMNS} FROM accounts WHERE id = $1"
 SQL_LIST_ACCOUNTS = f"""
 SELECT {_ACCOUNT_COLUMNS}, (SELECT count(*) FROM monitors m WHERE m.account_id = a.id) AS monitors
 FROM accounts a ORDER BY id
 """
-SQL_SET_WEBHOOK_URL = f"UPDATE accounts SET webhook_url = $2 WHERE id = $1 RETURNING {_ACCOUNT_COLUMNS}"
-SQL_SET_TOKEN = f"UPDATE accounts SET token = $2, token_sha256 = $3 WHERE id = $1 RETURNING {_ACCOUNT_COLUMNS}"
-SQL_SET_OPERATOR = f"UPDATE accounts SET is_operator = $2 WHERE id = $1 RETURNING {_ACCOUNT_COLUMNS}"
+SQL_SET_WEBHOOK_URL = (
+    f"UPDATE accounts SET webhook_url = $2 WHERE id = $1 RETURNING {_ACCOUNT_COLUMNS}"
+)
+SQL_SET_TOKEN = (
+    f"UPDATE accounts SET token = $2, token_sha256 = $3 WHERE id = $1 RETURNING {_ACCOUNT_COLUMNS}"
+)
+SQL_SET_OPERATOR = (
+    f"UPDATE accounts SET is_operator = $2 WHERE id = $1 RETURNING {_ACCOUNT_COLUMNS}"
+)
 SQL_COUNT_ACCOUNTS = "SELECT count(*) FROM accounts"
 
 

@@ -107,8 +107,16 @@ class EmbeddedPostgres:
             return
         log.info("initialising embedded PostgreSQL in %s", self.pgdata)
         res = self._cmd(
-            [_bin("initdb"), "-D", str(self.pgdata), "--auth=trust", "--encoding=UTF8",
-             "--locale=C", "-U", "postgres"],
+            [
+                _bin("initdb"),
+                "-D",
+                str(self.pgdata),
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "-U",
+                "postgres",
+            ],
             timeout=120,
         )
         if res.returncode != 0:
@@ -137,8 +145,17 @@ class EmbeddedPostgres:
         self.init()
         if not self.running():
             res = self._cmd(
-                [_bin("pg_ctl"), "-D", str(self.pgdata), "-w", "-t", str(int(timeout)),
-                 "-l", str(self.pgdata / "server.log"), "start"],
+                [
+                    _bin("pg_ctl"),
+                    "-D",
+                    str(self.pgdata),
+                    "-w",
+                    "-t",
+                    str(int(timeout)),
+                    "-l",
+                    str(self.pgdata / "server.log"),
+                    "start",
+                ],
                 timeout=timeout + 10,
             )
             if res.returncode != 0:
@@ -164,8 +181,17 @@ class EmbeddedPostgres:
 
     def _ensure_database(self) -> None:
         res = self._cmd(
-            [_bin("psql"), "-h", str(self.socket_dir), "-U", "postgres", "-d", "postgres",
-             "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"],
+            [
+                _bin("psql"),
+                "-h",
+                str(self.socket_dir),
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-tAc",
+                f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'",
+            ],
             timeout=30,
         )
         if res.stdout.strip() != "1":
@@ -180,8 +206,17 @@ class EmbeddedPostgres:
         if not self.running():
             return
         self._cmd(
-            [_bin("pg_ctl"), "-D", str(self.pgdata), "-w", "-t", str(int(timeout)), "-m", mode,
-             "stop"],
+            [
+                _bin("pg_ctl"),
+                "-D",
+                str(self.pgdata),
+                "-w",
+                "-t",
+                str(int(timeout)),
+                "-m",
+                mode,
+                "stop",
+            ],
             timeout=timeout + 10,
         )
 

@@ -18,7 +18,9 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
-async def create_pool(dsn: str, *, min_size: int = 2, max_size: int = 20, **kw: Any) -> asyncpg.Pool:
+async def create_pool(
+    dsn: str, *, min_size: int = 2, max_size: int = 20, **kw: Any
+) -> asyncpg.Pool:
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,

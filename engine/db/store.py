@@ -7,9 +7,9 @@ import asyncpg
 from engine.db.accounts import AccountsMixin
 from engine.db.cluster import ClusterMixin
 from engine.db.monitors import MonitorsMixin
+from engine.db.pool import create_pool
 from engine.db.probing import ProbingMixin
 from engine.db.webhook_queue import WebhookQueueMixin
-from engine.db.pool import create_pool
 
 
 class Store(AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin):

@@ -20,8 +20,13 @@ CERTIFICATE_INVALID = "certificate_invalid"
 CERTIFICATE_RECOVERED = "certificate_recovered"
 CERTIFICATE_RENEWAL_DUE = "certificate_renewal_due"
 
-EVENTS = (DOWNTIME, UPTIME_RESTORED, CERTIFICATE_INVALID, CERTIFICATE_RECOVERED,
-          CERTIFICATE_RENEWAL_DUE)
+EVENTS = (
+    DOWNTIME,
+    UPTIME_RESTORED,
+    CERTIFICATE_INVALID,
+    CERTIFICATE_RECOVERED,
+    CERTIFICATE_RENEWAL_DUE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,38 +51,47 @@ def downtime(
     detected_by: str,
     verified_via: str,
 ) -> bytes:
-    return _body(monitor, {
-        "name": "uptime",
-        "status": "nok",
-        "last_check_at": fmt(last_check_at),
-        "error": error,
-        "meta": {
-            # No HTTP response (refused, timed out, ...) is reported as 0.
-            "http_status_code": http_status_code or 0,
-            "detected_by": detected_by,
-            "verified_via": verified_via,
+    return _body(
+        monitor,
+        {
+            "name": "uptime",
+            "status": "nok",
+            "last_check_at": fmt(last_check_at),
+            "error": error,
+            "meta": {
+                # No HTTP response (refused, timed out, ...) is reported as 0.
+                "http_status_code": http_status_code or 0,
+                "detected_by": detected_by,
+                "verified_via": verified_via,
+            },
         },
-    })
+    )
 
 
 def uptime_restored(
     monitor: MonitorRef, *, last_check_at: datetime, http_status_code: int, downtime_seconds: float
 ) -> bytes:
-    return _body(monitor, {
-        "name": "uptime",
-        "status": "ok",
-        "last_check_at": fmt(last_check_at),
-        "meta": {"http_status_code": http_status_code, "downtime": hms(downtime_seconds)},
-    })
+    return _body(
+        monitor,
+        {
+            "name": "uptime",
+            "status": "ok",
+            "last_check_at": fmt(last_check_at),
+            "meta": {"http_status_code": http_status_code, "downtime": hms(downtime_seconds)},
+        },
+    )
 
 
 def certificate_invalid(monitor: MonitorRef, *, last_check_at: datetime, error: str) -> bytes:
-    return _body(monitor, {
-        "name": "certificate_health",
-        "status": "nok",
-        "last_check_at": fmt(last_check_at),
-        "error": error,
-    })
+    return _body(
+        monitor,
+        {
+            "name": "certificate_health",
+            "status": "nok",
+            "last_check_at": fmt(last_check_at),
+            "error": error,
+        },
+    )
 
 
 def _cert_meta(
@@ -100,12 +114,15 @@ def certificate_recovered(
     valid_from: datetime,
     valid_to: datetime,
 ) -> bytes:
-    return _body(monitor, {
-        "name": "certificate_health",
-        "status": "ok",
-        "last_check_at": fmt(last_check_at),
-        "meta": _cert_meta(issuer, signature_algorithm, valid_from, valid_to),
-    })
+    return _body(
+        monitor,
+        {
+            "name": "certificate_health",
+            "status": "ok",
+            "last_check_at": fmt(last_check_at),
+            "meta": _cert_meta(issuer, signature_algorithm, valid_from, valid_to),
+        },
+    )
 
 
 def certificate_renewal_due(
@@ -118,10 +135,15 @@ def certificate_renewal_due(
     valid_from: datetime,
     valid_to: datetime,
 ) -> bytes:
-    return _body(monitor, {
-        "name": "certificate_health",
-        "status": "ok",
-        "last_check_at": fmt(last_check_at),
-        "meta": {"expires_in_days": expires_in_days,
-                 **_cert_meta(issuer, signature_algorithm, valid_from, valid_to)},
-    })
+    return _body(
+        monitor,
+        {
+            "name": "certificate_health",
+            "status": "ok",
+            "last_check_at": fmt(last_check_at),
+            "meta": {
+                "expires_in_days": expires_in_days,
+                **_cert_meta(issuer, signature_algorithm, valid_from, valid_to),
+            },
+        },
+    )
