@@ -66,7 +66,7 @@ class Supervisor:
     drain_seconds: float = DRAIN_SECONDS
 
     async def run(self, components: dict[str, Component]) -> int:
-        tasks: dict[asyncio.Task[None], str] = {
+        tasks: dict[asyncio.Task[Any], str] = {
             asyncio.create_task(fn(self.stop), name=name): name for name, fn in components.items()
         }
         stop_wait = asyncio.create_task(self.stop.wait(), name="stop-wait")
