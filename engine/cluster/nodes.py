@@ -1,0 +1,163 @@
+"""This node's membership in the cluster: register, heartbeat, watch the others.
+
+Each engine instance writes a heartbeat every ``heartbeat_interval`` and refreshes its view
+of the live nodes twice as often (and at once when NOTIFY says a node joined or left). A node
+is dead once it has not heartbeated for two intervals, so its checks move within about
+2.5 intervals (under the three heartbeats the cluster promises). A node that stops
+gracefully marks itself ``stopping`` first, and the others take its checks at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Callable
+
+import asyncpg
+
+from engine import __version__
+from engine.cluster.ownership import Ring
+from engine.db.base import CHANNEL_NODES
+from engine.db.cluster import Node
+from engine.db.store import Store
+from engine.errors import ConfigError, DatabaseUnavailable
+from engine.metrics import Metrics
+from engine.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DEAD_AFTER_HEARTBEATS = 2.0
+
+
+def new_node_id(region: str) -> str:
+    return f"{region}-{socket.gethostname()[:32]}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class Membership:
+    """The live-node view and the ownership it implies. Safe to read at any time."""
+
+    def __init__(self, node_id: str, region: str) -> None:
+        self.node_id = node_id
+        self.region = region
+        self.nodes: tuple[Node, ...] = ()
+        self.ring = Ring([node_id])
+        self._listeners: list[Callable[[], None]] = []
+
+    def owns(self, check_id: int) -> bool:
+        return self.ring.owner(check_id) == self.node_id
+
+    def peers(self) -> list[tuple[str, str]]:
+        """(node_id, region) of live nodes other than this one."""
+        return [(n.id, n.region) for n in self.nodes if n.id != self.node_id]
+
+    def node(self, node_id: str) -> Node | None:
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    def on_change(self, fn: Callable[[], None]) -> None:
+        self._listeners.append(fn)
+
+    def update(self, nodes: list[Node]) -> bool:
+        """Install a new view; True (and listeners called) when the live set changed."""
+        ids = {n.id for n in nodes} | {self.node_id}
+        changed = set(self.ring.nodes) != ids
+        self.nodes = tuple(nodes)
+        if changed:
+            self.ring = Ring(ids)
+            for fn in self._listeners:
+                fn()
+        return changed
+
+
+class NodeRegistry:
+    """Component: keeps this node registered and its Membership current."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        *,
+        metrics: Metrics,
+        dsn: str,
+        node_id: str | None = None,
+    ) -> None:
+        self.store, self.settings, self.metrics, self.dsn = store, settings, metrics, dsn
+        self.membership = Membership(node_id or new_node_id(settings.region), settings.region)
+        self._wake = asyncio.Event()
+
+    @property
+    def dead_after(self) -> float:
+        return DEAD_AFTER_HEARTBEATS * self.settings.heartbeat_interval
+
+    async def register(self) -> None:
+        """Join the cluster. Refuses to join others without a cluster secret."""
+        others = [
+            n for n in await self.store.live_nodes(self.dead_after)
+            if n.id != self.membership.node_id
+        ]
+        if others and self.settings.cluster_secret is None:
+            raise ConfigError(
+                "UPWATCH_CLUSTER_SECRET is required: other instances "
+                f"({', '.join(n.id for n in others[:3])}) share this database"
+            )
+        await self.store.register_node(
+            self.membership.node_id, self.settings.region, self.settings.peer_url, __version__
+        )
+        await self.refresh()
+        log.info("joined cluster", extra={"node": self.membership.node_id,
+                                          "region": self.settings.region,
+                                          "live_nodes": len(self.membership.nodes)})
+
+    async def refresh(self) -> None:
+        nodes = await self.store.live_nodes(self.dead_after)
+        if self.membership.update(nodes):
+            log.info("cluster membership changed",
+                     extra={"live_nodes": ",".join(n.id for n in nodes)})
+        self.metrics.live_nodes.set(len(nodes))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        listener = await self._listen()
+        hb = self.settings.heartbeat_interval
+        loop = asyncio.get_running_loop()
+        next_beat = loop.time() + hb
+        try:
+            while not stop.is_set():
+                try:
+                    if loop.time() >= next_beat:
+                        if not await self.store.heartbeat(self.membership.node_id):
+                            await self.store.register_node(
+                                self.membership.node_id, self.settings.region,
+                                self.settings.peer_url, __version__)
+                        self.metrics.heartbeats.inc()
+                        next_beat = loop.time() + hb
+                    await self.refresh()
+                except DatabaseUnavailable as exc:
+                    log.warning("heartbeat failed: %s", exc)
+                    if listener is not None and listener.is_closed():
+                        listener = None
+                if listener is None:
+                    listener = await self._listen()
+                self._wake.clear()
+                waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
+                await asyncio.wait(waits, timeout=hb / 2, return_when=asyncio.FIRST_COMPLETED)
+                for w in waits:
+                    w.cancel()
+        finally:
+            with contextlib.suppress(DatabaseUnavailable):
+                await self.store.mark_node_stopping(self.membership.node_id)
+            if listener is not None:
+                with contextlib.suppress(Exception):
+                    await listener.close()
+
+    async def _listen(self) -> asyncpg.Connection | None:
+        """A dedicated connection LISTENing for joins and leaves (None while the DB is away)."""
+        try:
+            conn = await asyncpg.connect(self.dsn)
+            await conn.add_listener(CHANNEL_NODES, lambda *_: self._wake.set())
+            return conn
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("cannot listen for node changes: %s", exc)
+            return None
