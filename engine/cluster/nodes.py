@@ -141,7 +141,10 @@ class NodeRegistry:
                 if listener is None:
                     listener = await self._listen()
                 self._wake.clear()
-                waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
+                waits = [
+                    asyncio.ensure_future(stop.wait()),
+                    asyncio.ensure_future(self._wake.wait()),
+                ]
                 await asyncio.wait(waits, timeout=hb / 2, return_when=asyncio.FIRST_COMPLETED)
                 for w in waits:
                     w.cancel()
