@@ -95,4 +95,5 @@ class ClusterMixin(StoreBase):
 
     async def confirm_target(self, check_id: int) -> str | None:
         """The URL a peer re-probes for an uptime check (None when it no longer exists)."""
-        return await self._fetchval(SQL_CONFIRM_TARGET, check_id)  # type: ignore[no-any-return]
+        url: str | None = await self._fetchval(SQL_CONFIRM_TARGET, check_id)
+        return url
