@@ -128,6 +128,7 @@ class EmbeddedPostgres:
             "max_connections = 300",
             "shared_buffers = '256MB'",
             "log_min_messages = warning",
+            "jit = off",  # JIT needs W+X memory (MemoryDenyWriteExecute) and buys little here
         ]
         if not self.durable:
             conf += ["fsync = off", "synchronous_commit = off", "full_page_writes = off"]
