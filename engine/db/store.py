@@ -9,10 +9,13 @@ from engine.db.cluster import ClusterMixin
 from engine.db.monitors import MonitorsMixin
 from engine.db.pool import create_pool
 from engine.db.probing import ProbingMixin
+from engine.db.public import PublicMixin
 from engine.db.webhook_queue import WebhookQueueMixin
 
 
-class Store(AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin):
+class Store(
+    AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin
+):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 
     @classmethod
