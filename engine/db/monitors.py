@@ -1,9 +1,623 @@
-"""Monitors and checks as the API sees them: create, read, update, delete, enable, disable, statistics."""
+"""Monitors and checks as the API sees them: create, read, update, delete, enable, disable,
+statistics.
+
+Every method takes the account id and only ever touches that account's rows: a monitor or
+check of another account raises :class:`NotFound` exactly like a missing one.
+
+Every configuration change (create, URL, interval, threshold, enable, disable, delete) bumps
+``checks.config_version`` and queues ``NOTIFY upwatch_checks, '<check id>'`` in the same
+transaction, so the engine reloads the check on commit and discards the result of a probe
+that started under the old configuration. Writers of one check serialise on its row
+(``SELECT ... FOR UPDATE``).
+
+Figures (uptime percentage, response times, checks run) come from the hourly rollups,
+outages and enabled periods, never from raw probe results; the list computes them for all
+of an account's monitors in a fixed number of queries.
+"""
 
 from __future__ import annotations
 
-from engine.db.base import StoreBase
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from engine.db.base import CHANNEL_CHECKS, StoreBase
+from engine.errors import LimitReached, NotFound
+from engine.timefmt import utcnow
+
+STATS_WINDOW = timedelta(days=30)
+# Outages listed by the statistics endpoint, newest first. Thirty days of a flapping site
+# probed every 30 s could hold tens of thousands; the newest thousand tell the story.
+MAX_OUTAGES_LISTED = 1000
+IDENTIFIER_BYTES = 9  # secrets.token_urlsafe(9): 12 URL-safe characters, 72 random bits
+_IDENTIFIER_TRIES = 5
+
+_MONITOR_COLUMNS = "m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port"
+_CHECK_COLUMNS = (
+    "c.id, c.monitor_id, c.kind, c.status, c.error, c.interval_s, c.is_enabled,"
+    " c.notification_threshold_s, c.last_check_at, c.meta"
+)
+
+# --- reads ---------------------------------------------------------------------------------
+
+SQL_MONITORS_OF_ACCOUNT = f"""
+SELECT {_MONITOR_COLUMNS}, {_CHECK_COLUMNS.replace("c.id,", "c.id AS check_id,", 1)}
+FROM monitors m JOIN checks c ON c.monitor_id = m.id
+WHERE m.account_id = $1
+ORDER BY m.id, c.kind DESC
+"""
+
+SQL_MONITOR_OF_ACCOUNT = f"""
+SELECT {_MONITOR_COLUMNS}, {_CHECK_COLUMNS.replace("c.id,", "c.id AS check_id,", 1)}
+FROM monitors m JOIN checks c ON c.monitor_id = m.id
+WHERE m.account_id = $1 AND m.id = $2
+ORDER BY c.kind DESC
+"""
+
+# Per uptime check ($1: ids) over the window [$2, $3 = now]: probes and responses from the
+# rollups, confirmed outage seconds and enabled seconds clipped to the window (an open
+# outage or period runs to now), and the start of the open outage.
+SQL_UPTIME_FIGURES = """
+SELECT ids.id AS check_id,
+       COALESCE(r.probes, 0) AS probes,
+       COALESCE(r.responses, 0) AS responses,
+       COALESCE(r.ms_sum, 0) AS ms_sum,
+       COALESCE(o.seconds, 0) AS outage_seconds,
+       COALESCE(p.seconds, 0) AS enabled_seconds,
+       open_outage.started_at AS offline_since
+FROM unnest($1::bigint[]) AS ids(id)
+LEFT JOIN LATERAL (
+    SELECT sum(probes)::bigint AS probes, sum(responses)::bigint AS responses,
+           sum(response_ms_sum)::double precision AS ms_sum
+    FROM check_rollups_hourly
+    WHERE check_id = ids.id AND hour >= $2
+) r ON true
+LEFT JOIN LATERAL (
+    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, $3), $3) - GREATEST(started_at, $2)))
+               ::double precision AS seconds
+    FROM outages
+    WHERE check_id = ids.id AND started_at < $3 AND (ended_at IS NULL OR ended_at > $2)
+) o ON true
+LEFT JOIN LATERAL (
+    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, $3), $3) - GREATEST(started_at, $2)))
+               ::double precision AS seconds
+    FROM check_periods
+    WHERE check_id = ids.id AND started_at < $3 AND (ended_at IS NULL OR ended_at > $2)
+) p ON true
+LEFT JOIN LATERAL (
+    SELECT started_at FROM outages
+    WHERE check_id = ids.id AND ended_at IS NULL
+    ORDER BY started_at DESC LIMIT 1
+) open_outage ON true
+"""
+
+SQL_UPTIME_CHECK_OF_MONITOR = """
+SELECT c.id FROM monitors m JOIN checks c ON c.monitor_id = m.id AND c.kind = 'uptime'
+WHERE m.account_id = $1 AND m.id = $2
+"""
+
+SQL_OUTAGES_IN_WINDOW = """
+SELECT started_at, ended_at, http_status_code
+FROM outages
+WHERE check_id = $1 AND (ended_at IS NULL OR ended_at > $2)
+ORDER BY started_at DESC, id DESC
+LIMIT $3
+"""
+
+SQL_COUNT_MONITORS = "SELECT count(*) FROM monitors WHERE account_id = $1"
+
+SQL_CHECK_OF_ACCOUNT = f"""
+SELECT {_CHECK_COLUMNS}
+FROM checks c JOIN monitors m ON m.id = c.monitor_id
+WHERE c.id = $1 AND m.account_id = $2
+"""
+
+# --- create --------------------------------------------------------------------------------
+
+# FOR NO KEY UPDATE serialises creates of one account (so two at once cannot both pass the
+# monitor limit) without blocking foreign-key checks against the account row.
+SQL_LOCK_ACCOUNT = "SELECT id FROM accounts WHERE id = $1 FOR NO KEY UPDATE"
+
+SQL_INSERT_MONITOR = """
+INSERT INTO monitors AS m (account_id, identifier, alias, url, scheme, host, port)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (identifier) DO NOTHING
+RETURNING m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port
+"""
+
+SQL_INSERT_CHECKS = f"""
+INSERT INTO checks AS c (monitor_id, kind, interval_s, notification_threshold_s)
+VALUES ($1, 'uptime', $2, $3), ($1, 'certificate_health', $4, 0)
+RETURNING {_CHECK_COLUMNS}
+"""
+
+# ON CONFLICT: the partial unique index allows one open period per check.
+SQL_OPEN_PERIODS = """
+INSERT INTO check_periods (check_id, started_at)
+SELECT id, now() FROM unnest($1::bigint[]) AS ids(id)
+ON CONFLICT DO NOTHING
+"""
+
+# --- update and delete of a monitor --------------------------------------------------------
+
+SQL_LOCK_MONITOR = f"""
+SELECT {_MONITOR_COLUMNS} FROM monitors m WHERE m.account_id = $1 AND m.id = $2 FOR UPDATE
+"""
+
+SQL_LOCK_CHECKS_OF_MONITOR = f"""
+SELECT {_CHECK_COLUMNS} FROM checks c WHERE c.monitor_id = $1 ORDER BY c.id FOR UPDATE
+"""
+
+SQL_UPDATE_MONITOR = """
+UPDATE monitors AS m
+SET alias = $2, url = $3, scheme = $4, host = $5, port = $6, updated_at = now()
+WHERE m.id = $1
+RETURNING m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port
+"""
+
+SQL_DELETE_PROBE_RESULTS = "DELETE FROM probe_results WHERE check_id = ANY($1::bigint[])"
+SQL_DELETE_ROLLUPS = "DELETE FROM check_rollups_hourly WHERE check_id = ANY($1::bigint[])"
+SQL_DELETE_OUTAGES = "DELETE FROM outages WHERE check_id = ANY($1::bigint[])"
+SQL_DELETE_PERIODS = "DELETE FROM check_periods WHERE check_id = ANY($1::bigint[])"
+
+# A new host is a new site: the state machine starts over (paused checks stay paused).
+SQL_RESET_CHECKS = f"""
+UPDATE checks AS c
+SET status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END,
+    error = NULL, last_check_at = NULL, meta = '{{}}'::jsonb,
+    failing_since = NULL, detected_by = NULL, outage_id = NULL,
+    incident_event_id = NULL, renewal_notified_for = NULL,
+    config_version = c.config_version + 1, updated_at = now()
+WHERE c.monitor_id = $1
+RETURNING {_CHECK_COLUMNS}
+"""
+
+SQL_OPEN_PERIODS_OF_ENABLED = """
+INSERT INTO check_periods (check_id, started_at)
+SELECT id, now() FROM checks WHERE monitor_id = $1 AND is_enabled
+ON CONFLICT DO NOTHING
+"""
+
+SQL_BUMP_CHECKS_OF_MONITOR = f"""
+UPDATE checks AS c SET config_version = c.config_version + 1, updated_at = now()
+WHERE c.monitor_id = $1
+RETURNING {_CHECK_COLUMNS}
+"""
+
+SQL_DELETE_MONITOR = "DELETE FROM monitors WHERE id = $1"
+
+# --- checks --------------------------------------------------------------------------------
+
+SQL_LOCK_CHECK = f"""
+SELECT {_CHECK_COLUMNS}
+FROM checks c JOIN monitors m ON m.id = c.monitor_id
+WHERE c.id = $1 AND m.account_id = $2
+FOR UPDATE OF c
+"""
+
+SQL_UPDATE_CHECK_CONFIG = f"""
+UPDATE checks AS c
+SET interval_s = $2, notification_threshold_s = $3,
+    config_version = c.config_version + 1, updated_at = now()
+WHERE c.id = $1
+RETURNING {_CHECK_COLUMNS}
+"""
+
+# Disabling ends the episode: no alert may fire for a paused check, and re-enabling starts
+# a fresh one. Last results (last_check_at, meta) stay as history.
+SQL_DISABLE_CHECK = f"""
+UPDATE checks AS c
+SET is_enabled = false, status = 'paused', error = NULL,
+    failing_since = NULL, detected_by = NULL, outage_id = NULL, incident_event_id = NULL,
+    config_version = c.config_version + 1, updated_at = now()
+WHERE c.id = $1
+RETURNING {_CHECK_COLUMNS}
+"""
+
+SQL_ENABLE_CHECK = f"""
+UPDATE checks AS c
+SET is_enabled = true, status = 'pending', error = NULL,
+    config_version = c.config_version + 1, updated_at = now()
+WHERE c.id = $1
+RETURNING {_CHECK_COLUMNS}
+"""
+
+SQL_CLOSE_PERIOD = """
+UPDATE check_periods SET ended_at = now() WHERE check_id = $1 AND ended_at IS NULL
+"""
+# The engine cannot close an outage of a paused check (its writes are fenced by
+# config_version), so disabling closes it: paused time is not downtime.
+SQL_CLOSE_OUTAGE = """
+UPDATE outages SET ended_at = now() WHERE check_id = $1 AND ended_at IS NULL
+"""
+SQL_OPEN_PERIOD = """
+INSERT INTO check_periods (check_id, started_at) VALUES ($1, now()) ON CONFLICT DO NOTHING
+"""
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRecord:
+    """One check as stored. ``notification_threshold`` is in seconds for both kinds (the
+    certificate expiry threshold is days x 86400)."""
+
+    id: int
+    monitor_id: int
+    kind: str
+    status: str
+    error: str | None
+    interval: int
+    is_enabled: bool
+    notification_threshold: int
+    last_check_at: datetime | None
+    meta: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record, id_column: str = "id") -> CheckRecord:
+        meta = row["meta"]
+        return cls(
+            id=row[id_column],
+            monitor_id=row["monitor_id"],
+            kind=row["kind"],
+            status=row["status"],
+            error=row["error"],
+            interval=row["interval_s"],
+            is_enabled=row["is_enabled"],
+            notification_threshold=row["notification_threshold_s"],
+            last_check_at=row["last_check_at"],
+            meta=meta if isinstance(meta, dict) else {},
+        )
+
+
+def uptime_percentage(outage_seconds: float, enabled_seconds: float, checks_run: int) -> float:
+    """``100 x (1 - outage / enabled)`` over the window, clamped to [0, 100], 3 decimals.
+
+    100 when the check has not run in the window (nothing is known against it). Any outage
+    at all keeps the figure below 100, so rounding never hides downtime.
+    """
+    if checks_run <= 0 or enabled_seconds <= 0:
+        return 100.0
+    value = 100.0 * (1.0 - max(0.0, outage_seconds) / enabled_seconds)
+    value = min(100.0, max(0.0, value))
+    rounded = round(value, 3)
+    if outage_seconds > 0 and rounded >= 100.0:
+        return 99.999
+    return rounded
+
+
+def average_ms(total_ms: float, responses: int) -> float:
+    """Mean response time in milliseconds, 3 decimals; 0 when nothing answered."""
+    return round(total_ms / responses, 3) if responses > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class UptimeFigures:
+    """30-day figures of one uptime check."""
+
+    checks_run: int
+    responses: int
+    response_ms_sum: float
+    outage_seconds: float
+    enabled_seconds: float
+    offline_since: datetime | None
+
+    @classmethod
+    def empty(cls) -> UptimeFigures:
+        return cls(0, 0, 0.0, 0.0, 0.0, None)
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record) -> UptimeFigures:
+        return cls(
+            checks_run=int(row["probes"]),
+            responses=int(row["responses"]),
+            response_ms_sum=float(row["ms_sum"]),
+            outage_seconds=float(row["outage_seconds"]),
+            enabled_seconds=float(row["enabled_seconds"]),
+            offline_since=row["offline_since"],
+        )
+
+    @property
+    def uptime_percentage(self) -> float:
+        return uptime_percentage(self.outage_seconds, self.enabled_seconds, self.checks_run)
+
+    @property
+    def average_response_ms(self) -> float:
+        return average_ms(self.response_ms_sum, self.responses)
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorRecord:
+    """A monitor with both checks (``checks["uptime"]``, ``checks["certificate_health"]``)
+    and, on list and get, the uptime check's 30-day figures."""
+
+    id: int
+    identifier: str
+    alias: str
+    url: str
+    scheme: str
+    host: str
+    port: str
+    checks: dict[str, CheckRecord]
+    uptime: UptimeFigures | None = None
+
+    @classmethod
+    def from_rows(
+        cls, monitor: asyncpg.Record, checks: list[CheckRecord],
+        uptime: UptimeFigures | None = None,
+    ) -> MonitorRecord:
+        return cls(
+            id=monitor["id"],
+            identifier=monitor["identifier"],
+            alias=monitor["alias"],
+            url=monitor["url"],
+            scheme=monitor["scheme"],
+            host=monitor["host"],
+            port=monitor["port"],
+            checks={c.kind: c for c in checks},
+            uptime=uptime,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OutageRecord:
+    started_at: datetime
+    ended_at: datetime | None
+    http_status_code: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StatisticsRecord:
+    """A monitor's statistics as of ``now``: figures and outages (newest first)."""
+
+    now: datetime
+    figures: UptimeFigures
+    outages: list[OutageRecord]
+
+
+def _group_monitors(
+    rows: list[asyncpg.Record], figures: dict[int, UptimeFigures]
+) -> list[MonitorRecord]:
+    """Rows of monitor x check (ordered by monitor) into records."""
+    out: list[MonitorRecord] = []
+    by_monitor: dict[int, list[asyncpg.Record]] = {}
+    for row in rows:
+        by_monitor.setdefault(row["id"], []).append(row)
+    for group in by_monitor.values():
+        checks = [CheckRecord.from_row(r, "check_id") for r in group]
+        uptime = next((c for c in checks if c.kind == "uptime"), None)
+        out.append(MonitorRecord.from_rows(
+            group[0], checks,
+            figures.get(uptime.id, UptimeFigures.empty()) if uptime else UptimeFigures.empty(),
+        ))
+    return out
 
 
 class MonitorsMixin(StoreBase):
-    pass
+    # --- reads -----------------------------------------------------------------------------
+
+    async def _uptime_figures(
+        self, conn: asyncpg.Connection, check_ids: list[int], now: datetime
+    ) -> dict[int, UptimeFigures]:
+        if not check_ids:
+            return {}
+        rows = await conn.fetch(SQL_UPTIME_FIGURES, check_ids, now - STATS_WINDOW, now)
+        return {r["check_id"]: UptimeFigures.from_row(r) for r in rows}
+
+    async def list_monitors(
+        self, account_id: int, *, now: datetime | None = None
+    ) -> list[MonitorRecord]:
+        """Every monitor of the account (by id) with checks and 30-day uptime figures, in
+        two queries whatever the number of monitors."""
+        now = now or utcnow()
+        async with self._tx() as conn:
+            rows = await conn.fetch(SQL_MONITORS_OF_ACCOUNT, account_id)
+            ids = [r["check_id"] for r in rows if r["kind"] == "uptime"]
+            figures = await self._uptime_figures(conn, ids, now)
+        return _group_monitors(rows, figures)
+
+    async def get_monitor(
+        self, account_id: int, monitor_id: int, *, now: datetime | None = None
+    ) -> MonitorRecord:
+        """One monitor as in :meth:`list_monitors`; NotFound when not the account's."""
+        now = now or utcnow()
+        async with self._tx() as conn:
+            rows = await conn.fetch(SQL_MONITOR_OF_ACCOUNT, account_id, monitor_id)
+            if not rows:
+                raise NotFound("Monitor not found.")
+            ids = [r["check_id"] for r in rows if r["kind"] == "uptime"]
+            figures = await self._uptime_figures(conn, ids, now)
+        return _group_monitors(rows, figures)[0]
+
+    async def count_monitors(self, account_id: int) -> int:
+        return int(await self._fetchval(SQL_COUNT_MONITORS, account_id))
+
+    async def monitor_statistics(
+        self, account_id: int, monitor_id: int, *, now: datetime | None = None
+    ) -> StatisticsRecord:
+        """30-day statistics of the monitor's uptime check (decisions.md "Statistics")."""
+        now = now or utcnow()
+        async with self._tx() as conn:
+            check_id = await conn.fetchval(SQL_UPTIME_CHECK_OF_MONITOR, account_id, monitor_id)
+            if check_id is None:
+                raise NotFound("Monitor not found.")
+            figures = (await self._uptime_figures(conn, [check_id], now)).get(
+                check_id, UptimeFigures.empty())
+            rows = await conn.fetch(
+                SQL_OUTAGES_IN_WINDOW, check_id, now - STATS_WINDOW, MAX_OUTAGES_LISTED)
+        outages = [
+            OutageRecord(r["started_at"], r["ended_at"], r["http_status_code"]) for r in rows
+        ]
+        return StatisticsRecord(now=now, figures=figures, outages=outages)
+
+    async def get_check(self, account_id: int, check_id: int) -> CheckRecord:
+        """One check of the account; NotFound otherwise."""
+        row = await self._fetchrow(SQL_CHECK_OF_ACCOUNT, check_id, account_id)
+        if row is None:
+            raise NotFound("Check not found.")
+        return CheckRecord.from_row(row)
+
+    # --- writes ----------------------------------------------------------------------------
+
+    async def create_monitor(
+        self,
+        account_id: int,
+        *,
+        url: str,
+        scheme: str,
+        host: str,
+        port: str,
+        alias: str,
+        interval: int,
+        notification_threshold: int,
+        certificate_interval: int,
+        monitor_limit: int,
+    ) -> MonitorRecord:
+        """Create a monitor with an enabled, pending uptime check (``interval``,
+        ``notification_threshold``) and certificate check (``certificate_interval``, no
+        expiry threshold), each with an open enabled period, and notify the engine.
+
+        Raises LimitReached when the account already has ``monitor_limit`` monitors.
+        The identifier is random (``secrets.token_urlsafe``), retried on a collision.
+        """
+        async with self._tx() as conn:
+            await conn.fetchval(SQL_LOCK_ACCOUNT, account_id)
+            count = await conn.fetchval(SQL_COUNT_MONITORS, account_id)
+            if count >= monitor_limit:
+                raise LimitReached(
+                    f"The account has reached its limit of {monitor_limit} monitors.")
+            monitor = None
+            for _ in range(_IDENTIFIER_TRIES):
+                identifier = secrets.token_urlsafe(IDENTIFIER_BYTES)
+                monitor = await conn.fetchrow(
+                    SQL_INSERT_MONITOR, account_id, identifier, alias, url, scheme, host, port)
+                if monitor is not None:
+                    break
+            if monitor is None:  # 72 random bits colliding five times: something is broken
+                raise RuntimeError("could not allocate a unique monitor identifier")
+            check_rows = await conn.fetch(
+                SQL_INSERT_CHECKS, monitor["id"], interval, notification_threshold,
+                certificate_interval)
+            checks = [CheckRecord.from_row(r) for r in check_rows]
+            await conn.execute(SQL_OPEN_PERIODS, [c.id for c in checks])
+            for c in checks:
+                await self._notify(conn, CHANNEL_CHECKS, str(c.id))
+        return MonitorRecord.from_rows(monitor, checks)
+
+    async def update_monitor(
+        self,
+        account_id: int,
+        monitor_id: int,
+        *,
+        alias: str | None = None,
+        url: str | None = None,
+        scheme: str | None = None,
+        host: str | None = None,
+        port: str | None = None,
+    ) -> MonitorRecord:
+        """Change the alias and/or URL (``url``, ``scheme``, ``host``, ``port`` together).
+
+        A new host deletes both checks' probe results, rollups, outages and periods, puts
+        enabled checks back to pending with fresh periods and clears their state. Any other
+        URL change keeps history. Either way a URL change bumps ``config_version`` and
+        notifies; an alias change only notifies (payloads carry the alias). NotFound when
+        the monitor is not the account's.
+        """
+        async with self._tx() as conn:
+            current = await conn.fetchrow(SQL_LOCK_MONITOR, account_id, monitor_id)
+            if current is None:
+                raise NotFound("Monitor not found.")
+            check_rows = await conn.fetch(SQL_LOCK_CHECKS_OF_MONITOR, monitor_id)
+            checks = [CheckRecord.from_row(r) for r in check_rows]
+            check_ids = [c.id for c in checks]
+            new_alias = alias if alias is not None else current["alias"]
+            if url is None:
+                url, scheme, host, port = (
+                    current["url"], current["scheme"], current["host"], current["port"])
+            url_changed = url != current["url"]
+            if not url_changed and new_alias == current["alias"]:
+                return MonitorRecord.from_rows(current, checks)
+            monitor = await conn.fetchrow(
+                SQL_UPDATE_MONITOR, monitor_id, new_alias, url, scheme, host, port)
+            if url_changed and host != current["host"]:
+                for sql in (SQL_DELETE_PROBE_RESULTS, SQL_DELETE_ROLLUPS,
+                            SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS):
+                    await conn.execute(sql, check_ids)
+                check_rows = await conn.fetch(SQL_RESET_CHECKS, monitor_id)
+                await conn.execute(SQL_OPEN_PERIODS_OF_ENABLED, monitor_id)
+            elif url_changed:
+                check_rows = await conn.fetch(SQL_BUMP_CHECKS_OF_MONITOR, monitor_id)
+            checks = [CheckRecord.from_row(r) for r in check_rows]
+            for check_id in sorted(check_ids):
+                await self._notify(conn, CHANNEL_CHECKS, str(check_id))
+        return MonitorRecord.from_rows(monitor, checks)
+
+    async def delete_monitor(self, account_id: int, monitor_id: int) -> None:
+        """Delete the monitor with its checks and all their history (the schema cascades,
+        raw probe results have no foreign key and are deleted here) and notify the engine
+        for each check. NotFound when the monitor is not the account's."""
+        async with self._tx() as conn:
+            current = await conn.fetchrow(SQL_LOCK_MONITOR, account_id, monitor_id)
+            if current is None:
+                raise NotFound("Monitor not found.")
+            check_rows = await conn.fetch(SQL_LOCK_CHECKS_OF_MONITOR, monitor_id)
+            check_ids = [r["id"] for r in check_rows]
+            await conn.execute(SQL_DELETE_PROBE_RESULTS, check_ids)
+            await conn.execute(SQL_DELETE_MONITOR, monitor_id)
+            for check_id in check_ids:
+                await self._notify(conn, CHANNEL_CHECKS, str(check_id))
+
+    async def update_check(
+        self,
+        account_id: int,
+        check_id: int,
+        *,
+        interval: int | None = None,
+        notification_threshold_s: int | None = None,
+    ) -> CheckRecord:
+        """Set the interval and/or threshold (seconds; for a certificate check the expiry
+        threshold in days x 86400). Nothing changes, and no version is bumped, when the
+        values are already those. NotFound when the check is not the account's."""
+        async with self._tx() as conn:
+            row = await conn.fetchrow(SQL_LOCK_CHECK, check_id, account_id)
+            if row is None:
+                raise NotFound("Check not found.")
+            check = CheckRecord.from_row(row)
+            new_interval = check.interval if interval is None else interval
+            new_threshold = (
+                check.notification_threshold
+                if notification_threshold_s is None
+                else notification_threshold_s
+            )
+            if (new_interval, new_threshold) == (check.interval, check.notification_threshold):
+                return check
+            row = await conn.fetchrow(
+                SQL_UPDATE_CHECK_CONFIG, check_id, new_interval, new_threshold)
+            await self._notify(conn, CHANNEL_CHECKS, str(check_id))
+        assert row is not None
+        return CheckRecord.from_row(row)
+
+    async def set_check_enabled(self, account_id: int, check_id: int, enabled: bool) -> CheckRecord:
+        """Enable (pending, a new enabled period) or disable (paused, the open period and any
+        open outage closed) a check. Idempotent: a check already in that state is returned
+        unchanged. NotFound when the check is not the account's."""
+        async with self._tx() as conn:
+            row = await conn.fetchrow(SQL_LOCK_CHECK, check_id, account_id)
+            if row is None:
+                raise NotFound("Check not found.")
+            if row["is_enabled"] == enabled:
+                return CheckRecord.from_row(row)
+            if enabled:
+                row = await conn.fetchrow(SQL_ENABLE_CHECK, check_id)
+                await conn.execute(SQL_OPEN_PERIOD, check_id)
+            else:
+                row = await conn.fetchrow(SQL_DISABLE_CHECK, check_id)
+                await conn.execute(SQL_CLOSE_PERIOD, check_id)
+                await conn.execute(SQL_CLOSE_OUTAGE, check_id)
+            await self._notify(conn, CHANNEL_CHECKS, str(check_id))
+        assert row is not None
+        return CheckRecord.from_row(row)
