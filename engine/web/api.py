@@ -1,0 +1,178 @@
+"""REST handlers of api.md section 4 and the decisions.md additions.
+
+Handlers are thin: parse the path id, read and validate the body
+(:mod:`engine.web.validation`), apply the private-address rule, call the store, shape the
+response (:mod:`engine.web.views`). Errors are raised as engine exceptions and mapped to
+responses by the app's error middleware.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from engine.db.accounts import Account
+from engine.errors import NotFound
+from engine.settings import Settings
+from engine.web import validation, views
+from engine.web.jsonio import empty_response, json_response, read_body
+from engine.web.keys import ACCOUNT, SETTINGS, STORE
+from engine.web.validation import TargetUrl
+
+routes = web.RouteTableDef()
+
+
+def _account(request: web.Request) -> Account:
+    account: Account = request[ACCOUNT]
+    return account
+
+
+def _path_id(request: web.Request) -> int:
+    return validation.parse_id(request.match_info["id"])
+
+
+async def _ensure_allowed_target(settings: Settings, target: TargetUrl, field: str) -> None:
+    await validation.check_target(
+        target, allow_private=settings.allow_private_targets, field=field)
+
+
+# --- monitors ------------------------------------------------------------------------------
+
+
+@routes.get("/webapi/monitors")
+async def list_monitors(request: web.Request) -> web.Response:
+    monitors = await request.app[STORE].list_monitors(_account(request).id)
+    base = request.app[SETTINGS].public_base_url
+    return json_response([views.monitor_full(m, base) for m in monitors])
+
+
+@routes.post("/webapi/monitors")
+async def create_monitor(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS]
+    account = _account(request)
+    plan = settings.plan(account.plan)
+    command = validation.validate_monitor_create(await read_body(request), plan)
+    await _ensure_allowed_target(settings, command.target, "url")
+    target = command.target
+    monitor = await request.app[STORE].create_monitor(
+        account.id,
+        url=target.url,
+        scheme=target.scheme,
+        host=target.host,
+        port=target.port,
+        alias=command.alias,
+        interval=command.interval,
+        notification_threshold=command.notification_threshold,
+        certificate_interval=command.certificate_interval,
+        monitor_limit=plan.monitor_limit,
+    )
+    return json_response(views.monitor_reduced(monitor, settings.public_base_url), status=201)
+
+
+@routes.get("/webapi/monitors/{id}")
+async def get_monitor(request: web.Request) -> web.Response:
+    monitor_id = _path_id(request)
+    monitor = await request.app[STORE].get_monitor(_account(request).id, monitor_id)
+    return json_response(views.monitor_full(monitor, request.app[SETTINGS].public_base_url))
+
+
+@routes.put("/webapi/monitors/{id}")
+async def update_monitor(request: web.Request) -> web.Response:
+    monitor_id = _path_id(request)
+    settings = request.app[SETTINGS]
+    command = validation.validate_monitor_update(await read_body(request))
+    store = request.app[STORE]
+    account = _account(request)
+    if command.target is None:
+        monitor = await store.update_monitor(account.id, monitor_id, alias=command.alias)
+    else:
+        # A missing monitor is a 404 before any DNS work on the new URL.
+        await store.get_monitor(account.id, monitor_id)
+        await _ensure_allowed_target(settings, command.target, "url")
+        t = command.target
+        monitor = await store.update_monitor(
+            account.id, monitor_id, alias=command.alias,
+            url=t.url, scheme=t.scheme, host=t.host, port=t.port,
+        )
+    return json_response(views.monitor_reduced(monitor, settings.public_base_url))
+
+
+@routes.delete("/webapi/monitors/{id}")
+async def delete_monitor(request: web.Request) -> web.Response:
+    monitor_id = _path_id(request)
+    await request.app[STORE].delete_monitor(_account(request).id, monitor_id)
+    return empty_response(204)
+
+
+@routes.get("/webapi/monitors/{id}/statistics")
+async def monitor_statistics(request: web.Request) -> web.Response:
+    monitor_id = _path_id(request)
+    stats = await request.app[STORE].monitor_statistics(_account(request).id, monitor_id)
+    return json_response(views.statistics(stats))
+
+
+# --- checks --------------------------------------------------------------------------------
+
+
+@routes.put("/webapi/checks/{id}")
+async def update_check(request: web.Request) -> web.Response:
+    check_id = _path_id(request)
+    body = await read_body(request)
+    store = request.app[STORE]
+    account = _account(request)
+    # The kind decides which fields are allowed; it never changes, so reading it outside
+    # the update's transaction is safe.
+    check = await store.get_check(account.id, check_id)
+    plan = request.app[SETTINGS].plan(account.plan)
+    command = validation.validate_check_update(body, check.kind, plan)
+    updated = await store.update_check(
+        account.id, check_id,
+        interval=command.interval,
+        notification_threshold_s=command.notification_threshold_s,
+    )
+    return json_response(views.check_updated(updated))
+
+
+async def _toggle(request: web.Request, enabled: bool) -> web.Response:
+    check_id = _path_id(request)
+    check = await request.app[STORE].set_check_enabled(_account(request).id, check_id, enabled)
+    return json_response(views.check_toggled(check))
+
+
+@routes.post("/webapi/checks/{id}/enable")
+async def enable_check(request: web.Request) -> web.Response:
+    return await _toggle(request, True)
+
+
+@routes.post("/webapi/checks/{id}/disable")
+async def disable_check(request: web.Request) -> web.Response:
+    return await _toggle(request, False)
+
+
+# --- account -------------------------------------------------------------------------------
+
+
+@routes.get("/webapi/account")
+async def get_account(request: web.Request) -> web.Response:
+    account = await request.app[STORE].get_account(_account(request).id)
+    if account is None:  # deleted between authentication and now
+        raise NotFound("Account not found.")
+    return json_response(views.account(account, request.app[SETTINGS].plan(account.plan)))
+
+
+@routes.put("/webapi/account")
+async def update_account(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS]
+    store = request.app[STORE]
+    command = validation.validate_account_update(await read_body(request))
+    account_id = _account(request).id
+    if command.change_webhook:
+        if command.webhook_url is not None:
+            await _ensure_allowed_target(settings, command.webhook_url, "webhook_url")
+        url = command.webhook_url.url if command.webhook_url is not None else None
+        account = await store.set_webhook_url(account_id, url)
+    else:
+        fresh = await store.get_account(account_id)
+        if fresh is None:
+            raise NotFound("Account not found.")
+        account = fresh
+    return json_response(views.account(account, settings.plan(account.plan)))

@@ -1,0 +1,206 @@
+"""The aiohttp application: middlewares, routes, shared objects.
+
+Request path through the middlewares (outermost first):
+
+1. ``error_middleware``: maps every outcome to a JSON response (422, 404, 413, 503, and a
+   logged 500 without details) and counts it in ``upwatch_http_requests_total``.
+2. ``body_limit_middleware``: a declared body over 64 KiB is a 413 before anything reads it
+   (chunked bodies hit aiohttp's ``client_max_size`` of the same size on read).
+3. ``auth_middleware``: Bearer token on ``/webapi/*`` except the OpenAPI document; the
+   account lands in ``request["account"]``.
+4. ``rate_limit_middleware``: a token bucket per account (429 with ``Retry-After``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import orjson
+from aiohttp import web
+
+from engine.db.store import Store
+from engine.errors import DatabaseUnavailable, LimitReached, NotFound, ValidationFailed
+from engine.metrics import Metrics
+from engine.settings import Settings
+from engine.web import api, openapi, webhooks_api
+from engine.web.jsonio import json_response, message_response
+from engine.web.keys import ACCOUNT, METRICS, OPENAPI_DOCUMENT, RATE_LIMITER, SETTINGS, STORE
+from engine.web.ratelimit import RateLimiter, retry_after_header
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_TOKEN_LENGTH = 512
+API_PREFIX = "/webapi"
+PUBLIC_API_PATHS = frozenset({"/webapi/openapi.json"})
+# Query parameters that look like a credential. A request carrying one is refused even with
+# a valid header: tokens in URLs end up in proxy and server logs, so clients must learn
+# early that this does not work.
+TOKEN_QUERY_PARAMETERS = frozenset(
+    {"token", "api_token", "access_token", "api_key", "apikey", "key"}
+)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_STATUS_MESSAGES = {
+    400: "Bad request.",
+    404: "Not found.",
+    405: "Method not allowed.",
+    413: f"The request body is too large (at most {MAX_BODY_BYTES // 1024} KiB).",
+}
+
+
+def _unauthenticated() -> web.Response:
+    return message_response("Unauthenticated.", 401, headers={"WWW-Authenticate": "Bearer"})
+
+
+def _too_large() -> web.Response:
+    response = message_response(_STATUS_MESSAGES[413], 413)
+    # The rest of the body is not worth reading: close instead of draining it.
+    response.force_close()
+    return response
+
+
+def _from_http_exception(exc: web.HTTPException) -> web.Response:
+    if exc.status == 413:
+        return _too_large()
+    headers = {}
+    if exc.status == 405 and "Allow" in exc.headers:
+        headers["Allow"] = exc.headers["Allow"]
+    message = _STATUS_MESSAGES.get(exc.status) or (exc.reason + ".")
+    return message_response(message, exc.status, headers=headers)
+
+
+def _route_label(request: web.Request) -> str:
+    """The route template (bounded label cardinality), not the raw path."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    response: web.StreamResponse
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        response = _from_http_exception(exc)
+    except ValidationFailed as exc:
+        response = json_response({"message": str(exc), "errors": exc.errors}, status=422)
+    except LimitReached as exc:
+        response = json_response(
+            {"message": str(exc), "errors": {"monitor_limit": [str(exc)]}}, status=422
+        )
+    except NotFound as exc:
+        response = message_response(str(exc) or "Not found.", 404)
+    except DatabaseUnavailable:
+        log.warning("database unavailable during %s %s", request.method, request.path)
+        response = message_response("The service is temporarily unavailable.", 503)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        # The body says nothing about the cause: the log has it.
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        response = message_response("Server error.", 500)
+    request.app[METRICS].http_requests.labels(_route_label(request), str(response.status)).inc()
+    return response
+
+
+@web.middleware
+async def body_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        return _too_large()
+    return await handler(request)
+
+
+def _needs_auth(path: str) -> bool:
+    in_api = path == API_PREFIX or path.startswith(API_PREFIX + "/")
+    return in_api and path not in PUBLIC_API_PATHS
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header (scheme case-insensitive),
+    or None when the header is missing, of another scheme, empty or implausibly long."""
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or len(token) > MAX_TOKEN_LENGTH:
+        return None
+    return token
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not _needs_auth(request.path):
+        return await handler(request)
+    if any(name.lower() in TOKEN_QUERY_PARAMETERS for name in request.query):
+        return _unauthenticated()
+    token = bearer_token(request.headers.get("Authorization"))
+    if token is None:
+        return _unauthenticated()
+    account = await request.app[STORE].authenticate(token)
+    if account is None:
+        return _unauthenticated()
+    request[ACCOUNT] = account
+    return await handler(request)
+
+
+@web.middleware
+async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    account = request.get(ACCOUNT)
+    limiter = request.app[RATE_LIMITER]
+    if account is not None and limiter.enabled:
+        wait = limiter.take(account.id, time.monotonic())
+        if wait > 0:
+            return message_response(
+                "Too many requests.", 429, headers={"Retry-After": retry_after_header(wait)}
+            )
+    return await handler(request)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness: 200 when the database answers, 503 otherwise."""
+    if await request.app[STORE].ping():
+        return json_response({"status": "ok"})
+    return json_response({"status": "unavailable"}, status=503)
+
+
+async def metrics_text(request: web.Request) -> web.Response:
+    body, content_type = request.app[METRICS].render()
+    response = web.Response(body=body)
+    response.headers["Content-Type"] = content_type
+    return response
+
+
+async def openapi_json(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[OPENAPI_DOCUMENT], content_type="application/json")
+
+
+def create_app(
+    store: Store, settings: Settings, *, metrics: Metrics | None = None
+) -> web.Application:
+    """The API application over ``store``. ``metrics`` defaults to a fresh registry."""
+    app = web.Application(
+        client_max_size=MAX_BODY_BYTES,
+        middlewares=[
+            error_middleware, body_limit_middleware, auth_middleware, rate_limit_middleware,
+        ],
+    )
+    app[STORE] = store
+    app[SETTINGS] = settings
+    app[METRICS] = metrics if metrics is not None else Metrics()
+    app[RATE_LIMITER] = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    app[OPENAPI_DOCUMENT] = orjson.dumps(
+        openapi.build_document(settings.public_base_url, extra_paths=webhooks_api.OPENAPI_PATHS)
+    )
+    app.router.add_routes(api.routes)
+    app.router.add_routes(webhooks_api.routes)
+    app.router.add_get("/webapi/openapi.json", openapi_json)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_text)
+    return app

@@ -1,0 +1,46 @@
+"""JSON in and out for every API handler (orjson).
+
+Every response body is JSON with ``Content-Type: application/json`` (a 204 has no body);
+request bodies go through :func:`engine.web.validation.parse_body`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from engine.web.validation import parse_body
+
+JSON = "application/json"
+
+
+def json_response(
+    data: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(data), status=status, content_type=JSON, headers=headers
+    )
+
+
+def message_response(
+    message: str, status: int, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """The error body of every non-validation failure: ``{"message": ...}``."""
+    return json_response({"message": message}, status=status, headers=headers)
+
+
+async def read_body(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object, whatever its Content-Type (a client that forgets
+    the header still gets its JSON read). Over the app's ``client_max_size`` aiohttp raises
+    a 413; anything but a JSON object raises ValidationFailed under ``body``."""
+    return parse_body(await request.read())
+
+
+def empty_response(status: int = 204) -> web.Response:
+    return web.Response(status=status)
+
+
+__all__: list[str] = ["JSON", "empty_response", "json_response", "message_response", "read_body"]
