@@ -1,0 +1,60 @@
+"""What a probe found: plain data, built by the probes and read by the evaluator.
+
+Contracts shared by both outcome types:
+
+* ``error`` is ``None`` exactly when the probe got what it came for (a response for the
+  uptime probe, a verified certificate for the certificate probe); otherwise it is a short
+  phrase in plain words, fit to show a user as is ("connection refused", "timed out after
+  10 s", "certificate expired", ...).
+* Durations are milliseconds measured with ``time.perf_counter()``; ``total_ms`` is always set
+  and never exceeds the probe timeout by more than scheduling noise.
+* Datetimes are timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(slots=True)
+class HttpOutcome:
+    """Result of one uptime probe (all redirect hops).
+
+    Exactly one of ``status_code`` and ``error`` is set: a response whose status line and
+    headers were read gives ``status_code`` (the final one, after redirects) and ``error`` None;
+    anything else gives ``error`` and ``status_code`` None. The phase timings describe the
+    last hop only and are None for phases that did not happen (``dns_ms`` for an IP literal,
+    ``tls_ms`` for plain HTTP) or were not reached before the failure. ``ttfb_ms`` runs from the
+    request being written to the first response byte arriving.
+    """
+
+    status_code: int | None
+    error: str | None
+    total_ms: float
+    dns_ms: float | None
+    connect_ms: float | None
+    tls_ms: float | None
+    ttfb_ms: float | None
+    redirects: int = 0
+    remote_ip: str | None = None
+
+
+@dataclass(slots=True)
+class CertOutcome:
+    """Result of one certificate probe.
+
+    ``valid`` is True exactly when ``error`` is None. The certificate fields describe the leaf
+    the server presented; they are filled on success and, when a cheap second look succeeds,
+    on a verification failure too (an expired certificate still has an issuer and dates).
+    ``issuer`` is the issuer's common name, else its organisation.
+    """
+
+    valid: bool
+    error: str | None
+    issuer: str | None
+    signature_algorithm: str | None
+    is_self_signed: bool | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    total_ms: float
