@@ -1,18 +1,259 @@
 """The durable webhook queue: events are inserted in the transaction of the state change
 that caused them (:func:`insert_event`); deliverers claim due events with
-``FOR UPDATE SKIP LOCKED``, record each try, and the API reads the delivery log."""
+``FOR UPDATE SKIP LOCKED``, record each try, and the API reads the delivery log.
+
+Life of an event (``webhook_events.status``)::
+
+    pending --200--> delivered
+       |  \\--failed try--> pending (next_try_at = back-off)
+       \\--24 h (x time scale) without a 200--> failed --retry (API)--> pending (one more try)
+
+Invariants the methods below keep:
+
+- **Per-monitor order.** Only the oldest pending event of a monitor can be claimed, so a
+  later event of that monitor waits until the earlier one is delivered or failed; other
+  monitors are not held back. (Ids come from one sequence; events of one check are written
+  under that check's row lock, so their ids follow the order they happened in.)
+- **Exactly one deliverer per try.** A claim locks rows with ``SKIP LOCKED``, increments
+  ``tries`` and moves ``next_try_at`` forward by a lease, all in one short transaction: a
+  claimed event is invisible to other deliverers until the lease ends. If the deliverer dies,
+  the event comes back after the lease as the *next* try of the same id, never as a new event.
+- **Stale results are ignored.** Recording a failed try names the try number it was made
+  under; a deliverer whose lease ran out cannot overwrite the newer try's schedule. A 200 is
+  recorded whatever happened meanwhile: the receiver has the event.
+- **Nothing is lost quietly.** An event that cannot be delivered within 24 h (x time scale),
+  including one of an account without a webhook URL, ends as ``failed`` and is kept.
+"""
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import asyncpg
 
 from engine.db.base import CHANNEL_WEBHOOKS, StoreBase
+from engine.errors import NotFound, UpwatchError
+
+STATUSES = ("pending", "delivered", "failed")
 
 SQL_INSERT_EVENT = """
 INSERT INTO webhook_events (account_id, monitor_id, check_id, event, parent_id, body)
 VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id
 """
+
+# Candidates for a claim: due, of an account with a webhook URL, and the oldest pending event
+# of their monitor. The NOT EXISTS sees an earlier event that another deliverer holds locked
+# (it does not lock), so a later event of that monitor is never taken alongside it.
+# $1: the clock (NULL = now()), $2: how many rows to lock at most.
+SQL_CLAIM_CANDIDATES = """
+SELECT e.id, e.account_id
+FROM webhook_events e
+JOIN accounts a ON a.id = e.account_id
+WHERE e.status = 'pending'
+  AND e.next_try_at <= coalesce($1::timestamptz, now())
+  AND a.webhook_url IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM webhook_events p
+      WHERE p.monitor_id = e.monitor_id AND p.status = 'pending' AND p.id < e.id
+  )
+ORDER BY e.next_try_at, e.id
+LIMIT $2
+FOR UPDATE OF e SKIP LOCKED
+"""
+
+# $1: ids chosen from the candidates, $2: the clock, $3: lease in seconds.
+SQL_CLAIM_TAKE = """
+UPDATE webhook_events w
+SET tries = w.tries + 1,
+    next_try_at = coalesce($2::timestamptz, now()) + make_interval(secs => $3::float8)
+FROM accounts a
+WHERE w.id = ANY($1::bigint[]) AND a.id = w.account_id
+RETURNING w.id, w.parent_id, w.account_id, w.monitor_id, w.check_id, w.event, w.body,
+          w.tries, w.created_at, a.token, a.webhook_url,
+          coalesce($2::timestamptz, now()) AS claimed_at
+"""
+
+# A 200 ends delivery whatever the row says now (even a stale lease or an expiry that raced
+# the try): the receiver has the event, and the log must say so.
+SQL_RECORD_DELIVERED = """
+UPDATE webhook_events
+SET status = 'delivered', delivered_at = now(), last_status_code = $2, last_error = NULL
+WHERE id = $1 AND status <> 'delivered'
+"""
+
+SQL_RECORD_FAILED_TRY = """
+UPDATE webhook_events
+SET last_status_code = $2, last_error = $3, next_try_at = $4
+WHERE id = $1 AND status = 'pending' AND ($5::int IS NULL OR tries = $5)
+"""
+
+SQL_MARK_FAILED = """
+UPDATE webhook_events
+SET status = 'failed', last_status_code = $2, last_error = $3
+WHERE id = $1 AND status = 'pending' AND ($4::int IS NULL OR tries = $4)
+"""
+
+# Hand a claimed event back at once (shutdown, or the URL vanished between claim and send).
+# $3 true takes the try back (nothing was sent), so the next try has the same number.
+SQL_RELEASE_CLAIM = """
+UPDATE webhook_events
+SET next_try_at = now(),
+    tries = tries - CASE WHEN $3 THEN 1 ELSE 0 END,
+    last_error = coalesce($4, last_error)
+WHERE id = $1 AND status = 'pending' AND tries = $2
+"""
+
+# Expiry of events that were never going to get their final try: held back, never tried, or
+# of an account without a URL. Not expired here: an event whose next_try_at lies at or past
+# its deadline. That is a try in flight (the lease), the final try the policy put on the
+# deadline, or a manual retry of an old event; each of those is settled by the deliverer
+# that makes the try, so a sweep never races a try in progress.
+# $1: max age in seconds, $2: the clock (NULL = now()).
+SQL_EXPIRE = """
+UPDATE webhook_events w
+SET status = 'failed',
+    last_error = CASE
+        WHEN a.webhook_url IS NULL AND w.tries = 0
+            THEN 'expired: no webhook URL was set within 24 h'
+        WHEN a.webhook_url IS NULL
+            THEN 'expired: the webhook URL was removed; last try: '
+                 || coalesce(w.last_error, 'HTTP ' || w.last_status_code, 'no answer')
+        WHEN w.tries = 0
+            THEN 'expired after 24 h before any try'
+        ELSE 'gave up after 24 h; last try: '
+             || coalesce(w.last_error, 'HTTP ' || w.last_status_code, 'no answer')
+    END
+FROM accounts a
+WHERE a.id = w.account_id
+  AND w.status = 'pending'
+  AND w.created_at + make_interval(secs => $1::float8) <= coalesce($2::timestamptz, now())
+  AND w.next_try_at < w.created_at + make_interval(secs => $1::float8)
+RETURNING w.id, w.account_id, w.monitor_id
+"""
+
+SQL_QUEUE_STATS = """
+SELECT count(*) AS depth,
+       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest
+FROM webhook_events
+WHERE status = 'pending'
+"""
+
+_LOG_COLUMNS = """id, account_id, event, monitor_id, check_id, parent_id, status, tries,
+    last_status_code, last_error, next_try_at, created_at, delivered_at"""
+
+SQL_LIST_WEBHOOKS = f"""
+SELECT {_LOG_COLUMNS}
+FROM webhook_events
+WHERE account_id = $1
+  AND ($2::text IS NULL OR status = $2)
+  AND ($3::bigint IS NULL OR id < $3)
+ORDER BY id DESC
+LIMIT $4
+"""
+
+SQL_GET_WEBHOOK = f"SELECT {_LOG_COLUMNS} FROM webhook_events WHERE id = $1 AND account_id = $2"
+
+SQL_LOCK_FOR_RETRY = """
+SELECT w.status, a.webhook_url
+FROM webhook_events w JOIN accounts a ON a.id = w.account_id
+WHERE w.id = $1 AND w.account_id = $2
+FOR UPDATE OF w
+"""
+
+# tries is kept, so X-Service-Current-Try goes on counting on the re-sent event.
+SQL_REQUEUE = f"""
+UPDATE webhook_events SET status = 'pending', next_try_at = now()
+WHERE id = $1
+RETURNING {_LOG_COLUMNS}
+"""
+
+
+class NotRetryable(UpwatchError):
+    """A retry was asked for an event that is not ``failed`` (the API answers 409)."""
+
+    def __init__(self, message: str, status: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedEvent:
+    """One try of one event, claimed by a deliverer.
+
+    ``tries`` is this try's number (1 for the first), already counted in the database.
+    ``claimed_at`` is the database clock at the claim: a deliverer measures elapsed time from
+    it, so back-off and give-up use the same clock as ``created_at``.
+    """
+
+    id: int
+    parent_id: int | None
+    account_id: int
+    monitor_id: int
+    check_id: int | None
+    event: str
+    body: bytes
+    tries: int
+    created_at: datetime
+    token: str
+    webhook_url: str | None
+    claimed_at: datetime
+
+    @property
+    def parent_webhook(self) -> int:
+        """The ``X-Service-Parent-Webhook`` value: the incident's opener, else itself."""
+        return self.parent_id if self.parent_id is not None else self.id
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record) -> ClaimedEvent:
+        return cls(
+            id=row["id"],
+            parent_id=row["parent_id"],
+            account_id=row["account_id"],
+            monitor_id=row["monitor_id"],
+            check_id=row["check_id"],
+            event=row["event"],
+            body=bytes(row["body"]),
+            tries=row["tries"],
+            created_at=row["created_at"],
+            token=row["token"],
+            webhook_url=row["webhook_url"],
+            claimed_at=row["claimed_at"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookRecord:
+    """One event as the delivery log shows it."""
+
+    id: int
+    account_id: int
+    event: str
+    monitor_id: int
+    check_id: int | None
+    parent_id: int | None
+    status: str
+    tries: int
+    last_status_code: int | None
+    last_error: str | None
+    next_try_at: datetime
+    created_at: datetime
+    delivered_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record) -> WebhookRecord:
+        return cls(**{k: row[k] for k in cls.__slots__})
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredEvent:
+    id: int
+    account_id: int
+    monitor_id: int
 
 
 async def insert_event(
@@ -38,4 +279,194 @@ async def insert_event(
 
 
 class WebhookQueueMixin(StoreBase):
-    pass
+    # --- deliverer side --------------------------------------------------------------------
+
+    async def claim_due(
+        self,
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+        *,
+        per_account_limit: int | None = None,
+        in_flight: Mapping[int, int] | None = None,
+    ) -> list[ClaimedEvent]:
+        """Claim up to ``limit`` due events for one try each, oldest due first.
+
+        Takes only the oldest pending event of each monitor, only for accounts with a webhook
+        URL, only when ``next_try_at <= now`` (``now`` defaults to the database clock; tests
+        pass one). Each claimed event gets ``tries + 1`` and ``next_try_at = now + lease``,
+        committed before this returns: until the lease ends no other deliverer sees it.
+
+        ``per_account_limit`` with ``in_flight`` (account id -> tries the caller has running)
+        keeps one account's receiver from taking every slot: an account is given at most
+        ``per_account_limit - in_flight[account]`` events. Candidates passed over stay
+        pending and unlocked once this short transaction commits.
+        """
+        if limit <= 0:
+            return []
+        # Lock a few more rows than needed so per-account limits can pick from a wider set.
+        scan = limit if per_account_limit is None else min(max(limit * 4, 64), 2000)
+        busy = dict(in_flight or {})
+        async with self._tx() as conn:
+            candidates = await conn.fetch(SQL_CLAIM_CANDIDATES, now, scan)
+            chosen: list[int] = []
+            for row in candidates:
+                if len(chosen) >= limit:
+                    break
+                acc = row["account_id"]
+                if per_account_limit is not None and busy.get(acc, 0) >= per_account_limit:
+                    continue
+                busy[acc] = busy.get(acc, 0) + 1
+                chosen.append(row["id"])
+            if not chosen:
+                return []
+            rows = await conn.fetch(SQL_CLAIM_TAKE, chosen, now, float(lease_seconds))
+        # RETURNING has no order; keep the claim's (oldest due first).
+        position = {event_id: i for i, event_id in enumerate(chosen)}
+        return sorted((ClaimedEvent.from_row(r) for r in rows), key=lambda e: position[e.id])
+
+    async def record_delivered(self, event_id: int, status_code: int = 200) -> bool:
+        """The receiver answered 200: the event is delivered. False if it already was."""
+        result = await self._execute(SQL_RECORD_DELIVERED, event_id, status_code)
+        return result.endswith(" 1")
+
+    async def record_failed_try(
+        self,
+        event_id: int,
+        status_code: int | None,
+        error: str | None,
+        next_try_at: datetime,
+        *,
+        tries: int | None = None,
+    ) -> bool:
+        """A try failed; the event stays pending and is due again at ``next_try_at``.
+
+        ``tries`` is the number of the try that failed: the write is skipped (False) when the
+        event has moved on since (its lease ran out and another try was claimed) or is no
+        longer pending.
+        """
+        result = await self._execute(
+            SQL_RECORD_FAILED_TRY, event_id, status_code, _clip(error), next_try_at, tries
+        )
+        return result.endswith(" 1")
+
+    async def mark_failed(
+        self,
+        event_id: int,
+        status_code: int | None,
+        error: str | None,
+        *,
+        tries: int | None = None,
+    ) -> bool:
+        """Give up on a pending event: it becomes ``failed`` and is kept (same guard as
+        :meth:`record_failed_try`)."""
+        result = await self._execute(SQL_MARK_FAILED, event_id, status_code, _clip(error), tries)
+        return result.endswith(" 1")
+
+    async def release_claim(
+        self, event_id: int, tries: int, *, undo_try: bool, error: str | None = None
+    ) -> bool:
+        """Hand a claimed event back so any deliverer takes it at once.
+
+        ``undo_try`` takes the try back when nothing was sent; otherwise the try counts (it
+        may have reached the receiver) and the next one carries the next number.
+        """
+        result = await self._execute(SQL_RELEASE_CLAIM, event_id, tries, undo_try, _clip(error))
+        return result.endswith(" 1")
+
+    async def expire_webhooks(
+        self, max_age_seconds: float, now: datetime | None = None
+    ) -> list[ExpiredEvent]:
+        """Mark pending events older than ``max_age_seconds`` ``failed`` (with a reason in
+        ``last_error``), except those whose final try is scheduled or in flight; returns
+        them."""
+        async with self._tx() as conn:
+            rows = await conn.fetch(SQL_EXPIRE, float(max_age_seconds), now)
+        return [ExpiredEvent(r["id"], r["account_id"], r["monitor_id"]) for r in rows]
+
+    async def webhook_queue_stats(self) -> tuple[int, float]:
+        """(pending events, age in seconds of the oldest pending one; 0 when none)."""
+        row = await self._fetchrow(SQL_QUEUE_STATS)
+        assert row is not None
+        return int(row["depth"]), float(row["oldest"])
+
+    @contextlib.asynccontextmanager
+    async def listen_webhooks(
+        self, on_notify: Callable[[], None]
+    ) -> AsyncIterator[asyncpg.Connection]:
+        """LISTEN on ``upwatch_webhooks`` for the life of the context; ``on_notify`` is called
+        (on the event loop) for every notification. Yields the listening connection so the
+        caller can see it close (``is_closed()``) and listen again."""
+
+        def callback(*_: Any) -> None:
+            on_notify()
+
+        async with self._conn() as conn:
+            await conn.add_listener(CHANNEL_WEBHOOKS, callback)
+            try:
+                yield conn
+            finally:
+                if not conn.is_closed():
+                    with contextlib.suppress(Exception):
+                        await conn.remove_listener(CHANNEL_WEBHOOKS, callback)
+
+    # --- delivery log (API) ----------------------------------------------------------------
+
+    async def list_webhooks(
+        self,
+        account_id: int,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[WebhookRecord]:
+        """The account's events, newest first; ``before_id`` pages (ids below it)."""
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        rows = await self._fetch(SQL_LIST_WEBHOOKS, account_id, status, before_id, limit)
+        return [WebhookRecord.from_row(r) for r in rows]
+
+    async def get_webhook(self, account_id: int, event_id: int) -> WebhookRecord:
+        """One event of the account; NotFound for an unknown id or another account's."""
+        row = await self._fetchrow(SQL_GET_WEBHOOK, event_id, account_id)
+        if row is None:
+            raise NotFound("Webhook not found.")
+        return WebhookRecord.from_row(row)
+
+    async def retry_webhook(self, account_id: int, event_id: int) -> WebhookRecord:
+        """Re-queue a ``failed`` event for one more try now (``tries`` is kept, so
+        ``X-Service-Current-Try`` continues). If that try fails too, the event is ``failed``
+        again: its 24 h are over, so there is no automatic back-off.
+
+        Raises NotFound for an unknown id or another account's event, NotRetryable when the
+        event is not failed or the account has no webhook URL to send it to.
+        """
+        async with self._tx() as conn:
+            row = await conn.fetchrow(SQL_LOCK_FOR_RETRY, event_id, account_id)
+            if row is None:
+                raise NotFound("Webhook not found.")
+            if row["status"] != "failed":
+                raise NotRetryable(
+                    f"Only a failed webhook can be retried; this one is {row['status']}.",
+                    row["status"],
+                )
+            if row["webhook_url"] is None:
+                raise NotRetryable(
+                    "The account has no webhook URL; set one before retrying.", row["status"]
+                )
+            updated = await conn.fetchrow(SQL_REQUEUE, event_id)
+            await self._notify(conn, CHANNEL_WEBHOOKS)
+        assert updated is not None
+        return WebhookRecord.from_row(updated)
+
+
+# last_error is for people reading the log; a receiver's error page must not bloat the row.
+_MAX_ERROR = 500
+
+
+def _clip(error: str | None) -> str | None:
+    if error is None:
+        return None
+    # PostgreSQL text cannot hold NUL.
+    error = error.replace("\x00", "")
+    return error if len(error) <= _MAX_ERROR else error[: _MAX_ERROR - 1] + "…"
