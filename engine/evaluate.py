@@ -1,0 +1,407 @@
+"""The check state machines: (state, outcome, now) -> transition. Pure: no I/O, no clock.
+
+The tables in docs/design.md are the specification; each branch below names its row. A
+:class:`Transition` says what to persist and what else must happen with it:
+
+- ``state``: the check's new persisted state. ``outage_id`` and ``incident_event_id`` are
+  final except where an effect creates the row they point to: the store fills in the id of an
+  outage it opens (``open_outage``) and of an event marked ``opens_incident``.
+- ``open_outage`` / ``close_outage_id`` / ``alert_outage``: outage rows to write.
+- ``events``: webhook events to queue in the same transaction, with the fields their
+  :mod:`engine.webhooks.payloads` builders take.
+- ``confirm``: the runner must run the confirmation step next.
+- ``durable``: the change must go through one transaction (effects, or a change of the
+  failure bookkeeping). When False only status/error/meta/last_check_at change and the runner
+  may batch the write.
+
+Thresholds arrive in real seconds (already multiplied by the time scale); ``now`` is aware UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import IntEnum
+from typing import Any
+
+from engine.probes.outcome import CertOutcome, HttpOutcome
+from engine.timefmt import fmt
+from engine.webhooks import payloads
+
+PENDING = "pending"
+OK = "ok"
+DEGRADED = "degraded"
+FAILING = "failing"
+DOWN = "down"
+PAUSED = "paused"
+
+UPTIME = "uptime"
+CERTIFICATE = "certificate_health"
+
+_DAY = 86400.0
+
+
+class Outcome(IntEnum):
+    """Class of one probe; the values are what ``probe_results.outcome`` stores."""
+
+    OK = 0
+    DEGRADED = 1
+    FAILURE = 2
+
+
+_STATUS_OF = {Outcome.OK: OK, Outcome.DEGRADED: DEGRADED}
+
+
+@dataclass(slots=True)
+class CheckState:
+    """The state machine's persisted state of one check (columns of ``checks``).
+
+    ``verified_via`` belongs to the open outage (stored on its row); it is kept here so a
+    downtime alert that waits for the threshold can name the confirming region.
+    """
+
+    status: str = PENDING
+    error: str | None = None
+    last_check_at: datetime | None = None
+    failing_since: datetime | None = None
+    detected_by: str | None = None
+    verified_via: str | None = None
+    outage_id: int | None = None
+    incident_event_id: int | None = None
+    renewal_notified_for: datetime | None = None
+
+    @property
+    def confirmed(self) -> bool:
+        """Failing with a confirmed (opened) outage."""
+        return self.outage_id is not None
+
+
+@dataclass(slots=True)
+class OutageOpen:
+    started_at: datetime
+    http_status_code: int | None
+    error: str | None
+    detected_by: str | None
+    verified_via: str | None
+
+
+@dataclass(slots=True)
+class EventSpec:
+    """One webhook event: ``event`` names the payload builder, ``fields`` are its keywords
+    (without the monitor). ``parent_id`` is the event that opened the incident (restored and
+    recovered events). ``opens_incident`` makes its id the check's ``incident_event_id``."""
+
+    event: str
+    fields: dict[str, Any]
+    parent_id: int | None = None
+    opens_incident: bool = False
+
+
+@dataclass(slots=True)
+class Transition:
+    state: CheckState
+    meta: dict[str, Any]
+    outcome: Outcome
+    open_outage: OutageOpen | None = None
+    close_outage_id: int | None = None
+    alert_outage: bool = False
+    events: list[EventSpec] = field(default_factory=list)
+    confirm: bool = False
+    durable: bool = False
+
+
+# -- classification ----------------------------------------------------------------------
+
+
+def classify(outcome: HttpOutcome, slow_threshold_ms: float) -> Outcome:
+    """decisions.md: 2xx/3xx within the slow threshold is ok; a slow or 4xx response is
+    degraded; no response or a 5xx is a failure."""
+    code = outcome.status_code
+    if code is None or code >= 500:
+        return Outcome.FAILURE
+    if code >= 400 or outcome.total_ms > slow_threshold_ms:
+        return Outcome.DEGRADED
+    return Outcome.OK
+
+
+def uptime_error(outcome: HttpOutcome, cls: Outcome, slow_threshold_ms: float) -> str | None:
+    """The check's ``error``: None when ok, else a short phrase saying what was wrong."""
+    if cls is Outcome.OK:
+        return None
+    code = outcome.status_code
+    if code is None:
+        return outcome.error or "no response"
+    if code >= 400:
+        return f"HTTP {code}"
+    return f"slow response: {outcome.total_ms:.0f} ms (threshold {slow_threshold_ms:.0f} ms)"
+
+
+def uptime_meta(outcome: HttpOutcome) -> dict[str, Any]:
+    return {"http_status_code": outcome.status_code}
+
+
+def certificate_meta(outcome: CertOutcome) -> dict[str, Any]:
+    """Every key always present (null when the probe could not read the certificate)."""
+    return {
+        "issuer": outcome.issuer,
+        "signature_algorithm": outcome.signature_algorithm,
+        "is_self_signed": outcome.is_self_signed,
+        "valid_from": fmt(outcome.valid_from),
+        "valid_to": fmt(outcome.valid_to),
+    }
+
+
+def _seconds(a: datetime, b: datetime) -> float:
+    return (a - b).total_seconds()
+
+
+def _durable(prev: CheckState, new: CheckState) -> bool:
+    """Whether the failure bookkeeping changed (status/error/timestamps alone do not count)."""
+    return (
+        prev.failing_since != new.failing_since
+        or prev.detected_by != new.detected_by
+        or prev.verified_via != new.verified_via
+        or prev.outage_id != new.outage_id
+        or prev.incident_event_id != new.incident_event_id
+        or prev.renewal_notified_for != new.renewal_notified_for
+    )
+
+
+def _cleared(status: str, error: str | None, now: datetime, prev: CheckState) -> CheckState:
+    """Failure bookkeeping gone, certificate renewal memory kept."""
+    return CheckState(
+        status=status,
+        error=error,
+        last_check_at=now,
+        renewal_notified_for=prev.renewal_notified_for,
+    )
+
+
+def _kept(prev: CheckState, status: str, error: str | None, now: datetime) -> CheckState:
+    return CheckState(
+        status=status,
+        error=error,
+        last_check_at=now,
+        failing_since=prev.failing_since,
+        detected_by=prev.detected_by,
+        verified_via=prev.verified_via,
+        outage_id=prev.outage_id,
+        incident_event_id=prev.incident_event_id,
+        renewal_notified_for=prev.renewal_notified_for,
+    )
+
+
+def _downtime_event(
+    state: CheckState, now: datetime, error: str, code: int | None, verified_via: str
+) -> EventSpec:
+    return EventSpec(
+        payloads.DOWNTIME,
+        {
+            "last_check_at": now,
+            "error": error,
+            "http_status_code": code,
+            "detected_by": state.detected_by or verified_via,
+            "verified_via": verified_via,
+        },
+        opens_incident=True,
+    )
+
+
+# -- uptime ------------------------------------------------------------------------------
+
+
+def evaluate_uptime(
+    prev: CheckState,
+    outcome: HttpOutcome,
+    *,
+    now: datetime,
+    region: str,
+    threshold: float,
+    slow_threshold_ms: float,
+) -> Transition:
+    """A scheduled uptime probe's outcome (design.md, uptime table)."""
+    cls = classify(outcome, slow_threshold_ms)
+    error = uptime_error(outcome, cls, slow_threshold_ms)
+    meta = uptime_meta(outcome)
+    code = outcome.status_code
+
+    if cls is not Outcome.FAILURE:
+        status = _STATUS_OF[cls]
+        if prev.status == DOWN:
+            # down | ok/degraded -> ok/degraded; outage closed; uptime_restored.
+            new = _cleared(status, error, now, prev)
+            tr = Transition(new, meta, cls, close_outage_id=prev.outage_id, durable=True)
+            if prev.incident_event_id is not None and code is not None:
+                since = prev.failing_since or now
+                tr.events.append(EventSpec(
+                    payloads.UPTIME_RESTORED,
+                    {
+                        "last_check_at": now,
+                        "http_status_code": code,
+                        "downtime_seconds": max(0.0, _seconds(now, since)),
+                    },
+                    parent_id=prev.incident_event_id,
+                ))
+            return tr
+        if prev.status == FAILING:
+            # failing, confirmed | ok -> outage closed, nothing sent (no alert went out).
+            # failing, unconfirmed | ok -> back to health, nothing sent.
+            new = _cleared(status, error, now, prev)
+            return Transition(new, meta, cls, close_outage_id=prev.outage_id, durable=True)
+        # any not failing/down | ok/degraded -> ok/degraded. Failure bookkeeping cannot be
+        # there in these states unless a disable/enable cycle left it behind: it is dropped,
+        # and an outage left open is closed.
+        new = _cleared(status, error, now, prev)
+        return Transition(
+            new, meta, cls, close_outage_id=prev.outage_id, durable=_durable(prev, new)
+        )
+
+    assert error is not None
+    if prev.status == DOWN:
+        # down | failure -> down, error updated.
+        return Transition(_kept(prev, DOWN, error, now), meta, cls)
+    if prev.status == FAILING and prev.confirmed:
+        # failing, confirmed | failure -> down once the threshold has passed.
+        since = prev.failing_since or now
+        if _seconds(now, since) >= threshold:
+            new = _kept(prev, DOWN, error, now)
+            ev = _downtime_event(prev, now, error, code, prev.verified_via or region)
+            return Transition(new, meta, cls, alert_outage=True, events=[ev], durable=True)
+        return Transition(_kept(prev, FAILING, error, now), meta, cls)
+    if prev.status == FAILING:
+        # failing, unconfirmed (e.g. a restart between probe and confirmation): the episode
+        # goes on from its first failure and is confirmed again.
+        return Transition(_kept(prev, FAILING, error, now), meta, cls, confirm=True)
+    # pending/ok/degraded | failure -> failing; ask for confirmation. (A stale open outage,
+    # see above, is closed: this is a new episode.)
+    new = CheckState(
+        status=FAILING,
+        error=error,
+        last_check_at=now,
+        failing_since=now,
+        detected_by=region,
+        renewal_notified_for=prev.renewal_notified_for,
+    )
+    return Transition(
+        new, meta, cls, close_outage_id=prev.outage_id, confirm=True, durable=True
+    )
+
+
+def evaluate_confirmation(
+    prev: CheckState,
+    outcome: HttpOutcome,
+    *,
+    now: datetime,
+    verified_via: str,
+    threshold: float,
+    slow_threshold_ms: float,
+) -> Transition:
+    """The confirmation probe's outcome for a check that is failing and unconfirmed.
+
+    Anything else (the state moved on meanwhile) is evaluated as an ordinary probe.
+    """
+    if prev.status != FAILING or prev.confirmed:
+        return evaluate_uptime(
+            prev, outcome, now=now, region=verified_via, threshold=threshold,
+            slow_threshold_ms=slow_threshold_ms,
+        )
+    cls = classify(outcome, slow_threshold_ms)
+    meta = uptime_meta(outcome)
+    if cls is not Outcome.FAILURE:
+        # failing, unconfirmed | confirmation ok/degraded -> ok/degraded, nothing sent.
+        new = _cleared(_STATUS_OF[cls], uptime_error(outcome, cls, slow_threshold_ms), now, prev)
+        return Transition(new, meta, cls, durable=True)
+    # failing, unconfirmed | confirmation failure -> outage opened (from the first failure);
+    # down with the downtime event at once when the threshold has already passed.
+    error = uptime_error(outcome, cls, slow_threshold_ms) or "no response"
+    since = prev.failing_since or now
+    outage = OutageOpen(
+        started_at=since,
+        http_status_code=outcome.status_code,
+        error=error,
+        detected_by=prev.detected_by,
+        verified_via=verified_via,
+    )
+    new = _kept(prev, FAILING, error, now)
+    new.failing_since = since
+    new.verified_via = verified_via
+    tr = Transition(new, meta, cls, open_outage=outage, durable=True)
+    if _seconds(now, since) >= threshold:
+        new.status = DOWN
+        tr.alert_outage = True
+        tr.events.append(_downtime_event(prev, now, error, outcome.status_code, verified_via))
+    return tr
+
+
+def threshold_due(state: CheckState, threshold: float) -> datetime | None:
+    """When a confirmed outage that is still waiting for its threshold becomes alertable;
+    None when nothing waits. The runner probes again then if that is before the interval."""
+    if state.status != FAILING or not state.confirmed or state.failing_since is None:
+        return None
+    return state.failing_since + timedelta(seconds=threshold)
+
+
+# -- certificate ---------------------------------------------------------------------------
+
+
+def _renewal_due(
+    prev: CheckState, outcome: CertOutcome, now: datetime, threshold_days: int
+) -> bool:
+    if threshold_days <= 0 or outcome.valid_to is None:
+        return False
+    if prev.renewal_notified_for == outcome.valid_to:
+        return False
+    return _seconds(outcome.valid_to, now) < threshold_days * _DAY
+
+
+def _cert_fields(outcome: CertOutcome, now: datetime) -> dict[str, Any]:
+    # A verified certificate always has both dates; the fallbacks only keep types honest.
+    return {
+        "last_check_at": now,
+        "issuer": outcome.issuer or "",
+        "signature_algorithm": outcome.signature_algorithm or "",
+        "valid_from": outcome.valid_from or now,
+        "valid_to": outcome.valid_to or now,
+    }
+
+
+def evaluate_certificate(
+    prev: CheckState, outcome: CertOutcome, *, now: datetime, expiry_threshold_days: int
+) -> Transition:
+    """A certificate probe's outcome (design.md, certificate table)."""
+    meta = certificate_meta(outcome)
+    if outcome.valid:
+        if prev.status == DOWN:
+            # down | valid -> ok; certificate_recovered (parent = certificate_invalid).
+            new = _cleared(OK, None, now, prev)
+            tr = Transition(new, meta, Outcome.OK, durable=True)
+            if prev.incident_event_id is not None:
+                tr.events.append(EventSpec(
+                    payloads.CERTIFICATE_RECOVERED,
+                    _cert_fields(outcome, now),
+                    parent_id=prev.incident_event_id,
+                ))
+            return tr
+        # not down | valid -> ok; renewal_due once per valid_to when fewer days remain.
+        new = _cleared(OK, None, now, prev)
+        tr = Transition(new, meta, Outcome.OK)
+        if _renewal_due(prev, outcome, now, expiry_threshold_days):
+            assert outcome.valid_to is not None
+            remaining = _seconds(outcome.valid_to, now)
+            fields = _cert_fields(outcome, now)
+            fields["expires_in_days"] = max(0, int(remaining // _DAY))
+            tr.events.append(EventSpec(payloads.CERTIFICATE_RENEWAL_DUE, fields))
+            new.renewal_notified_for = outcome.valid_to
+        tr.durable = bool(tr.events) or _durable(prev, new)
+        return tr
+
+    error = outcome.error or "certificate invalid"
+    if prev.status == DOWN:
+        # down | invalid -> down, error updated.
+        return Transition(_kept(prev, DOWN, error, now), meta, Outcome.FAILURE)
+    # not down | invalid -> down; certificate_invalid.
+    new = _cleared(DOWN, error, now, prev)
+    ev = EventSpec(
+        payloads.CERTIFICATE_INVALID, {"last_check_at": now, "error": error}, opens_incident=True
+    )
+    return Transition(new, meta, Outcome.FAILURE, events=[ev], durable=True)
