@@ -1,0 +1,278 @@
+"""Probe results: a bounded in-memory buffer and the task that writes it in batches.
+
+Probes hand their rows to :meth:`ResultsWriter.put` and go on; a writer task (``run``)
+flushes every ``flush_interval`` or as soon as ``batch_rows`` rows wait, each flush one
+transaction of COPY into ``probe_results``, an upsert of the hourly rollups and one UPDATE
+for the checks whose probe changed nothing but status/error/meta/last_check_at ("touches",
+which coalesce per check: only the newest matters).
+
+Bounds, so that memory never grows without limit:
+
+- Database healthy but slower than the probes: ``put`` waits for space (back-pressure on the
+  probes, which then start late and show it in the lateness metric).
+- Database unavailable (the last write failed): probing goes on, writes are retried with
+  back-off, and once the buffer is full the OLDEST rows are dropped, counted in
+  ``upwatch_results_dropped_total`` and logged. Touches are kept (at most one per check).
+- On stop: whatever waits is flushed within ``drain_timeout``; what cannot be written in
+  that time is logged as lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from datetime import datetime
+from typing import Any, Protocol
+
+from engine.db.probing import RollupCell, Rollups, Touch
+from engine.errors import DatabaseUnavailable
+from engine.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+KIND_UPTIME = 1
+KIND_CERTIFICATE = 2
+
+# One row of probe_results, in engine.db.probing.RESULT_COLUMNS order:
+# (check_id, at, kind, outcome, status_code, total_ms, dns_ms, connect_ms, tls_ms, ttfb_ms,
+#  region, confirmation, error)
+ResultRow = tuple[
+    int, datetime, int, int, int | None, float | None, float | None, float | None,
+    float | None, float | None, str, bool, str | None,
+]
+
+_BACKOFF_FIRST = 0.2
+_BACKOFF_MAX = 5.0
+_GIVE_UP_AFTER = 3  # tries of a batch that fails for a reason other than an unreachable DB
+_DROP_LOG_EVERY = 10.0
+
+
+class ResultsStore(Protocol):
+    async def write_results(
+        self, rows: Any, rollups: Rollups, touches: dict[int, Touch]
+    ) -> None: ...
+
+
+def aggregate(rows: list[ResultRow]) -> Rollups:
+    """Hourly rollups of a batch: uptime probes only, confirmation probes left out (they
+    re-measure a failure already counted, and ``checks_run_30d`` counts scheduled runs)."""
+    out = Rollups()
+    cells = out.cells
+    for row in rows:
+        if row[2] != KIND_UPTIME or row[11]:
+            continue
+        key = (row[0], int(row[1].timestamp()) // 3600)
+        cell = cells.get(key)
+        if cell is None:
+            cell = cells[key] = RollupCell()
+        cell.probes += 1
+        if row[3] == 2:
+            cell.failures += 1
+        if row[4] is not None:
+            cell.responses += 1
+            ms = row[5] or 0.0
+            cell.ms_sum += ms
+            if ms > cell.ms_max:
+                cell.ms_max = ms
+    return out
+
+
+class ResultsWriter:
+    """See the module docstring. ``put`` and ``touch`` are for probe tasks; ``run`` is the
+    writer component (the engine runs it)."""
+
+    def __init__(
+        self,
+        store: ResultsStore,
+        *,
+        metrics: Metrics,
+        limit: int,
+        flush_interval: float,
+        batch_rows: int = 10_000,
+        drain_timeout: float = 2.0,
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._limit = limit
+        # At most half the buffer in flight, so a full buffer always has queued rows to drop.
+        self._batch = max(1, min(batch_rows, limit // 2))
+        self._flush_interval = flush_interval
+        self._drain_timeout = drain_timeout
+        self._buf: deque[ResultRow] = deque()
+        self._inflight = 0
+        self._touches: dict[int, Touch] = {}
+        self._wake = asyncio.Event()
+        self._space = asyncio.Event()
+        self._space.set()
+        self._outage = False
+        self._failures = 0  # consecutive refusals of the current batch
+        self._dropped_unlogged = 0
+        self._last_drop_log = 0.0
+        self.written = 0
+        self.dropped = 0
+
+    # -- producers ---------------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """Rows waiting or being written."""
+        return len(self._buf) + self._inflight
+
+    @property
+    def in_outage(self) -> bool:
+        return self._outage
+
+    async def put(self, row: ResultRow) -> None:
+        """Queue one row; waits for space while the database is healthy but behind."""
+        while len(self._buf) + self._inflight >= self._limit:
+            if self._outage and self._buf:
+                self._buf.popleft()
+                self._note_drop(1)
+                break
+            self._space.clear()
+            await self._space.wait()
+        self._buf.append(row)
+        if len(self._buf) >= self._batch:
+            self._wake.set()
+
+    def touch(self, check_id: int, touch: Touch) -> None:
+        """Record the newest status/error/meta/last_check_at of a check for the next flush."""
+        self._touches[check_id] = touch
+
+    def forget(self, check_id: int) -> None:
+        """Drop a pending touch (the check was reconfigured; its version would not match)."""
+        self._touches.pop(check_id, None)
+
+    def _note_drop(self, n: int) -> None:
+        self.dropped += n
+        self._metrics.results_dropped.inc(n)
+        self._dropped_unlogged += n
+        now = time.monotonic()
+        if now - self._last_drop_log >= _DROP_LOG_EVERY:
+            log.warning(
+                "database unavailable and result buffer full (%d rows): dropped the %d oldest"
+                " results", self._limit, self._dropped_unlogged,
+                extra={"dropped": self._dropped_unlogged},
+            )
+            self._dropped_unlogged = 0
+            self._last_drop_log = now
+
+    # -- the writer ---------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Flush until ``stop``; then drain what is left within the drain timeout."""
+        stop_waiter = asyncio.create_task(stop.wait())
+        stop_waiter.add_done_callback(lambda _t: self._wake.set())
+        backoff = 0.0
+        try:
+            while not stop.is_set():
+                timeout = backoff if backoff else self._flush_interval
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+                self._wake.clear()
+                if stop.is_set():
+                    break
+                ok = await self.flush_once()
+                if ok:
+                    backoff = 0.0
+                    # More than a batch waiting: go again at once.
+                    if len(self._buf) >= self._batch:
+                        self._wake.set()
+                else:
+                    backoff = min(_BACKOFF_MAX, backoff * 2 if backoff else _BACKOFF_FIRST)
+        finally:
+            stop_waiter.cancel()
+        await self.drain()
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Flush everything within ``timeout`` (default: the drain timeout); True if done."""
+        deadline = time.monotonic() + (self._drain_timeout if timeout is None else timeout)
+        pause = 0.05
+        while self._buf or self._touches:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                ok = await asyncio.wait_for(self.flush_once(), left)
+            except TimeoutError:
+                break
+            if not ok:
+                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, 0.5)
+        if self._buf or self._touches:
+            log.error(
+                "stopping with %d results and %d check updates not written",
+                len(self._buf), len(self._touches),
+            )
+            return False
+        return True
+
+    async def flush_once(self) -> bool:
+        """Write one batch (rows up to ``batch_rows`` and every pending touch).
+
+        True when it was written (or there was nothing); False when it failed and was put
+        back (or, for a batch the database keeps refusing, given up on and counted dropped).
+        """
+        n = min(len(self._buf), self._batch)
+        if n == 0 and not self._touches:
+            self._metrics.result_buffer.set(0)
+            return True
+        buf = self._buf
+        batch = [buf.popleft() for _ in range(n)]
+        touches, self._touches = self._touches, {}
+        self._inflight = n
+        started = time.perf_counter()
+        try:
+            await self._write(batch, touches)
+        except asyncio.CancelledError:
+            self._put_back(batch, touches)
+            raise
+        except (DatabaseUnavailable, OSError, TimeoutError) as exc:
+            self._put_back(batch, touches)
+            if not self._outage:
+                log.warning("cannot write results, will retry: %s", exc)
+            self._outage = True
+            self._failures = 0
+            return False
+        except Exception as exc:
+            # A refusal (e.g. a check deleted between the join and the insert): retry a few
+            # times, then give the batch up rather than wedge the writer.
+            self._failures += 1
+            if self._failures < _GIVE_UP_AFTER:
+                log.warning("results batch refused, will retry: %r", exc)
+                self._put_back(batch, touches)
+            else:
+                log.error("results batch refused %d times, dropping it: %r", self._failures, exc)
+                self._failures = 0
+                self._inflight = 0
+                self._note_drop(len(batch))
+                self._space.set()
+            return False
+        finally:
+            self._metrics.result_buffer.set(len(self._buf) + self._inflight)
+        self._inflight = 0
+        self._failures = 0
+        if self._outage:
+            log.info("results are being written again")
+            self._outage = False
+        self.written += n
+        self._metrics.results_written.inc(n)
+        self._metrics.batch_write.observe(time.perf_counter() - started)
+        self._metrics.result_buffer.set(len(self._buf))
+        self._space.set()
+        return True
+
+    async def _write(self, batch: list[ResultRow], touches: dict[int, Touch]) -> None:
+        await self._store.write_results(batch, aggregate(batch), touches)
+
+    def _put_back(self, batch: list[ResultRow], touches: dict[int, Touch]) -> None:
+        self._buf.extendleft(reversed(batch))
+        self._inflight = 0
+        for check_id, t in touches.items():
+            self._touches.setdefault(check_id, t)  # a newer touch of the same check wins
+        # Waiters re-check: in an outage they make room by dropping the oldest rows.
+        self._space.set()
