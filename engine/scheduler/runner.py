@@ -1,0 +1,584 @@
+"""The check engine: every enabled check in one timing wheel, due probes run under limits.
+
+Shape (why it scales to 50,000+ checks on one core):
+
+- One :class:`~engine.scheduler.wheel.TimingWheel` holds every scheduled check; one
+  scheduler loop ticks every few milliseconds, pops what is due and starts a short-lived
+  probe task per due check. No check owns a timer or a long-lived task.
+- Each check follows a stable phase of its interval (``first_due``), so checks of the same
+  interval are spread evenly over it; a new, re-enabled or reset (``pending``) check is
+  probed within about a second, then joins its phase.
+- Limits: at most ``max_in_flight`` probes at once and ``per_host_limit`` per host. A check
+  whose host is busy waits in that host's queue, so one slow site cannot hold up the rest;
+  lateness (start - due) is measured for every probe.
+- Probes whose outcome changes only status/error/meta/last_check_at are written in batches
+  by the results writer (:mod:`engine.results`); transitions with effects (outages, webhook
+  events, failure bookkeeping) are written at once, in one transaction each.
+- Configuration changes arrive by LISTEN ``upwatch_checks`` (reload by id within ~50 ms of
+  the notification) and a periodic cheap resync of (id, config_version) pairs, which also
+  runs after every (re)connection of the listener, so nothing the API does is missed.
+
+Clocks: due times are ``time.monotonic()`` values; phases are computed on the wall clock
+(``time.time()``) so a check keeps its rhythm across restarts; state timestamps are aware UTC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from engine import USER_AGENT
+from engine.confirm import Confirmer, LocalConfirmer
+from engine.db.probing import ScheduledCheck, Touch
+from engine.errors import DatabaseUnavailable
+from engine.evaluate import (
+    PENDING,
+    UPTIME,
+    Outcome,
+    Transition,
+    evaluate_certificate,
+    evaluate_confirmation,
+    evaluate_uptime,
+    threshold_due,
+)
+from engine.metrics import Metrics
+from engine.probes.outcome import CertOutcome, HttpOutcome
+from engine.results import KIND_CERTIFICATE, KIND_UPTIME, ResultRow, ResultsWriter
+from engine.scheduler.wheel import TimingWheel, first_due, phase_fraction
+from engine.settings import Settings
+
+log = logging.getLogger(__name__)
+
+TICK = 0.005  # scheduler loop period (s)
+WHEEL_TICK = 0.01  # wheel bucket width (s); 4096 buckets = one 41 s revolution
+WHEEL_SLOTS = 4096
+SOON_WINDOW = 1.0  # a pending check is probed within this many seconds
+RETRY_IN_FLIGHT = 0.25  # a check due while its previous probe still runs tries again then
+MIN_INTERVAL = 0.05  # floor of a scaled interval, so a tiny time scale cannot spin
+THRESHOLD_SLACK = 0.005  # re-probe this long after a threshold expires (clock rounding)
+PAGE = 5000  # checks per page when loading or resyncing
+RELOAD_COALESCE = 0.02  # gather a burst of notifications into one reload query
+LISTEN_PING = 15.0  # seconds between liveness round trips on the LISTEN connection
+DRAIN_PROBES = 3.0  # seconds in-flight probes get to finish on stop
+DRAIN_RESULTS = 2.0  # seconds the results writer gets to flush on stop
+
+
+class EngineStore(Protocol):
+    async def load_checks_page(self, after_id: int, limit: int) -> list[ScheduledCheck]: ...
+    async def load_checks(self, ids: Iterable[int]) -> list[ScheduledCheck]: ...
+    async def enabled_check_versions_page(
+        self, after_id: int, limit: int
+    ) -> list[tuple[int, int]]: ...
+    def listen_checks(
+        self, on_change: Callable[[int], None]
+    ) -> contextlib.AbstractAsyncContextManager[Any]: ...
+    async def apply_transition(
+        self, check_id: int, config_version: int, tr: Transition
+    ) -> Any: ...
+    async def write_results(self, rows: Any, rollups: Any, touches: Any) -> None: ...
+
+
+class HttpProbe(Protocol):
+    async def probe(self, url: str) -> HttpOutcome: ...
+    async def aclose(self) -> None: ...
+
+
+class CertProbe(Protocol):
+    async def probe(self, host: str, port: int) -> CertOutcome: ...
+    async def aclose(self) -> None: ...
+
+
+async def _wait(stop: asyncio.Event, *events: asyncio.Event, timeout: float | None) -> None:
+    """Until ``stop`` or any of ``events`` is set, or ``timeout`` passes."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in (stop, *events)]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+
+
+class Engine:
+    """The check engine component; ``run(stop)`` returns once stopped and drained.
+
+    ``owns(check_id)`` filters the checks this node probes (the cluster's ownership); call
+    :meth:`request_resync` when its answer may have changed.
+    """
+
+    def __init__(
+        self,
+        store: EngineStore,
+        settings: Settings,
+        *,
+        metrics: Metrics,
+        confirmer: Confirmer | None = None,
+        http_prober: HttpProbe | None = None,
+        cert_prober: CertProbe | None = None,
+        owns: Callable[[int], bool] = lambda check_id: True,
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._metrics = metrics
+        self._owns = owns
+        self._scale = settings.time_scale
+        self._region = settings.region
+        self._slow_ms = float(settings.slow_threshold_ms)
+        self._max_in_flight = settings.max_in_flight
+        self._per_host = settings.per_host_limit
+        self._owned_probers: list[HttpProbe | CertProbe] = []
+        if http_prober is None:
+            from engine.probes.http import HttpProber
+
+            http_prober = HttpProber(
+                timeout=settings.probe_timeout,
+                user_agent=USER_AGENT,
+                source_address=settings.probe_source_address,
+                allow_private=settings.allow_private_targets,
+            )
+            self._owned_probers.append(http_prober)
+        if cert_prober is None:
+            from engine.probes.tls import CertProber
+
+            cert_prober = CertProber(
+                timeout=settings.probe_timeout,
+                source_address=settings.probe_source_address,
+                allow_private=settings.allow_private_targets,
+                ca_bundle=settings.ca_bundle,
+            )
+            self._owned_probers.append(cert_prober)
+        self._http = http_prober
+        self._cert = cert_prober
+        self._confirmer: Confirmer = confirmer or LocalConfirmer.from_settings(
+            http_prober, settings, metrics
+        )
+        self.results = ResultsWriter(
+            store,
+            metrics=metrics,
+            limit=settings.result_buffer_limit,
+            flush_interval=settings.result_flush_interval,
+            drain_timeout=DRAIN_RESULTS,
+        )
+
+        self._checks: dict[int, ScheduledCheck] = {}
+        self._wheel: TimingWheel[int] = TimingWheel(
+            tick=WHEEL_TICK, slots=WHEEL_SLOTS, start=time.monotonic()
+        )
+        self._in_flight: set[int] = set()
+        self._host_busy: dict[str, int] = {}
+        self._host_wait: dict[str, deque[ScheduledCheck]] = {}
+        self._ready: deque[ScheduledCheck] = deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reload_ids: set[int] = set()
+        self._reload_wake = asyncio.Event()
+        self._resync_wake = asyncio.Event()
+        self._stopping = False
+        self.loaded = asyncio.Event()  # set once the first full load is done
+        # Prometheus children resolved once: labels() costs a dict lookup and a lock.
+        self._probe_counters = {
+            (kind, cls): metrics.probes.labels(kind=kind, outcome=cls.name.lower())
+            for kind in (UPTIME, "certificate_health")
+            for cls in Outcome
+        }
+
+    # -- introspection (tests, metrics) ------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._checks)
+
+    def check(self, check_id: int) -> ScheduledCheck | None:
+        return self._checks.get(check_id)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def request_resync(self) -> None:
+        """Resync with the database soon (e.g. the cluster's ownership changed)."""
+        self._resync_wake.set()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        writer_stop = asyncio.Event()
+        writer = asyncio.create_task(self.results.run(writer_stop), name="engine-results")
+        helpers: list[asyncio.Task[None]] = []
+        try:
+            await self._initial_load(stop)
+            if not stop.is_set():
+                helpers = [
+                    asyncio.create_task(self._listener(stop), name="engine-listen"),
+                    asyncio.create_task(self._reloader(stop), name="engine-reload"),
+                    asyncio.create_task(self._resyncer(stop), name="engine-resync"),
+                ]
+                await self._scheduler(stop)
+        finally:
+            self._stopping = True
+            for h in helpers:
+                h.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            await self._drain_probes()
+            writer_stop.set()
+            with contextlib.suppress(Exception):
+                await writer
+            for p in self._owned_probers:
+                with contextlib.suppress(Exception):
+                    await p.aclose()
+            self._metrics.in_flight.set(0)
+
+    async def _drain_probes(self) -> None:
+        """Let in-flight probes finish (their results still count), then cancel the rest:
+        nothing is lost by that, the checks are simply probed again after a restart."""
+        self._ready.clear()
+        self._host_wait.clear()
+        tasks = list(self._tasks)
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=DRAIN_PROBES)
+        for t in pending:
+            t.cancel()
+        if pending:
+            log.info("stopping: cancelled %d probes still running", len(pending))
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # -- loading and configuration changes ----------------------------------------------------
+
+    async def _initial_load(self, stop: asyncio.Event) -> None:
+        backoff = 0.2
+        while not stop.is_set():
+            try:
+                after = 0
+                while True:
+                    page = await self._store.load_checks_page(after, PAGE)
+                    for c in page:
+                        self._adopt(c)
+                    if len(page) < PAGE:
+                        break
+                    after = page[-1].id
+                    await asyncio.sleep(0)  # let probes of the first pages start
+                self.loaded.set()
+                log.info("engine loaded %d checks", len(self._checks))
+                return
+            except DatabaseUnavailable as exc:
+                log.warning("cannot load checks, retrying: %s", exc)
+                await _wait(stop, timeout=backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _adopt(self, new: ScheduledCheck) -> None:
+        """Install a check as loaded from the database (new, reconfigured or unchanged)."""
+        if not self._owns(new.id):
+            self._drop(new.id)
+            return
+        old = self._checks.get(new.id)
+        if old is not None and old.config_version == new.config_version:
+            # Unchanged: the in-memory state may be ahead of batched writes, keep it.
+            return
+        self._checks[new.id] = new
+        if old is not None:
+            self._wheel.cancel(old.id)
+            self.results.forget(new.id)
+        self._schedule(new, soon=new.state.status == PENDING)
+
+    def _drop(self, check_id: int) -> None:
+        """Forget a deleted, disabled or no longer owned check. A probe of it still running
+        finishes without writing anything (it sees it was dropped)."""
+        if self._checks.pop(check_id, None) is not None:
+            self._wheel.cancel(check_id)
+            self.results.forget(check_id)
+
+    def _on_notify(self, check_id: int) -> None:
+        self._reload_ids.add(check_id)
+        self._reload_wake.set()
+
+    async def _reloader(self, stop: asyncio.Event) -> None:
+        """Reloads the checks named by notifications (and by the resync), in batches."""
+        backoff = 0.2
+        while not stop.is_set():
+            await _wait(stop, self._reload_wake, timeout=None)
+            if stop.is_set():
+                return
+            await asyncio.sleep(RELOAD_COALESCE)
+            self._reload_wake.clear()
+            ids, self._reload_ids = self._reload_ids, set()
+            try:
+                await self._reload(ids)
+                backoff = 0.2
+            except DatabaseUnavailable as exc:
+                log.warning("cannot reload checks, retrying: %s", exc)
+                self._reload_ids |= ids
+                await _wait(stop, timeout=backoff)
+                backoff = min(backoff * 2, 5.0)
+                self._reload_wake.set()
+
+    async def _reload(self, ids: set[int]) -> None:
+        todo = sorted(ids)
+        for i in range(0, len(todo), PAGE):
+            chunk = todo[i : i + PAGE]
+            found = await self._store.load_checks(chunk)
+            seen = set()
+            for c in found:
+                seen.add(c.id)
+                self._adopt(c)
+            for check_id in chunk:
+                if check_id not in seen:
+                    self._drop(check_id)
+
+    async def _resyncer(self, stop: asyncio.Event) -> None:
+        interval = self._settings.resync_interval
+        while not stop.is_set():
+            await _wait(stop, self._resync_wake, timeout=interval)
+            if stop.is_set():
+                return
+            self._resync_wake.clear()
+            try:
+                await self.resync()
+            except DatabaseUnavailable as exc:
+                log.warning("resync failed, will retry: %s", exc)
+
+    async def resync(self) -> None:
+        """Compare (id, config_version) of every enabled check with what the engine holds and
+        queue a reload of each difference; the reload by id is what adds, changes or drops."""
+        enabled: set[int] = set()
+        stale: set[int] = set()
+        after = 0
+        while True:
+            page = await self._store.enabled_check_versions_page(after, PAGE * 2)
+            for check_id, version in page:
+                if not self._owns(check_id):
+                    continue
+                enabled.add(check_id)
+                c = self._checks.get(check_id)
+                if c is None or c.config_version != version:
+                    stale.add(check_id)
+            if len(page) < PAGE * 2:
+                break
+            after = page[-1][0]
+            await asyncio.sleep(0)
+        for check_id in list(self._checks):
+            if not self._owns(check_id):
+                self._drop(check_id)
+            elif check_id not in enabled:
+                stale.add(check_id)  # probably gone; the reload by id decides
+        if stale:
+            self._reload_ids |= stale
+            self._reload_wake.set()
+
+    async def _listener(self, stop: asyncio.Event) -> None:
+        """Holds LISTEN upwatch_checks; after every (re)connection a full resync runs, since
+        notifications sent while not listening are lost."""
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                async with self._store.listen_checks(self._on_notify) as listener:
+                    backoff = 0.5
+                    self._resync_wake.set()
+                    while not stop.is_set() and not listener.lost.is_set():
+                        await _wait(stop, listener.lost, timeout=LISTEN_PING)
+                        if not stop.is_set() and not listener.lost.is_set():
+                            await listener.alive()
+                if not stop.is_set():
+                    log.warning("lost the LISTEN connection; reconnecting")
+            except DatabaseUnavailable as exc:
+                log.warning("cannot LISTEN for check changes, retrying: %s", exc)
+            except Exception:
+                log.exception("LISTEN connection failed; retrying")
+            await _wait(stop, timeout=backoff)
+            backoff = min(backoff * 2, 10.0)
+
+    # -- scheduling ------------------------------------------------------------------------------
+
+    def _interval(self, c: ScheduledCheck) -> float:
+        return max(MIN_INTERVAL, c.interval_s * self._scale)
+
+    def _threshold(self, c: ScheduledCheck) -> float:
+        return c.threshold_s * self._scale
+
+    def _schedule(self, c: ScheduledCheck, *, soon: bool = False) -> None:
+        """Put ``c`` in the wheel: within ``SOON_WINDOW`` when ``soon`` (spread by id), else at
+        its next phase, or earlier when a confirmed outage's threshold expires before then."""
+        mono = time.monotonic()
+        interval = self._interval(c)
+        if soon:
+            due = mono + phase_fraction(c.id) * min(SOON_WINDOW, interval)
+        else:
+            wall = time.time()
+            due = first_due(c.id, interval, wall) - wall + mono
+            if c.kind == UPTIME:
+                alert_at = threshold_due(c.state, self._threshold(c))
+                if alert_at is not None:
+                    at = alert_at.timestamp() + THRESHOLD_SLACK - wall + mono
+                    if at < due:
+                        due = max(at, mono)
+        c.due = due
+        self._wheel.schedule(c.id, due)
+
+    async def _scheduler(self, stop: asyncio.Event) -> None:
+        wheel, checks, ready = self._wheel, self._checks, self._ready
+        gauge_at = 0.0
+        while not stop.is_set():
+            now = time.monotonic()
+            for check_id in wheel.pop_due(now):
+                c = checks.get(check_id)
+                if c is not None:
+                    ready.append(c)
+            if ready:
+                self._start_ready(now)
+            if now >= gauge_at:
+                self._metrics.scheduled.set(len(wheel))
+                gauge_at = now + 1.0
+            await asyncio.sleep(TICK)
+
+    def _start_ready(self, now: float) -> None:
+        ready, checks, in_flight = self._ready, self._checks, self._in_flight
+        busy, per_host = self._host_busy, self._per_host
+        while ready and len(in_flight) < self._max_in_flight:
+            c = ready.popleft()
+            if checks.get(c.id) is not c:
+                continue  # dropped or replaced since it came due
+            if c.id in in_flight:
+                # A reload replaced the entry while its previous probe still runs.
+                c.due = now + RETRY_IN_FLIGHT
+                self._wheel.schedule(c.id, c.due)
+                continue
+            if busy.get(c.host, 0) >= per_host:
+                waiting = self._host_wait.get(c.host)
+                if waiting is None:
+                    waiting = self._host_wait[c.host] = deque()
+                waiting.append(c)
+                continue
+            self._start(c, now)
+
+    def _start(self, c: ScheduledCheck, now: float) -> None:
+        self._in_flight.add(c.id)
+        self._host_busy[c.host] = self._host_busy.get(c.host, 0) + 1
+        late = now - c.due
+        self._metrics.lateness.observe(late if late > 0 else 0.0)
+        task = asyncio.get_running_loop().create_task(self._probe(c))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self._metrics.in_flight.set(len(self._in_flight))
+
+    def _finish(self, c: ScheduledCheck) -> None:
+        self._in_flight.discard(c.id)
+        host = c.host
+        n = self._host_busy.get(host, 1) - 1
+        if n > 0:
+            self._host_busy[host] = n
+        else:
+            self._host_busy.pop(host, None)
+        waiting = self._host_wait.get(host)
+        if waiting:
+            # The host's next waiting check goes first in line.
+            self._ready.appendleft(waiting.popleft())
+            if not waiting:
+                del self._host_wait[host]
+        self._metrics.in_flight.set(len(self._in_flight))
+        if self._stopping:
+            return
+        if self._checks.get(c.id) is c:
+            self._schedule(c)
+        if self._ready:
+            self._start_ready(time.monotonic())
+
+    # -- one probe ---------------------------------------------------------------------------------
+
+    async def _probe(self, c: ScheduledCheck) -> None:
+        version = c.config_version
+        try:
+            if c.kind == UPTIME:
+                await self._probe_uptime(c, version)
+            else:
+                await self._probe_certificate(c, version)
+        except DatabaseUnavailable as exc:
+            # The transition is not persisted and the in-memory state not advanced: the next
+            # probe evaluates again from the last state the database holds.
+            log.warning("check %d: cannot write its state: %s", c.id, exc)
+        except Exception:
+            log.exception("check %d: probe failed unexpectedly", c.id)
+        finally:
+            self._finish(c)
+
+    def _current(self, c: ScheduledCheck, version: int) -> bool:
+        """True while ``c`` is still the engine's entry, under the version it started with."""
+        return self._checks.get(c.id) is c and c.config_version == version
+
+    async def _probe_uptime(self, c: ScheduledCheck, version: int) -> None:
+        outcome = await self._http.probe(c.url)
+        if not self._current(c, version):
+            return
+        now = datetime.now(UTC)
+        threshold = self._threshold(c)
+        tr = evaluate_uptime(
+            c.state, outcome, now=now, region=self._region, threshold=threshold,
+            slow_threshold_ms=self._slow_ms,
+        )
+        self._probe_counters[(UPTIME, tr.outcome)].inc()
+        await self.results.put(_http_row(c.id, now, tr.outcome, outcome, self._region, False))
+        if not await self._commit(c, version, tr) or not tr.confirm:
+            return
+        confirmation = await self._confirmer.confirm(c, outcome)
+        if confirmation is None or not self._current(c, version):
+            return  # no verdict: the check stays failing and the next probe asks again
+        now = datetime.now(UTC)
+        tr = evaluate_confirmation(
+            c.state, confirmation.outcome, now=now, verified_via=confirmation.region,
+            threshold=threshold, slow_threshold_ms=self._slow_ms,
+        )
+        await self.results.put(
+            _http_row(c.id, now, tr.outcome, confirmation.outcome, confirmation.region, True)
+        )
+        await self._commit(c, version, tr)
+
+    async def _probe_certificate(self, c: ScheduledCheck, version: int) -> None:
+        outcome = await self._cert.probe(c.host, c.port or 443)
+        if not self._current(c, version):
+            return
+        now = datetime.now(UTC)
+        tr = evaluate_certificate(
+            c.state, outcome, now=now, expiry_threshold_days=c.threshold_s // 86400
+        )
+        self._probe_counters[("certificate_health", tr.outcome)].inc()
+        row: ResultRow = (
+            c.id, now, KIND_CERTIFICATE, int(tr.outcome), None, outcome.total_ms, None, None,
+            None, None, self._region, False, outcome.error,
+        )
+        await self.results.put(row)
+        await self._commit(c, version, tr)
+
+    async def _commit(self, c: ScheduledCheck, version: int, tr: Transition) -> bool:
+        """Persist ``tr`` and advance the in-memory state; False when it was discarded
+        because the check changed meanwhile (the API wins; a reload follows)."""
+        if not self._current(c, version):
+            return False
+        prev = c.state.status
+        if tr.durable:
+            state = await self._store.apply_transition(c.id, version, tr)
+            if state is None:
+                self._on_notify(c.id)
+                return False
+            if not self._current(c, version):
+                return False
+            self.results.forget(c.id)  # older than what was just written
+            c.state = state
+        else:
+            s = tr.state
+            assert s.last_check_at is not None
+            self.results.touch(c.id, Touch(version, s.last_check_at, s.status, s.error, tr.meta))
+            c.state = s
+        if c.state.status != prev:
+            self._metrics.transitions.labels(kind=c.kind, status=c.state.status).inc()
+        return True
+
+
+def _http_row(
+    check_id: int, at: datetime, cls: Outcome, o: HttpOutcome, region: str, confirmation: bool
+) -> ResultRow:
+    return (
+        check_id, at, KIND_UPTIME, int(cls), o.status_code, o.total_ms, o.dns_ms,
+        o.connect_ms, o.tls_ms, o.ttfb_ms, region, confirmation, o.error,
+    )
