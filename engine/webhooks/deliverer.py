@@ -1,0 +1,522 @@
+"""The webhook deliverer: claims due events from the durable queue and POSTs them.
+
+Contract (decisions.md "Webhooks"):
+
+- Only a 200 answer ends delivery. Anything else (another status, a redirect, which is not
+  followed, a timeout, a refused or closed connection, a blocked address) is a failed try,
+  retried with :mod:`engine.webhooks.policy` until 24 h (x time scale) after the event, then
+  the event is ``failed`` and kept.
+- Every try carries ``X-Service-Webhook`` (the event id, the same on every try),
+  ``X-Service-Current-Try`` (1, 2, ...), ``X-Service-Parent-Webhook`` (the incident's opening
+  event, else the event itself) and ``X-Service-Signature`` over the exact stored body bytes.
+- Per-monitor order and one-sender-per-try come from the store's claim
+  (:meth:`engine.db.webhook_queue.WebhookQueueMixin.claim_due`); several deliverers, in one
+  process or many, can run against one database.
+- The private-address rule is applied to the addresses the connection is made to: a
+  resolver that checks every address it hands the connector (and a check of IP literals,
+  which aiohttp never resolves), on every try, so a DNS change after the URL was accepted
+  cannot reach an internal address.
+- A dead or slow receiver costs at most one concurrency slot per try for at most
+  ``webhook_timeout``; one account never holds more than a quarter of the slots, and nothing
+  here blocks the event loop, so probing and other receivers go on.
+
+Wake-ups: LISTEN ``upwatch_webhooks`` (new events, a URL set, a manual retry), a timer at
+each retry this deliverer scheduled, the end of every try (a slot freed, and the next event of
+that monitor may now be due), and a periodic poll for everything else (retries scheduled by
+another instance, a lost notification, a lease that ran out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import socket
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+import asyncpg
+from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
+
+from engine import USER_AGENT
+from engine.db.webhook_queue import ClaimedEvent, WebhookQueueMixin
+from engine.errors import DatabaseUnavailable
+from engine.metrics import Metrics
+from engine.netpolicy import is_public_ip, literal_ip, resolve
+from engine.settings import Settings
+from engine.webhooks import policy
+from engine.webhooks.signing import sign
+
+log = logging.getLogger(__name__)
+
+# "The database is not there right now": DatabaseUnavailable from the store, plus what asyncpg
+# raises when a connection is lost in the middle of a query (the store maps only acquiring).
+_DB_ERRORS: tuple[type[BaseException], ...] = (
+    DatabaseUnavailable,
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+)
+
+# The response body is read only to quote it in last_error, and never beyond this.
+MAX_RESPONSE_BODY = 64 * 1024
+_ERROR_SNIPPET = 200
+# The lease covers one try (bounded by webhook_timeout) plus recording its result.
+LEASE_MARGIN = 5.0
+# Connect timeout, within the total: a receiver that does not accept in this long is down.
+MAX_CONNECT_TIMEOUT = 5.0
+
+# deliveries_total{result=...}: one per try, plus gave_up/expired once per event that ends
+# failed (by the deliverer after its last try, or by the expiry sweep).
+RESULT_DELIVERED = "delivered"
+RESULT_HTTP_ERROR = "http_error"
+RESULT_REDIRECT = "redirect"
+RESULT_TIMEOUT = "timeout"
+RESULT_CONNECTION_ERROR = "connection_error"
+RESULT_BLOCKED = "blocked"
+RESULT_GAVE_UP = "gave_up"
+RESULT_EXPIRED = "expired"
+
+
+class BlockedTarget(OSError):
+    """The webhook URL resolves to an address the private-address rule forbids.
+
+    An OSError so that aiohttp's connector passes it through as the cause of its connection
+    error, where :meth:`Deliverer._attempt` finds it.
+    """
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves names for the connector and refuses non-public answers (unless allowed).
+
+    The connector only ever connects to addresses this returns, so the rule holds for the
+    address actually connected to. Any non-public address in the answer refuses the whole
+    name, as the API does when the URL is set: a name that mixes public and private
+    addresses is a rebinding attempt, not a receiver.
+    """
+
+    def __init__(self, *, allow_private: bool, timeout: float) -> None:
+        self._allow_private = allow_private
+        self._timeout = timeout
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        addresses = await resolve(host, port, timeout=self._timeout)
+        if not addresses:
+            raise OSError(f"{host} has no address")
+        if not self._allow_private:
+            for address in addresses:
+                if not is_public_ip(address):
+                    raise BlockedTarget(
+                        f"the webhook host resolves to a non-public address ({address})"
+                    )
+        return [
+            {
+                "hostname": host,
+                "host": address,
+                "port": port,
+                "family": socket.AF_INET6 if ":" in address else socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+            for address in addresses
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one try came to. ``status_code`` is None when no response arrived."""
+
+    result: str
+    status_code: int | None = None
+    error: str | None = None
+
+    @property
+    def delivered(self) -> bool:
+        return self.result == RESULT_DELIVERED
+
+
+def delivery_headers(event: ClaimedEvent) -> dict[str, str]:
+    """The headers of one try, exactly as api.md section 6 and decisions.md name them."""
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Service-Webhook": str(event.id),
+        "X-Service-Current-Try": str(event.tries),
+        "X-Service-Parent-Webhook": str(event.parent_webhook),
+        "X-Service-Signature": sign(event.body, event.token),
+    }
+
+
+class Deliverer:
+    """Delivers queued webhook events until stopped.
+
+    ``run(stop)`` returns once ``stop`` is set and in-flight tries have finished or, after
+    ``drain_timeout`` seconds, been handed back to the queue (counted as made, due at once).
+    """
+
+    def __init__(
+        self,
+        store: WebhookQueueMixin,
+        settings: Settings,
+        *,
+        metrics: Metrics | None = None,
+        drain_timeout: float = 5.0,
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._metrics = metrics or Metrics()
+        self._drain_timeout = drain_timeout
+        self._concurrency = settings.webhook_concurrency
+        # A quarter of the slots per account: a hanging receiver cannot starve the others,
+        # and one healthy receiver still gets plenty of parallel tries.
+        self._per_account = max(1, self._concurrency // 4)
+        self._timeout = settings.webhook_timeout
+        self._lease = settings.webhook_timeout + LEASE_MARGIN
+        scale = settings.time_scale
+        # Own retries have exact timers; the poll only catches other instances' work.
+        self._poll = min(5.0, max(0.05, min(1.0, scale)))
+        self._maintenance_every = min(5.0, max(0.05, 5.0 * scale))
+        self._max_age = policy.max_age(scale).total_seconds()
+        self._wake = asyncio.Event()
+        self._tasks: dict[asyncio.Task[None], ClaimedEvent] = {}
+        self._by_account: collections.Counter[int] = collections.Counter()
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._session: aiohttp.ClientSession | None = None
+        self._stopping = False
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until ``stop`` is set, then drain (see the class docstring)."""
+        self._session = self._make_session()
+        helpers = [
+            asyncio.create_task(self._relay(stop), name="webhooks-stop-relay"),
+            asyncio.create_task(self._listen(stop), name="webhooks-listen"),
+        ]
+        try:
+            await self._loop(stop)
+        finally:
+            self._stopping = True
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            await self._drain()
+            for timer in self._timers:
+                timer.cancel()
+            self._timers.clear()
+            await self._session.close()
+            self._session = None
+
+    def _make_session(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(
+            resolver=GuardedResolver(
+                allow_private=self._settings.allow_private_targets, timeout=self._timeout
+            ),
+            # Resolve (and so re-check) on every try; never reuse a connection, so every try
+            # is checked against the address it really goes to.
+            use_dns_cache=False,
+            force_close=True,
+            limit=0,  # the deliverer bounds concurrency itself
+        )
+        return aiohttp.ClientSession(
+            connector=connector,
+            # One session serves every account: a cookie set by one receiver must never be
+            # sent to another.
+            cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=False,
+            trust_env=False,
+        )
+
+    async def _relay(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
+
+    async def _listen(self, stop: asyncio.Event) -> None:
+        """Keep a LISTEN open while running; re-open it when the connection drops."""
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                async with self._store.listen_webhooks(self._wake.set) as conn:
+                    backoff = 0.5
+                    # Anything queued while we were not listening is found by one claim.
+                    self._wake.set()
+                    while not stop.is_set() and not conn.is_closed():
+                        await _pause(stop, 1.0)
+            except _DB_ERRORS as exc:
+                log.warning("webhooks: LISTEN lost (%s); polling until it is back", exc)
+            except Exception:
+                log.exception("webhooks: LISTEN failed; polling until it is back")
+            await _pause(stop, backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    async def _loop(self, stop: asyncio.Event) -> None:
+        next_maintenance = 0.0
+        backoff = 0.0
+        while not stop.is_set():
+            self._wake.clear()
+            try:
+                if time.monotonic() >= next_maintenance:
+                    await self._maintain()
+                    next_maintenance = time.monotonic() + self._maintenance_every
+                free = self._concurrency - len(self._tasks)
+                if free > 0:
+                    # Taken before the claim's transaction starts, so the time elapsed since
+                    # claimed_at is over- rather than underestimated: retries come a hair
+                    # late, never early.
+                    claim_started = time.monotonic()
+                    claimed = await self._store.claim_due(
+                        free,
+                        self._lease,
+                        per_account_limit=self._per_account,
+                        in_flight=self._by_account,
+                    )
+                    for event in claimed:
+                        self._start(event, claim_started)
+                backoff = 0.0
+            except _DB_ERRORS as exc:
+                backoff = min(max(backoff * 2, 0.2), 5.0)
+                log.warning("webhooks: database unavailable (%s); retrying in %.1fs", exc, backoff)
+                await _pause(stop, backoff)
+                continue
+            except Exception:
+                # A bug or an unexpected database error: say so loudly, but keep the rest of
+                # the service (probing, the API) running and try again shortly.
+                backoff = min(max(backoff * 2, 0.5), 5.0)
+                log.exception("webhooks: claiming failed; retrying in %.1fs", backoff)
+                await _pause(stop, backoff)
+                continue
+            await self._sleep(stop, self._poll)
+
+    async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
+        """Wait for a wake-up (notification, timer, finished try, stop) or ``seconds``."""
+        if stop.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+
+    async def _maintain(self) -> None:
+        """Expire what can no longer be delivered; refresh the queue gauges."""
+        expired = await self._store.expire_webhooks(self._max_age)
+        for e in expired:
+            self._metrics.deliveries.labels(result=RESULT_EXPIRED).inc()
+            log.warning(
+                "webhook %d of monitor %d (account %d) expired undelivered after 24 h",
+                e.id, e.monitor_id, e.account_id,
+            )
+        depth, oldest = await self._store.webhook_queue_stats()
+        self._metrics.webhook_queue_depth.set(depth)
+        self._metrics.webhook_oldest_pending.set(oldest)
+
+    async def _drain(self) -> None:
+        if not self._tasks:
+            return
+        tasks = list(self._tasks)
+        _, pending = await asyncio.wait(tasks, timeout=self._drain_timeout)
+        if not pending:
+            return
+        events = [self._tasks[t] for t in pending if t in self._tasks]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for event in events:
+            # The try may have reached the receiver, so it counts; the next one is due now
+            # for whichever deliverer runs next.
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1.0):
+                    await self._store.release_claim(
+                        event.id, event.tries, undo_try=False,
+                        error="try interrupted by a shutdown",
+                    )
+
+    # --- one try ---------------------------------------------------------------------------
+
+    def _start(self, event: ClaimedEvent, claim_started: float) -> None:
+        task = asyncio.create_task(
+            self._deliver(event, claim_started), name=f"webhook-{event.id}"
+        )
+        self._tasks[task] = event
+        self._by_account[event.account_id] += 1
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        event = self._tasks.pop(task, None)
+        if event is not None:
+            self._by_account[event.account_id] -= 1
+            if self._by_account[event.account_id] <= 0:
+                del self._by_account[event.account_id]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("webhooks: delivery task crashed", exc_info=task.exception())
+        self._wake.set()
+
+    def _wake_at(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        handle: asyncio.TimerHandle | None = None
+
+        def fire() -> None:
+            if handle is not None:
+                self._timers.discard(handle)
+            self._wake.set()
+
+        # A hair late rather than early: a claim before next_try_at finds nothing.
+        handle = loop.call_later(max(0.0, delay) + 0.002, fire)
+        self._timers.add(handle)
+
+    async def _deliver(self, event: ClaimedEvent, claim_started: float) -> None:
+        if event.webhook_url is None:
+            # The URL was removed between the claim's read and now: nothing was sent.
+            await self._record(self._store.release_claim, event.id, event.tries, undo_try=True)
+            return
+        outcome = await self._attempt(event)
+        # Time on the database's clock, which created_at and next_try_at are in.
+        now = event.claimed_at + timedelta(seconds=time.monotonic() - claim_started)
+        self._metrics.deliveries.labels(result=outcome.result).inc()
+        if outcome.delivered:
+            await self._record(self._store.record_delivered, event.id, 200)
+            return
+        retry_at = policy.next_try_at(
+            created_at=event.created_at,
+            now=now,
+            tries=event.tries,
+            time_scale=self._settings.time_scale,
+        )
+        if retry_at is None:
+            self._metrics.deliveries.labels(result=RESULT_GAVE_UP).inc()
+            log.warning(
+                "webhook %d of monitor %d: try %d failed (%s); giving up after 24 h, "
+                "marked failed",
+                event.id, event.monitor_id, event.tries, outcome.error,
+            )
+            await self._record(
+                self._store.mark_failed, event.id, outcome.status_code,
+                f"gave up after 24 h; last try: {outcome.error}", tries=event.tries,
+            )
+            return
+        delay = (retry_at - now).total_seconds()
+        log.warning(
+            "webhook %d of monitor %d: try %d failed (%s); next try in %.1fs",
+            event.id, event.monitor_id, event.tries, outcome.error, delay,
+        )
+        await self._record(
+            self._store.record_failed_try, event.id, outcome.status_code, outcome.error,
+            retry_at, tries=event.tries,
+        )
+        self._wake_at(delay)
+
+    async def _record(self, method: Any, *args: Any, **kwargs: Any) -> None:
+        """Write a try's result, riding out a short database blip.
+
+        If it cannot be written the lease runs out and the event is tried again: a
+        duplicate with the same X-Service-Webhook id, never a loss.
+        """
+        for attempt in range(3):
+            try:
+                await method(*args, **kwargs)
+                return
+            except _DB_ERRORS as exc:
+                if attempt == 2 or self._stopping:
+                    log.warning("webhooks: could not record a try (%s); the lease will "
+                                "bring the event back", exc)
+                    return
+                await asyncio.sleep(0.2 * (attempt + 1))
+
+    async def _attempt(self, event: ClaimedEvent) -> Outcome:
+        """One POST of ``event``; never raises (apart from cancellation)."""
+        assert self._session is not None and event.webhook_url is not None
+        try:
+            url = URL(event.webhook_url)
+        except (ValueError, TypeError):
+            return Outcome(RESULT_CONNECTION_ERROR, error="the webhook URL is not a valid URL")
+        if url.scheme not in ("http", "https") or not url.raw_host:
+            return Outcome(RESULT_CONNECTION_ERROR,
+                           error="the webhook URL is not an absolute http(s) URL")
+        # aiohttp connects to an IP literal without asking the resolver: check it here.
+        literal = literal_ip(url.raw_host)
+        if (literal is not None and not self._settings.allow_private_targets
+                and not is_public_ip(literal)):
+            return Outcome(
+                RESULT_BLOCKED,
+                error=f"the webhook URL is a non-public address ({literal}); refused",
+            )
+        timeout = aiohttp.ClientTimeout(
+            total=self._timeout, connect=min(self._timeout, MAX_CONNECT_TIMEOUT)
+        )
+        try:
+            # The outer bound also covers the resolver and anything aiohttp does not time.
+            async with asyncio.timeout(self._timeout + 1.0):
+                async with self._session.post(
+                    url,
+                    data=event.body,
+                    headers=delivery_headers(event),
+                    allow_redirects=False,
+                    timeout=timeout,
+                ) as resp:
+                    status = resp.status
+                    if status == 200:
+                        # The answer is all that counts; its body is not needed.
+                        return Outcome(RESULT_DELIVERED, status_code=200)
+                    location = resp.headers.get("Location")
+                    snippet = await _read_snippet(resp)
+        except aiohttp.ClientConnectorError as exc:
+            cause = exc.os_error
+            if isinstance(cause, BlockedTarget):
+                return Outcome(RESULT_BLOCKED, error=f"{cause}; refused")
+            if isinstance(exc, aiohttp.ClientConnectorDNSError):
+                return Outcome(RESULT_CONNECTION_ERROR,
+                               error=f"cannot resolve the webhook host: {cause}")
+            return Outcome(RESULT_CONNECTION_ERROR, error=f"cannot connect: {cause}")
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            return Outcome(RESULT_TIMEOUT,
+                           error=f"no answer within {self._timeout:g}s (timed out)")
+        except aiohttp.ServerDisconnectedError:
+            return Outcome(RESULT_CONNECTION_ERROR,
+                           error="the receiver closed the connection without an answer")
+        except aiohttp.ClientError as exc:
+            return Outcome(RESULT_CONNECTION_ERROR,
+                           error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        except OSError as exc:
+            return Outcome(RESULT_CONNECTION_ERROR, error=f"connection error: {exc}")
+        if 300 <= status < 400:
+            where = f" to {location}" if location else ""
+            return Outcome(RESULT_REDIRECT, status_code=status,
+                           error=f"HTTP {status}: redirect{where} not followed")
+        detail = f": {snippet}" if snippet else ""
+        return Outcome(RESULT_HTTP_ERROR, status_code=status, error=f"HTTP {status}{detail}")
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds`` unless ``stop`` is set first (wake-ups do not cut it short: this
+    is a back-off)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+
+
+async def _read_snippet(resp: aiohttp.ClientResponse) -> str:
+    """At most 64 KiB of the response body, of which the start is quoted in last_error.
+
+    A failure while reading only loses the quote: the status already decided the try.
+    """
+    head = bytearray()
+    read = 0
+    with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+        while read < MAX_RESPONSE_BODY:
+            chunk = await resp.content.read(MAX_RESPONSE_BODY - read)
+            if not chunk:
+                break
+            read += len(chunk)
+            if len(head) < _ERROR_SNIPPET:
+                head += chunk[: _ERROR_SNIPPET - len(head)]
+    text = head.decode("utf-8", "replace")
+    # One line in a log and a table cell.
+    return " ".join(text.split())
