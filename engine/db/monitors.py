@@ -137,7 +137,7 @@ RETURNING {_CHECK_COLUMNS}
 # ON CONFLICT: the partial unique index allows one open period per check.
 SQL_OPEN_PERIODS = """
 INSERT INTO check_periods (check_id, started_at)
-SELECT id, now() FROM unnest($1::bigint[]) AS ids(id)
+SELECT id, clock_timestamp() FROM unnest($1::bigint[]) AS ids(id)
 ON CONFLICT DO NOTHING
 """
 
@@ -177,7 +177,7 @@ RETURNING {_CHECK_COLUMNS}
 
 SQL_OPEN_PERIODS_OF_ENABLED = """
 INSERT INTO check_periods (check_id, started_at)
-SELECT id, now() FROM checks WHERE monitor_id = $1 AND is_enabled
+SELECT id, clock_timestamp() FROM checks WHERE monitor_id = $1 AND is_enabled
 ON CONFLICT DO NOTHING
 """
 
@@ -226,17 +226,22 @@ RETURNING {_CHECK_COLUMNS}
 """
 
 SQL_CLOSE_PERIOD = """
-UPDATE check_periods SET ended_at = now() WHERE check_id = $1 AND ended_at IS NULL
+UPDATE check_periods SET ended_at = clock_timestamp() WHERE check_id = $1 AND ended_at IS NULL
 """
 # The engine cannot close an outage of a paused check (its writes are fenced by
 # config_version), so disabling closes it: paused time is not downtime.
 SQL_CLOSE_OUTAGE = """
-UPDATE outages SET ended_at = now() WHERE check_id = $1 AND ended_at IS NULL
+UPDATE outages SET ended_at = clock_timestamp() WHERE check_id = $1 AND ended_at IS NULL
 """
 SQL_OPEN_PERIOD = """
-INSERT INTO check_periods (check_id, started_at) VALUES ($1, now()) ON CONFLICT DO NOTHING
+INSERT INTO check_periods (check_id, started_at) VALUES ($1, clock_timestamp())
+ON CONFLICT DO NOTHING
 """
 
+
+# Period and outage boundaries use clock_timestamp(), not now(): now() is when the
+# transaction began, and a toggle that waited for the row lock would otherwise stamp a time
+# before the one it waited for, making enabled periods overlap.
 
 # --- records -------------------------------------------------------------------------------
 
