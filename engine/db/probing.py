@@ -153,6 +153,10 @@ SQL_DELETE_OLD_DEFAULT_ROWS = "DELETE FROM probe_results_default WHERE at < $1"
 SQL_DELETE_OLD_ROLLUPS = "DELETE FROM check_rollups_hourly WHERE hour < $1"
 
 
+# Two nodes creating the same partition: one wins, the other sees one of these.
+_ALREADY_THERE = (asyncpg.DuplicateTableError, asyncpg.UniqueViolationError)
+
+
 def partition_name(day: date) -> str:
     return f"{PARTITION_PREFIX}{day:%Y%m%d}"
 
@@ -451,16 +455,20 @@ class ProbingMixin(StoreBase):
             try:
                 async with self._tx() as conn:
                     await conn.execute(SQL_CREATE_PARTITION.format(name=name, lo=lo, hi=hi))
-            except asyncpg.DuplicateTableError:
+            except _ALREADY_THERE:
                 continue  # another node made it
             except asyncpg.CheckViolationError:
                 lo_ts = datetime.combine(day, datetime.min.time(), UTC)
-                async with self._tx() as conn:
-                    await conn.execute(SQL_CREATE_DETACHED.format(name=name))
-                    await conn.execute(
-                        SQL_MOVE_FROM_DEFAULT.format(name=name), lo_ts, lo_ts + timedelta(days=1)
-                    )
-                    await conn.execute(SQL_ATTACH_PARTITION.format(name=name, lo=lo, hi=hi))
+                try:
+                    async with self._tx() as conn:
+                        await conn.execute(SQL_CREATE_DETACHED.format(name=name))
+                        await conn.execute(
+                            SQL_MOVE_FROM_DEFAULT.format(name=name),
+                            lo_ts, lo_ts + timedelta(days=1),
+                        )
+                        await conn.execute(SQL_ATTACH_PARTITION.format(name=name, lo=lo, hi=hi))
+                except _ALREADY_THERE:
+                    continue
             created.append(day)
         return created
 

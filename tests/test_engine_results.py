@@ -1,0 +1,127 @@
+"""Probe results reach probe_results (COPY) and the hourly rollups; batched check updates
+never undo newer state and respect the API's config_version fence."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.db.probing import Touch
+from engine.db.store import Store
+from engine.results import aggregate
+from tests.engine_support import (
+    add_monitor,
+    check_row,
+    fast_settings,
+    fetch,
+    fetchval,
+    running_engine,
+    wait_status,
+    wait_until,
+)
+from tests.targets import HttpTarget
+
+
+async def test_results_and_rollups_are_written(
+    store: Store, account: tuple[Any, str], tmp_path: Path
+) -> None:
+    acc, _ = account
+    settings = fast_settings(tmp_path, region="here")
+    async with HttpTarget() as site:
+        _, ok_id, _ = await add_monitor(store, acc.id, site.url("/"))
+        _, nf_id, _ = await add_monitor(store, acc.id, site.url("/status/404"))
+        async with running_engine(store, settings):
+            await wait_status(store, ok_id, "ok")
+            await wait_status(store, nf_id, "degraded")
+
+            async def enough() -> bool:
+                n = await fetchval(
+                    store, "SELECT count(*) FROM probe_results WHERE check_id = $1", ok_id)
+                return n >= 4
+
+            await wait_until(enough, what="several results")
+    rows = await fetch(store, "SELECT * FROM probe_results WHERE check_id = ANY($1::bigint[])",
+                       [ok_id, nf_id])
+    for r in rows:
+        assert r["kind"] == 1 and r["region"] == "here" and r["confirmation"] is False
+        assert r["total_ms"] > 0 and r["connect_ms"] is not None and r["ttfb_ms"] is not None
+        assert r["dns_ms"] is None  # an IP literal is not resolved
+        assert r["error"] is None
+        if r["check_id"] == ok_id:
+            assert (r["outcome"], r["status_code"]) == (0, 200)
+        else:
+            assert (r["outcome"], r["status_code"]) == (1, 404)
+    for check_id in (ok_id, nf_id):
+        mine = [r for r in rows if r["check_id"] == check_id]
+        roll = await fetch(
+            store, "SELECT * FROM check_rollups_hourly WHERE check_id = $1", check_id)
+        assert sum(x["probes"] for x in roll) == len(mine)
+        assert sum(x["responses"] for x in roll) == len(mine)
+        assert sum(x["failures"] for x in roll) == 0
+        assert sum(x["response_ms_sum"] for x in roll) == pytest.approx(
+            sum(r["total_ms"] for r in mine), rel=1e-4)
+        assert max(x["response_ms_max"] for x in roll) == pytest.approx(
+            max(r["total_ms"] for r in mine), rel=1e-4)
+        assert all(x["hour"].minute == 0 and x["hour"].second == 0 for x in roll)
+        # The checks row carries the last probe (batched writes included).
+        row = await check_row(store, check_id)
+        last = max(r["at"] for r in mine)
+        assert row["last_check_at"] == last
+
+
+def _row(check_id: int, at: datetime, outcome: int = 0, code: int | None = 200,
+         ms: float = 10.0, confirmation: bool = False) -> tuple[Any, ...]:
+    return (check_id, at, 1, outcome, code, ms, None, 1.0, None, 2.0, "local", confirmation,
+            None if code else "connection refused")
+
+
+async def test_batch_skips_rollups_of_deleted_checks_and_aggregates_per_hour(
+    store: Store, account: tuple[Any, str]
+) -> None:
+    acc, _ = account
+    _, check_id, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/")
+    h = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    rows = [
+        _row(check_id, h + timedelta(minutes=1), ms=10.0),
+        _row(check_id, h + timedelta(minutes=2), ms=30.0),
+        _row(check_id, h + timedelta(minutes=3), outcome=2, code=None, ms=5.0),
+        _row(check_id, h + timedelta(minutes=3, seconds=1), outcome=2, code=None,
+             confirmation=True),
+        _row(check_id, h + timedelta(hours=1, minutes=5), ms=20.0),
+        _row(987654, h, ms=1.0),  # a check deleted meanwhile
+    ]
+    await store.write_results(rows, aggregate(rows), {})
+    # A second batch adds to the same hour.
+    more = [_row(check_id, h + timedelta(minutes=40), ms=50.0)]
+    await store.write_results(more, aggregate(more), {})
+    roll = await fetch(store, "SELECT * FROM check_rollups_hourly ORDER BY check_id, hour")
+    assert [(r["check_id"], r["hour"], r["probes"], r["responses"], r["failures"],
+             r["response_ms_sum"], r["response_ms_max"]) for r in roll] == [
+        (check_id, h, 4, 3, 1, 90.0, 50.0),
+        (check_id, h + timedelta(hours=1), 1, 1, 0, 20.0, 20.0),
+    ]
+    assert await fetchval(store, "SELECT count(*) FROM probe_results") == 7
+
+
+async def test_batched_check_updates_are_fenced(store: Store, account: tuple[Any, str]) -> None:
+    acc, _ = account
+    _, check_id, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/")
+    t1 = datetime.now(UTC)
+    t0 = t1 - timedelta(seconds=5)
+    newer = Touch(1, t1, "degraded", "HTTP 404", {"http_status_code": 404})
+    await store.write_results([], aggregate([]), {check_id: newer})
+    row = await check_row(store, check_id)
+    assert (row["status"], row["error"], row["meta"], row["last_check_at"]) == (
+        "degraded", "HTTP 404", {"http_status_code": 404}, t1)
+    assert row["state_version"] == 1
+    # Older than what the row holds: ignored.
+    older = Touch(1, t0, "ok", None, {"http_status_code": 200})
+    await store.write_results([], aggregate([]), {check_id: older})
+    assert (await check_row(store, check_id))["status"] == "degraded"
+    # Under a config_version the API has moved past: ignored.
+    stale = Touch(0, t1 + timedelta(seconds=1), "ok", None, {"http_status_code": 200})
+    await store.write_results([], aggregate([]), {check_id: stale})
+    assert (await check_row(store, check_id))["status"] == "degraded"
