@@ -37,6 +37,7 @@ from engine.cluster.peerauth import (
     sign_response,
     verify_response,
 )
+from engine.confirm import Confirmation, Confirmer, ConfirmTarget
 from engine.errors import PeerAuthError
 from engine.metrics import Metrics
 from engine.probes.outcome import HttpOutcome
@@ -238,3 +239,27 @@ class PeerConfirmer:
         if not isinstance(region, str) or region == self.settings.region:
             raise ValueError("answer from an unexpected region")
         return region, _outcome_from_json(data)
+
+
+class RegionConfirmer:
+    """The engine's confirmation step in a cluster (see the module docstring).
+
+    Asks a live node of another region; with none at all, falls back to ``local`` (a second
+    probe from this node, ``verified_via`` = this region); with peers that do not answer,
+    returns None (no verdict, no alert).
+    """
+
+    def __init__(self, peers: PeerConfirmer, local: Confirmer) -> None:
+        self.peers, self.local = peers, local
+
+    async def confirm(
+        self, check: ConfirmTarget, first_outcome: HttpOutcome
+    ) -> Confirmation | None:
+        try:
+            got = await self.peers.ask(check.id)
+        except LookupError:
+            return await self.local.confirm(check, first_outcome)
+        if got is None:
+            return None
+        region, outcome = got
+        return Confirmation(region, outcome)
