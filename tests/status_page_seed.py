@@ -23,7 +23,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-import orjson
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,8 @@ async def insert_monitor(
     uptime_meta: dict[str, Any] | None = None,
     interval: int = 60,
 ) -> Site:
-    """A monitor with both checks in the given states; no history."""
+    """A monitor with both checks in the given states; no history. ``conn`` must come from
+    the store's pool, whose jsonb codec takes dicts."""
     account_id = await insert_account(conn)
     identifier = identifier or secrets.token_urlsafe(9)
     monitor_id = await conn.fetchval(
@@ -72,7 +72,7 @@ async def insert_monitor(
                                last_check_at, meta)
            VALUES ($1, 'uptime', $2, $3, $4, $5, $6, $7::jsonb) RETURNING id""",
         monitor_id, interval, uptime_enabled, uptime_status, uptime_error, last_check_at,
-        orjson.dumps({"http_status_code": 200} if uptime_meta is None else uptime_meta).decode(),
+        {"http_status_code": 200} if uptime_meta is None else uptime_meta,
     )
     meta = certificate_meta if certificate_meta is not None else {
         "issuer": "R11",
@@ -86,9 +86,24 @@ async def insert_monitor(
                                last_check_at, meta)
            VALUES ($1, 'certificate_health', 3600, $2, $3, $4, $5, $6::jsonb) RETURNING id""",
         monitor_id, certificate_enabled, certificate_status, certificate_error, last_check_at,
-        orjson.dumps(meta).decode(),
+        meta,
     )
     return Site(monitor_id, identifier, uptime_id, certificate_id)
+
+
+def certificate_valid_to(now: datetime) -> str:
+    """The seeded certificate's expiry: 64 days and a bit after ``now``."""
+    return (now + timedelta(days=64, hours=3)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def certificate_meta(now: datetime) -> dict[str, Any]:
+    return {
+        "issuer": "R11",
+        "signature_algorithm": "sha256WithRSAEncryption",
+        "is_self_signed": False,
+        "valid_from": (now - timedelta(days=26)).strftime("%Y-%m-%d %H:%M:%S"),
+        "valid_to": certificate_valid_to(now),
+    }
 
 
 def utc_midnight(ts: datetime) -> datetime:
@@ -158,6 +173,9 @@ async def seed_site(
         if ongoing:
             monitor.setdefault("uptime_status", "down")
             monitor.setdefault("uptime_error", "HTTP 503")
+        monitor.setdefault("certificate_meta", certificate_meta(now))
+        if ongoing:
+            monitor.setdefault("uptime_meta", {"http_status_code": 503})
         site = await insert_monitor(conn, last_check_at=now - timedelta(seconds=20), **monitor)
         start = now - timedelta(days=100)
         for check_id in (site.uptime_id, site.certificate_id):
