@@ -178,3 +178,70 @@ async def running_engine(
     finally:
         stop.set()
         await asyncio.wait_for(task, 15)
+
+
+class DbProxy:
+    """A TCP proxy in front of the test PostgreSQL (Unix socket) that a test can cut: every
+    connection is reset and new ones are refused until :meth:`restore`. A real outage as
+    the engine's asyncpg connections see it."""
+
+    def __init__(self, dsn: str) -> None:
+        from urllib.parse import parse_qs
+
+        parts = urlsplit(dsn)
+        self._socket = parse_qs(parts.query)["host"][0].rstrip("/") + "/.s.PGSQL.5432"
+        self._database = parts.path.lstrip("/")
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.cut = False
+        self.port = 0
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{self._database}?sslmode=disable"
+
+    async def start(self) -> DbProxy:
+        self._server = await asyncio.start_server(self._client, "127.0.0.1", self.port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    async def stop(self) -> None:
+        self.sever()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def sever(self) -> None:
+        """Reset every connection and refuse new ones."""
+        self.cut = True
+        for w in list(self._writers):
+            w.transport.abort()
+
+    def restore(self) -> None:
+        self.cut = False
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.cut:
+            writer.transport.abort()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_unix_connection(self._socket)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                dst.transport.abort()
+
+        try:
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        finally:
+            self._writers -= {writer, up_writer}

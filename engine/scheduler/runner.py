@@ -67,6 +67,7 @@ RELOAD_COALESCE = 0.02  # gather a burst of notifications into one reload query
 LISTEN_PING = 15.0  # seconds between liveness round trips on the LISTEN connection
 DRAIN_PROBES = 3.0  # seconds in-flight probes get to finish on stop
 DRAIN_RESULTS = 2.0  # seconds the results writer gets to flush on stop
+UNWRITTEN_LOG_EVERY = 10.0  # seconds between warnings about state writes lost to an outage
 
 
 class EngineStore(Protocol):
@@ -178,6 +179,8 @@ class Engine:
         self._reload_wake = asyncio.Event()
         self._resync_wake = asyncio.Event()
         self._stopping = False
+        self._unwritten = 0
+        self._unwritten_logged = -UNWRITTEN_LOG_EVERY
         self.loaded = asyncio.Event()  # set once the first full load is done
         # Prometheus children resolved once: labels() costs a dict lookup and a lock.
         self._probe_counters = {
@@ -497,11 +500,24 @@ class Engine:
         except DatabaseUnavailable as exc:
             # The transition is not persisted and the in-memory state not advanced: the next
             # probe evaluates again from the last state the database holds.
-            log.warning("check %d: cannot write its state: %s", c.id, exc)
+            self._note_unwritten(c.id, exc)
         except Exception:
             log.exception("check %d: probe failed unexpectedly", c.id)
         finally:
             self._finish(c)
+
+    def _note_unwritten(self, check_id: int, exc: Exception) -> None:
+        """Log transitions lost to a database outage, at most once per interval: during an
+        outage every failing check would otherwise log on every probe."""
+        self._unwritten += 1
+        now = time.monotonic()
+        if now - self._unwritten_logged >= UNWRITTEN_LOG_EVERY:
+            log.warning(
+                "cannot write check state (%d transitions deferred, e.g. check %d): %s",
+                self._unwritten, check_id, exc,
+            )
+            self._unwritten = 0
+            self._unwritten_logged = now
 
     def _current(self, c: ScheduledCheck, version: int) -> bool:
         """True while ``c`` is still the engine's entry, under the version it started with."""
