@@ -60,7 +60,8 @@ def test_outage_detail_names_its_start() -> None:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(100.0, "100%"), (99.999, "99.99%"), (99.5, "99.50%"), (0.0, "0.00%"), (12.345, "12.34%")],
+    [(100.0, "100%"), (99.999, "99.99%"), (99.5, "99.50%"), (0.0, "0.00%"), (12.345, "12.34%"),
+     (99.29, "99.29%"), (99.999999, "99.99%")],
 )
 def test_percent_text_never_rounds_up_to_perfect(value: float, text: str) -> None:
     assert percent_text(value) == text

@@ -185,7 +185,8 @@ def percent_text(value: float) -> str:
     down, so 99.999 reads 99.99% and never a flattering 100.00%."""
     if value >= 100.0:
         return "100%"
-    return f"{math.floor(max(0.0, value) * 100) / 100:.2f}%"
+    # round() first: 99.29 * 100 is 9928.999... in binary floating point.
+    return f"{math.floor(round(max(0.0, value) * 100, 6)) / 100:.2f}%"
 
 
 def duration_text(seconds: float) -> str:
