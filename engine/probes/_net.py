@@ -1,0 +1,326 @@
+"""Plumbing shared by the uptime and certificate probes.
+
+* :func:`resolve_checked`: resolve a host ourselves and apply the private-address rule to every
+  candidate, so the probes connect to an IP literal that was checked (DNS rebinding between the
+  check and the connect cannot get through).
+* :class:`ClientConn`: one client connection as an ``asyncio.BufferedProtocol``, with TLS done
+  in-process over ``ssl.MemoryBIO`` instead of the event loop's SSL transport. Why, in short
+  (details and numbers in ``engine/probes/http.py``): uvloop's SSL transport ``malloc``s a
+  256 KiB read buffer per connection and asks OpenSSL for up to 256 KiB per read (a 256 KiB
+  ``bytes`` allocated and shrunk on every read), and it shuts down gracefully (waits up to 30 s
+  for the peer's close_notify) on ``close()``. Here every connection of a prober reads into two
+  buffers owned by the prober, and probes always ``abort()``: no per-connection buffers beyond
+  OpenSSL's own, no lingering shutdowns. It also lets the probes time TCP connect and TLS
+  handshake separately.
+* Words for errors: every failure becomes a short phrase in plain English.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+import ssl
+from time import perf_counter
+from typing import Final, cast
+
+from engine.netpolicy import is_public_ip, literal_ip
+
+# Both read buffers are shared by all connections of one prober. That is safe because the
+# event loop calls get_buffer(), reads into the buffer and calls buffer_updated()
+# synchronously, and each buffer_updated() consumes the bytes before returning.
+READ_BUFFER_SIZE: Final = 64 * 1024
+
+# Longest host name we quote back in an error (a hostile Location header can be long).
+_MAX_NAME_IN_ERROR: Final = 253
+
+
+class ProbeFailure(Exception):
+    """A probe step failed; ``str(exc)`` is the plain-words error of the outcome."""
+
+
+def short(name: str) -> str:
+    """``name`` cut to a length fit for an error message."""
+    return name if len(name) <= _MAX_NAME_IN_ERROR else name[:_MAX_NAME_IN_ERROR] + "..."
+
+
+def timeout_words(timeout: float) -> str:
+    """``timed out after 10 s`` (``1.5 s``, ``0.25 s``: no trailing zeros)."""
+    return f"timed out after {timeout:g} s"
+
+
+def os_error_words(exc: BaseException | None) -> str:
+    """Plain words for a socket-level failure."""
+    if exc is None:
+        return "connection closed"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, ConnectionResetError | ConnectionAbortedError | BrokenPipeError):
+        return "connection reset"
+    if isinstance(exc, OSError):
+        code = exc.errno
+        if code == errno.ENETUNREACH:
+            return "network unreachable"
+        if code == errno.EHOSTUNREACH:
+            return "host unreachable"
+        if code == errno.ETIMEDOUT:
+            return "connection timed out"
+        if code == errno.EADDRNOTAVAIL:
+            return "source address not available"
+        if exc.strerror:
+            return "connection failed: " + exc.strerror.lower()
+    return "connection failed: " + (str(exc) or type(exc).__name__)
+
+
+def ssl_error_words(exc: ssl.SSLError) -> str:
+    """``WRONG_VERSION_NUMBER`` -> ``wrong version number``; falls back to the message."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, str) and reason:
+        return reason.lower().replace("_", " ")
+    if isinstance(exc.strerror, str) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+async def resolve_checked(
+    host: str, port: int, *, family: int, allow_private: bool
+) -> tuple[list[str], float | None]:
+    """Addresses to connect to for ``host``, and the DNS time in ms (None for IP literals).
+
+    Every candidate is checked against the private-address rule, not only the one we will use:
+    a name that resolves to any non-public address is refused as a whole. Raises
+    :class:`ProbeFailure` with the outcome's words (``DNS lookup failed: <name>``,
+    ``blocked: <name> resolves to a non-public address (<ip>)``).
+    """
+    lit = literal_ip(host)
+    if lit is not None:
+        addrs = [str(lit)]
+        dns_ms = None
+    else:
+        t = perf_counter()
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, port, family=family, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+            )
+        except (OSError, UnicodeError, ValueError):
+            raise ProbeFailure(f"DNS lookup failed: {short(host)}") from None
+        dns_ms = (perf_counter() - t) * 1000.0
+        addrs = []
+        for info in infos:
+            a = str(info[4][0])
+            if a not in addrs:
+                addrs.append(a)
+        if not addrs:
+            raise ProbeFailure(f"DNS lookup failed: {short(host)}")
+    if not allow_private:
+        for a in addrs:
+            if not is_public_ip(a):
+                raise ProbeFailure(
+                    f"blocked: {short(host)} resolves to a non-public address ({a})"
+                )
+    return addrs, dns_ms
+
+
+def source_family(source_address: str | None) -> int:
+    """Address family the probe may use: that of the source address, else any."""
+    if source_address is None:
+        return socket.AF_UNSPEC
+    return socket.AF_INET6 if ":" in source_address else socket.AF_INET
+
+
+def ip_family(ip: str) -> int:
+    return socket.AF_INET6 if ":" in ip else socket.AF_INET
+
+
+class ClientConn(asyncio.BufferedProtocol):
+    """A client connection, plain or TLS, that reports back through ``waiter``.
+
+    Subclasses implement :meth:`on_ready` (TCP connected, and TLS handshake done if any),
+    :meth:`on_data` (plaintext arrived; a memoryview into a shared buffer, valid only during
+    the call), :meth:`on_lost` (EOF, reset or TLS failure after the handshake) and
+    :meth:`on_tls_failed` (the handshake failed, or the peer went away during it).
+    They end the connection's work with :meth:`finish`; the owner awaits ``waiter`` and then
+    aborts the transport (probes never shut down gracefully: nothing to wait for).
+    """
+
+    __slots__ = (
+        "_in",
+        "_out",
+        "_pview",
+        "_rview",
+        "_ssl",
+        "done",
+        "error",
+        "handshaken",
+        "t_connected",
+        "t_tls",
+        "transport",
+        "waiter",
+    )
+
+    def __init__(
+        self,
+        waiter: asyncio.Future[None],
+        rview: memoryview,
+        pview: memoryview,
+        ctx: ssl.SSLContext | None,
+        server_hostname: str | None,
+    ) -> None:
+        self.waiter = waiter
+        self._rview = rview
+        self._pview = pview
+        self.transport: asyncio.Transport | None = None
+        self.t_connected: float | None = None
+        self.t_tls: float | None = None
+        self.done = False
+        self.error: str | None = None
+        self.handshaken = False
+        if ctx is not None:
+            self._in: ssl.MemoryBIO | None = ssl.MemoryBIO()
+            self._out: ssl.MemoryBIO | None = ssl.MemoryBIO()
+            self._ssl: ssl.SSLObject | None = ctx.wrap_bio(
+                self._in, self._out, server_side=False, server_hostname=server_hostname
+            )
+        else:
+            self._in = self._out = None
+            self._ssl = None
+
+    # -- for subclasses -------------------------------------------------------------------
+
+    def on_ready(self) -> None:
+        raise NotImplementedError
+
+    def on_data(self, data: memoryview) -> None:
+        raise NotImplementedError
+
+    def on_lost(self, exc: BaseException | None) -> None:
+        raise NotImplementedError
+
+    def on_tls_failed(self, exc: BaseException | None) -> None:
+        raise NotImplementedError
+
+    def finish(self, error: str | None = None) -> None:
+        """Record the result and wake the owner; later calls are ignored."""
+        if self.done:
+            return
+        self.done = True
+        self.error = error
+        if not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def send(self, data: bytes) -> None:
+        """Write application data (encrypted when TLS)."""
+        transport = self.transport
+        if transport is None:
+            return
+        if self._ssl is None:
+            transport.write(data)
+        else:
+            self._ssl.write(data)
+            self._flush()
+
+    @property
+    def ssl_object(self) -> ssl.SSLObject | None:
+        return self._ssl
+
+    def release(self) -> None:
+        """Drop the transport and TLS state (the owner calls this after aborting)."""
+        self.transport = None
+        self._ssl = None
+        self._in = self._out = None
+
+    # -- asyncio.BufferedProtocol -----------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not derive from asyncio.Transport; they implement it.
+        self.transport = cast(asyncio.Transport, transport)
+        self.t_connected = perf_counter()
+        if self._ssl is None:
+            self.on_ready()
+        else:
+            self._handshake()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._rview
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.done:
+            return
+        if self._ssl is None:
+            self.on_data(self._rview[:nbytes])
+            return
+        assert self._in is not None
+        self._in.write(self._rview[:nbytes])
+        if self.handshaken:
+            self._decrypt()
+        else:
+            self._handshake()
+
+    def eof_received(self) -> bool | None:
+        self._lost(None)
+        return False  # let the transport close itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost(exc)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _lost(self, exc: BaseException | None) -> None:
+        if self.done:
+            return
+        if self._ssl is not None and not self.handshaken:
+            self.on_tls_failed(exc)
+        else:
+            self.on_lost(exc)
+
+    def _flush(self) -> None:
+        out = self._out
+        if out is not None and out.pending and self.transport is not None:
+            self.transport.write(out.read())
+
+    def _handshake(self) -> None:
+        sslobj = self._ssl
+        assert sslobj is not None
+        try:
+            sslobj.do_handshake()
+        except ssl.SSLWantReadError:
+            self._flush()
+            return
+        except ssl.SSLError as exc:
+            self._flush()  # lets the peer see our alert; harmless if it is gone
+            self.on_tls_failed(exc)
+            return
+        self.handshaken = True
+        self.t_tls = perf_counter()
+        self.on_ready()  # writes the request, if any, together with our last flight
+        self._flush()
+        assert self._in is not None
+        if not self.done and self._in.pending:
+            self._decrypt()
+
+    def _decrypt(self) -> None:
+        sslobj = self._ssl
+        inc = self._in
+        assert sslobj is not None and inc is not None
+        pview = self._pview
+        size = len(pview)
+        # Loop while bytes are buffered: raising SSLWantReadError on every read is costly,
+        # so only the last, partial record pays for it.
+        while not self.done and (inc.pending or sslobj.pending()):
+            try:
+                # typeshed says bytes; with a buffer argument it is the count read.
+                n = cast(int, sslobj.read(size, pview))
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                self.on_lost(None)
+                return
+            except ssl.SSLError as exc:
+                self.on_lost(exc)
+                return
+            if n == 0:
+                self.on_lost(None)
+                return
+            self.on_data(pview[:n])
+        # TLS 1.3 post-handshake messages (a KeyUpdate) can require an answer.
+        self._flush()

@@ -1,0 +1,255 @@
+"""The certificate probe: one TLS handshake, the chain and host name verified.
+
+Contract (decisions.md, "Certificate health check"): :meth:`CertProber.probe` connects to
+``host:port`` (resolved here and checked against the private-address rule like the uptime
+probe, then connected to by IP literal), sends SNI = ``host``, verifies the chain against the
+system trust store (which honours ``SSL_CERT_FILE``) plus ``ca_bundle``, checks the host name,
+and closes right after the handshake: no HTTP request. It never raises (except
+``asyncio.CancelledError``) and never runs longer than ``timeout`` plus scheduling noise.
+
+Verification failures become plain words from OpenSSL's verify code: "certificate expired",
+"certificate not yet valid", "self-signed certificate", "untrusted issuer", "host name
+mismatch", else "certificate invalid: <OpenSSL's message>". Anything that prevents a
+verdict is "no TLS answer: <reason>", "timed out after N s" or "blocked: ...".
+
+The certificate fields come from the leaf (parsed with ``cryptography``). When verification
+fails, a second handshake to the same address without verification fetches the leaf so the
+outcome can still say whose certificate expired when; it runs only in the failure case, only
+within what is left of the deadline, and its own failure changes nothing but the missing
+fields. TLS runs over memory BIOs with one ``SSLContext`` per prober (loading the trust store
+costs about 1 MB and milliseconds of CPU; see ``engine/probes/http.py`` for the memory notes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from pathlib import Path
+from time import perf_counter
+from typing import Final
+
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from engine.netpolicy import literal_ip
+from engine.probes._net import (
+    READ_BUFFER_SIZE,
+    ClientConn,
+    ProbeFailure,
+    os_error_words,
+    resolve_checked,
+    source_family,
+    ssl_error_words,
+    timeout_words,
+)
+from engine.probes.outcome import CertOutcome
+
+log = logging.getLogger(__name__)
+
+# OpenSSL X509_V_ERR_* codes -> the words decisions.md asks for.
+_VERIFY_WORDS: Final[dict[int, str]] = {
+    2: "untrusted issuer",  # unable to get issuer certificate
+    9: "certificate not yet valid",
+    10: "certificate expired",
+    18: "self-signed certificate",  # depth zero self-signed
+    19: "self-signed certificate",  # self-signed certificate in chain
+    20: "untrusted issuer",  # unable to get local issuer certificate
+    21: "untrusted issuer",  # unable to verify the first certificate
+    62: "host name mismatch",
+    64: "host name mismatch",  # IP address mismatch
+}
+
+
+def verify_words(exc: ssl.SSLCertVerificationError) -> str:
+    """Plain words for a failed chain or host name verification."""
+    words = _VERIFY_WORDS.get(exc.verify_code)
+    if words is not None:
+        return words
+    message = exc.verify_message or ssl_error_words(exc)
+    return f"certificate invalid: {message}"
+
+
+class _CertConn(ClientConn):
+    """A connection that only does the handshake and keeps the leaf certificate (DER)."""
+
+    __slots__ = ("der", "verify_error")
+
+    def __init__(
+        self,
+        waiter: asyncio.Future[None],
+        rview: memoryview,
+        pview: memoryview,
+        ctx: ssl.SSLContext,
+        server_hostname: str,
+    ) -> None:
+        super().__init__(waiter, rview, pview, ctx, server_hostname)
+        self.der: bytes | None = None
+        self.verify_error: ssl.SSLCertVerificationError | None = None
+
+    def __call__(self) -> _CertConn:
+        return self  # its own protocol factory
+
+    def on_ready(self) -> None:
+        sslobj = self.ssl_object
+        if sslobj is not None:
+            self.der = sslobj.getpeercert(binary_form=True)
+        self.finish()
+
+    def on_data(self, data: memoryview) -> None:
+        pass  # never reached: on_ready ends the connection
+
+    def on_lost(self, exc: BaseException | None) -> None:
+        self.finish("no TLS answer: " + os_error_words(exc))
+
+    def on_tls_failed(self, exc: BaseException | None) -> None:
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            self.verify_error = exc
+            self.finish(verify_words(exc))
+        elif isinstance(exc, ssl.SSLError):
+            self.finish("no TLS answer: " + ssl_error_words(exc))
+        elif exc is None:
+            self.finish("no TLS answer: connection closed during the handshake")
+        else:
+            self.finish("no TLS answer: " + os_error_words(exc))
+
+
+def fill_meta(out: CertOutcome, der: bytes) -> None:
+    """Copy the leaf's issuer, signature algorithm, self-signedness and validity into ``out``."""
+    cert = x509.load_der_x509_certificate(der)
+    issuer = cert.issuer
+    names = issuer.get_attributes_for_oid(NameOID.COMMON_NAME) or issuer.get_attributes_for_oid(
+        NameOID.ORGANIZATION_NAME
+    )
+    if names:
+        value = names[0].value
+        out.issuer = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    oid = cert.signature_algorithm_oid
+    # ``_name`` is OpenSSL's short name ("sha256WithRSAEncryption", "ecdsa-with-SHA256");
+    # unknown OIDs report "Unknown OID", where the dotted form says more.
+    name = getattr(oid, "_name", None)
+    out.signature_algorithm = (
+        name if isinstance(name, str) and name != "Unknown OID" else oid.dotted_string
+    )
+    out.is_self_signed = cert.subject == issuer
+    out.valid_from = cert.not_valid_before_utc
+    out.valid_to = cert.not_valid_after_utc
+
+
+class CertProber:
+    """Runs certificate probes; one instance serves any number of concurrent probes."""
+
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        source_address: str | None = None,
+        allow_private: bool = False,
+        ca_bundle: Path | None = None,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self._timeout = timeout
+        self._timeout_words = timeout_words(timeout)
+        self._local = (source_address, 0) if source_address else None
+        self._family = source_family(source_address)
+        self._allow_private = allow_private
+        self._rview = memoryview(bytearray(READ_BUFFER_SIZE))
+        self._pview = memoryview(bytearray(1))  # no application data is ever read
+        # The verifying context: system trust store (honours SSL_CERT_FILE) plus the bundle.
+        self._verify_ctx = ssl.create_default_context()
+        if ca_bundle is not None:
+            self._verify_ctx.load_verify_locations(cafile=str(ca_bundle))
+        # For the second look at a certificate that failed verification.
+        self._peek_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        self._peek_ctx.check_hostname = False
+        self._peek_ctx.verify_mode = ssl.CERT_NONE
+
+    async def aclose(self) -> None:
+        """Nothing is held between probes; here for symmetry with HttpProber."""
+
+    async def probe(self, host: str, port: int) -> CertOutcome:
+        """Check the certificate ``host:port`` presents; never raises except CancelledError."""
+        out = CertOutcome(False, None, None, None, None, None, None, 0.0)
+        t0 = perf_counter()
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._run(host.strip("[]"), port, out)
+        except TimeoutError:
+            # A verdict already reached stands; only the optional second look was cut short.
+            if out.error is None and not out.valid:
+                out.error = self._timeout_words
+        except ProbeFailure as exc:
+            out.error = str(exc)
+        except Exception:
+            log.exception("certificate probe of %s:%s failed unexpectedly", host, port)
+            out.error = "probe failed: internal error"
+        out.valid = out.error is None
+        out.total_ms = (perf_counter() - t0) * 1000.0
+        return out
+
+    async def _run(self, host: str, port: int, out: CertOutcome) -> None:
+        try:
+            addrs, _ = await resolve_checked(
+                host, port, family=self._family, allow_private=self._allow_private
+            )
+        except ProbeFailure as exc:
+            words = str(exc)
+            raise ProbeFailure(
+                words if words.startswith("blocked:") else "no TLS answer: " + words
+            ) from None
+        loop = asyncio.get_running_loop()
+        conn, ip = await self._handshake(loop, addrs, port, host, self._verify_ctx)
+        if conn.error is None:
+            out.valid = True
+            if conn.der is not None:
+                _fill_meta_safely(out, conn.der)
+            return
+        out.error = conn.error
+        if conn.verify_error is None:
+            return
+        # Verification failed; the leaf is still worth describing. Same checked address.
+        peek, _ = await self._handshake(loop, [ip], port, host, self._peek_ctx)
+        if peek.der is not None:
+            _fill_meta_safely(out, peek.der)
+
+    async def _handshake(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        addrs: list[str],
+        port: int,
+        host: str,
+        ctx: ssl.SSLContext,
+    ) -> tuple[_CertConn, str]:
+        # Words, not the exception: its traceback would hold this frame (and the
+        # connection) in a reference cycle that only the cyclic GC could free.
+        last_error = "connection failed"
+        # For an IP literal OpenSSL checks the IP SANs and sends no SNI, as it should.
+        server_hostname = host if literal_ip(host) is None else str(literal_ip(host))
+        for ip in addrs:
+            conn = _CertConn(loop.create_future(), self._rview, self._pview, ctx, server_hostname)
+            try:
+                try:
+                    await loop.create_connection(conn, ip, port, local_addr=self._local)
+                except OSError as exc:
+                    last_error = os_error_words(exc)
+                    continue
+                await conn.waiter
+                return conn, ip
+            finally:
+                if conn.transport is not None:
+                    conn.transport.abort()
+                conn.release()
+        raise ProbeFailure("no TLS answer: " + last_error)
+
+
+def _fill_meta_safely(out: CertOutcome, der: bytes) -> None:
+    # A certificate OpenSSL accepted can still be one cryptography refuses to parse (odd
+    # encodings); the verdict stands, only the fields stay empty.
+    try:
+        fill_meta(out, der)
+    except Exception as exc:
+        log.info("cannot parse certificate fields: %s", exc)
+
+
+__all__ = ["CertProber", "fill_meta", "verify_words"]
