@@ -4,10 +4,12 @@ leaves nothing half-written behind."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+import pytest
 
 from engine.db.store import Store
 
@@ -296,3 +298,37 @@ async def test_check_update_rejects_bad_values_and_keeps_the_check(
             "SELECT interval_s, notification_threshold_s, config_version FROM checks WHERE id=$1",
             up)
     assert tuple(row) == (30, 0, 1)
+
+
+async def raw_exchange(api: str, request: bytes) -> bytes:
+    """Send raw bytes; return the status line, headers and body of the answer."""
+    host, port = urlsplit(api).hostname, urlsplit(api).port
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        match = re.search(rb"(?i)content-length: *(\d+)", head)
+        body = await asyncio.wait_for(reader.readexactly(int(match.group(1))), 5) if match else b""
+        return head + body
+    finally:
+        writer.close()
+
+
+async def test_broken_framing_of_the_body_is_a_4xx_not_a_500(
+    api: str, account: tuple[Any, str], store: Store, caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, token = account
+    head = (f"POST /webapi/monitors HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\n")
+    cases = [
+        head + "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+        head + "Content-Encoding: gzip\r\nContent-Length: 12\r\n\r\nnot gzip at!",
+        head + "Content-Encoding: br\r\nContent-Length: 4\r\n\r\n{}{}",
+    ]
+    for raw in cases:
+        answer = await raw_exchange(api, raw.encode())
+        status = answer.split(b"\r\n", 1)[0]
+        assert re.match(rb"HTTP/1\.[01] 4\d\d", status), (raw, answer[:300])
+    assert (await counts(store))["monitors"] == 0
+    assert "Server error" not in caplog.text and "unhandled error" not in caplog.text

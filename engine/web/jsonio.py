@@ -11,7 +11,9 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
+from engine.errors import ValidationFailed
 from engine.web.validation import parse_body
 
 JSON = "application/json"
@@ -35,8 +37,19 @@ def message_response(
 async def read_body(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object, whatever its Content-Type (a client that forgets
     the header still gets its JSON read). Over the app's ``client_max_size`` aiohttp raises
-    a 413; anything but a JSON object raises ValidationFailed under ``body``."""
-    return parse_body(await request.read())
+    a 413; anything but a JSON object, including a body whose chunking or Content-Encoding
+    is broken, raises ValidationFailed under ``body``."""
+    try:
+        raw = await request.read()
+    except (HttpProcessingError, web.RequestPayloadError):
+        raise ValidationFailed(
+            {"body": ["The body could not be read (broken chunking or Content-Encoding)."]}
+        ) from None
+    except ConnectionResetError:
+        # The client went away mid-body: nobody will read the answer, and it is no fault
+        # of ours worth a stack trace.
+        raise web.HTTPBadRequest() from None
+    return parse_body(raw)
 
 
 def empty_response(status: int = 204) -> web.Response:
