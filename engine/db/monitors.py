@@ -94,6 +94,11 @@ LEFT JOIN LATERAL (
 ) open_outage ON true
 """
 
+SQL_CHECK_IDS_OF_MONITOR = """
+SELECT c.kind, c.id FROM monitors m JOIN checks c ON c.monitor_id = m.id
+WHERE m.account_id = $1 AND m.id = $2
+"""
+
 SQL_UPTIME_CHECK_OF_MONITOR = """
 SELECT c.id FROM monitors m JOIN checks c ON c.monitor_id = m.id AND c.kind = 'uptime'
 WHERE m.account_id = $1 AND m.id = $2
@@ -437,6 +442,14 @@ class MonitorsMixin(StoreBase):
             ids = [r["check_id"] for r in rows if r["kind"] == "uptime"]
             figures = await self._uptime_figures(conn, ids, now)
         return _group_monitors(rows, figures)[0]
+
+    async def get_check_ids(self, account_id: int, monitor_id: int) -> dict[str, int]:
+        """The monitor's check ids by kind (a cheap existence test); NotFound when the
+        monitor is not the account's."""
+        rows = await self._fetch(SQL_CHECK_IDS_OF_MONITOR, account_id, monitor_id)
+        if not rows:
+            raise NotFound("Monitor not found.")
+        return {r["kind"]: r["id"] for r in rows}
 
     async def count_monitors(self, account_id: int) -> int:
         return int(await self._fetchval(SQL_COUNT_MONITORS, account_id))

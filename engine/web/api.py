@@ -85,9 +85,10 @@ async def update_monitor(request: web.Request) -> web.Response:
     if command.target is None:
         monitor = await store.update_monitor(account.id, monitor_id, alias=command.alias)
     else:
-        # A missing monitor is a 404 before any DNS work on the new URL.
-        await store.get_monitor(account.id, monitor_id)
-        await _ensure_allowed_target(settings, command.target, "url")
+        if not settings.allow_private_targets:
+            # A missing monitor is a 404 before any DNS work on the new URL.
+            await store.get_check_ids(account.id, monitor_id)
+            await _ensure_allowed_target(settings, command.target, "url")
         t = command.target
         monitor = await store.update_monitor(
             account.id, monitor_id, alias=command.alias,
