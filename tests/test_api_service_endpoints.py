@@ -96,3 +96,18 @@ async def test_an_unexpected_error_is_a_bare_500_and_logged(
     assert text == '{"message":"Server error."}'
     assert "secret internal detail" in caplog.text
     assert "Traceback" in caplog.text or any(rec.exc_info for rec in caplog.records)
+
+
+async def test_the_status_page_is_mounted_public_and_behind_fixed_paths(
+    client: aiohttp.ClientSession, api: str,
+) -> None:
+    async with client.post("/webapi/monitors", json={"url": "https://example.com"}) as r:
+        identifier = (await r.json())["identifier"]
+    async with aiohttp.ClientSession(base_url=api) as s:
+        async with s.get(f"/{identifier}") as r:
+            assert r.status == 200
+            assert r.content_type == "text/html"
+        async with s.get(f"/{identifier}.json") as r:
+            assert r.status == 200
+        async with s.get("/healthz") as r:  # fixed paths win over /{identifier}
+            assert await r.json() == {"status": "ok"}

@@ -26,7 +26,7 @@ from engine.db.store import Store
 from engine.errors import DatabaseUnavailable, LimitReached, NotFound, ValidationFailed
 from engine.metrics import Metrics
 from engine.settings import Settings
-from engine.web import api, openapi, webhooks_api
+from engine.web import api, openapi, status_page, webhooks_api
 from engine.web.jsonio import json_response, message_response
 from engine.web.keys import ACCOUNT, METRICS, OPENAPI_DOCUMENT, RATE_LIMITER, SETTINGS, STORE
 from engine.web.ratelimit import RateLimiter, retry_after_header
@@ -208,4 +208,6 @@ def create_app(
     app.router.add_get("/webapi/openapi.json", openapi_json)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_text)
+    # Last: /{identifier} must never shadow a fixed path (its pattern cannot match one).
+    app.router.add_routes(status_page.routes)
     return app

@@ -54,6 +54,11 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 _INT64 = {"type": "integer", "format": "int64", "minimum": 1, "maximum": MAX_ID}
 _TIMESTAMP = {"type": "string", "pattern": TIMESTAMP_PATTERN, "example": "2026-01-31 12:00:00"}
 _INTERVAL = {"type": "integer", "enum": list(ALLOWED_INTERVALS)}
+# A monitor's public identifier in the status page paths.
+_IDENTIFIER = {
+    "name": "identifier", "in": "path", "required": True,
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{10,64}$"},
+}
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -333,6 +338,29 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _response("Healthy.", _ref("Health")),
                     "503": _response("The database does not answer.", _ref("Health")),
+                },
+            },
+        },
+        "/{identifier}": {
+            "get": {
+                "summary": "Public status page (HTML)", "operationId": "getStatusPage",
+                **public, "parameters": [_IDENTIFIER],
+                "responses": {
+                    "200": {"description": "The page.",
+                            "content": {"text/html": {"schema": {"type": "string"}}}},
+                    "404": {"description": "Unknown identifier.",
+                            "content": {"text/html": {"schema": {"type": "string"}}}},
+                },
+            },
+        },
+        "/{identifier}.json": {
+            "get": {
+                "summary": "Public status page (JSON)", "operationId": "getStatusPageJson",
+                **public, "parameters": [_IDENTIFIER],
+                "responses": {
+                    "200": _response("The status page's data.", {"type": "object"}),
+                    "404": _response("Unknown identifier.", _ref("Error")),
+                    "503": _response("The database is unavailable.", _ref("Error")),
                 },
             },
         },
