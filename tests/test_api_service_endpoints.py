@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import asyncpg
 import pytest
 from aiohttp import web
 
@@ -111,3 +112,16 @@ async def test_the_status_page_is_mounted_public_and_behind_fixed_paths(
             assert r.status == 200
         async with s.get("/healthz") as r:  # fixed paths win over /{identifier}
             assert await r.json() == {"status": "ok"}
+
+
+async def test_a_transaction_conflict_is_a_503_to_retry(
+    client: aiohttp.ClientSession, store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def deadlocked(*args: Any, **kw: Any) -> None:
+        raise asyncpg.DeadlockDetectedError("deadlock detected")
+
+    monkeypatch.setattr(store, "set_check_enabled", deadlocked)
+    async with client.post("/webapi/checks/1/disable") as r:
+        assert r.status == 503
+        assert r.headers["Retry-After"] == "1"
+        assert (await r.json())["message"].endswith("please retry.")

@@ -19,6 +19,7 @@ import time
 import warnings
 from collections.abc import Awaitable, Callable
 
+import asyncpg
 import orjson
 from aiohttp import web
 
@@ -101,6 +102,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except DatabaseUnavailable:
         log.warning("database unavailable during %s %s", request.method, request.path)
         response = message_response("The service is temporarily unavailable.", 503)
+    except asyncpg.TransactionRollbackError as exc:
+        # A deadlock or serialisation failure against a concurrent writer (the engine):
+        # transient and harmless to retry, the transaction was rolled back whole.
+        log.warning("transaction conflict during %s %s: %s", request.method, request.path, exc)
+        response = message_response(
+            "The request conflicted with a concurrent change; please retry.", 503,
+            headers={"Retry-After": "1"},
+        )
     except asyncio.CancelledError:
         raise
     except Exception:
