@@ -548,3 +548,24 @@ async def test_a_database_outage_delays_delivery_but_does_not_stop_the_deliverer
         await wait_until(status_is(store, event, "delivered"))
     assert flaky.failures == 0
     assert [h.try_number for h in receiver.hits] == [1]
+
+
+async def test_many_hanging_tries_leave_slots_for_other_accounts(
+    store: Store, receiver: Receiver, tmp_path: Path
+) -> None:
+    slow, _ = await store.create_account("slow", webhook_url=receiver.url("/slow"))
+    fast, _ = await store.create_account("fast", webhook_url=receiver.url("/fast"))
+    receiver.behaviour = lambda hit: "hang" if hit.path == "/slow" else "ok"
+    for m in range(1, 21):
+        await queue(store, slow.id, m)
+    settings = make_settings(tmp_path, webhook_concurrency=8, webhook_timeout=3.0)
+    async with running(store, settings):
+        # The slow account gets at most 6 of the 8 slots.
+        await wait_until(lambda: len(receiver.hits) >= 6, what="slow tries in flight")
+        started = time.monotonic()
+        others = [await queue(store, fast.id, 100 + i) for i in range(3)]
+        for e in others:
+            await wait_until(status_is(store, e, "delivered"), what="the other account")
+        assert time.monotonic() - started < 2.0
+        assert len([h for h in receiver.hits if h.path == "/slow"]) == 6
+        receiver.release.set()

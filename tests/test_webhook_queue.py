@@ -116,6 +116,11 @@ async def test_per_account_limit_leaves_room_for_other_accounts(store: Store, ac
     claimed = await store.claim_due(4, 60, per_account_limit=3, in_flight={acc: 1})
     assert sum(e.account_id == acc for e in claimed) == 2
     assert b in [e.id for e in claimed]
+    # A per-account override (a receiver that stopped answering) lowers its share.
+    claimed = await store.claim_due(
+        10, 60, per_account_limit=8, in_flight={acc: 2}, account_limits={acc: 3}
+    )
+    assert len(claimed) == 1 and claimed[0].account_id == acc
 
 
 async def test_release_hands_a_claim_back_at_once(store: Store, acc: int) -> None:

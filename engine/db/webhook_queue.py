@@ -28,7 +28,7 @@ Invariants the methods below keep:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,10 +46,15 @@ VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id
 """
 
-# Candidates for a claim: due, of an account with a webhook URL, and the oldest pending event
-# of their monitor. The NOT EXISTS sees an earlier event that another deliverer holds locked
-# (it does not lock), so a later event of that monitor is never taken alongside it.
-# $1: the clock (NULL = now()), $2: how many rows to lock at most.
+# Candidates for a claim: due, of an account with a webhook URL that is not excluded (its
+# in-flight limit is reached), and the oldest pending event of their monitor. The subquery
+# sees an earlier event that another deliverer holds locked (it does not lock), so a later
+# event of that monitor is never taken alongside it. Written as "id = the monitor's first
+# pending id" rather than NOT EXISTS so that PostgreSQL walks the due index in order and
+# probes (monitor_id, id) per row, stopping at the LIMIT: the cost of a claim does not grow
+# with the backlog (a NOT EXISTS becomes a hash anti-join over every pending row).
+# $1: the clock (NULL = now()), $2: how many rows to lock at most, $3: excluded accounts,
+# $4: ids this claim already holds (a transaction does not skip its own locks).
 SQL_CLAIM_CANDIDATES = """
 SELECT e.id, e.account_id
 FROM webhook_events e
@@ -57,11 +62,15 @@ JOIN accounts a ON a.id = e.account_id
 WHERE e.status = 'pending'
   AND e.next_try_at <= coalesce($1::timestamptz, now())
   AND a.webhook_url IS NOT NULL
-  AND NOT EXISTS (
-      SELECT 1 FROM webhook_events p
-      WHERE p.monitor_id = e.monitor_id AND p.status = 'pending' AND p.id < e.id
+  AND NOT (e.account_id = ANY($3::bigint[]))
+  AND NOT (e.id = ANY($4::bigint[]))
+  AND e.id = (
+      SELECT p.id FROM webhook_events p
+      WHERE p.monitor_id = e.monitor_id AND p.status = 'pending'
+      ORDER BY p.id
+      LIMIT 1
   )
-ORDER BY e.next_try_at, e.id
+ORDER BY e.next_try_at
 LIMIT $2
 FOR UPDATE OF e SKIP LOCKED
 """
@@ -96,6 +105,30 @@ SQL_MARK_FAILED = """
 UPDATE webhook_events
 SET status = 'failed', last_status_code = $2, last_error = $3
 WHERE id = $1 AND status = 'pending' AND ($4::int IS NULL OR tries = $4)
+"""
+
+# Batch forms of the three writes above, one statement each for a whole batch of tries
+# (the deliverer settles finished tries together before its next claim).
+SQL_RECORD_DELIVERED_MANY = """
+UPDATE webhook_events w
+SET status = 'delivered', delivered_at = now(), last_status_code = v.code, last_error = NULL
+FROM unnest($1::bigint[], $2::int[]) AS v(id, code)
+WHERE w.id = v.id AND w.status <> 'delivered'
+"""
+
+SQL_RECORD_FAILED_TRIES = """
+UPDATE webhook_events w
+SET last_status_code = v.code, last_error = v.error, next_try_at = v.at
+FROM unnest($1::bigint[], $2::int[], $3::int[], $4::text[], $5::timestamptz[])
+     AS v(id, tries, code, error, at)
+WHERE w.id = v.id AND w.status = 'pending' AND w.tries = v.tries
+"""
+
+SQL_MARK_FAILED_MANY = """
+UPDATE webhook_events w
+SET status = 'failed', last_status_code = v.code, last_error = v.error
+FROM unnest($1::bigint[], $2::int[], $3::int[], $4::text[]) AS v(id, tries, code, error)
+WHERE w.id = v.id AND w.status = 'pending' AND w.tries = v.tries
 """
 
 # Hand a claimed event back at once (shutdown, or the URL vanished between claim and send).
@@ -250,6 +283,22 @@ class WebhookRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TryResult:
+    """How one claimed try ended, for :meth:`WebhookQueueMixin.record_tries`.
+
+    ``outcome`` is ``delivered`` (a 200), ``retry`` (failed; due again at ``next_try_at``)
+    or ``failed`` (failed, and the event is given up).
+    """
+
+    id: int
+    tries: int
+    outcome: str
+    status_code: int | None = None
+    error: str | None = None
+    next_try_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ExpiredEvent:
     id: int
     account_id: int
@@ -289,6 +338,7 @@ class WebhookQueueMixin(StoreBase):
         *,
         per_account_limit: int | None = None,
         in_flight: Mapping[int, int] | None = None,
+        account_limits: Mapping[int, int] | None = None,
     ) -> list[ClaimedEvent]:
         """Claim up to ``limit`` due events for one try each, oldest due first.
 
@@ -299,25 +349,42 @@ class WebhookQueueMixin(StoreBase):
 
         ``per_account_limit`` with ``in_flight`` (account id -> tries the caller has running)
         keeps one account's receiver from taking every slot: an account is given at most
-        ``per_account_limit - in_flight[account]`` events. Candidates passed over stay
-        pending and unlocked once this short transaction commits.
+        ``per_account_limit - in_flight[account]`` events; ``account_limits`` sets a
+        different limit for some accounts. Candidates passed over stay pending and
+        unlocked once this short transaction commits.
         """
         if limit <= 0:
             return []
-        # Lock a few more rows than needed so per-account limits can pick from a wider set.
-        scan = limit if per_account_limit is None else min(max(limit * 4, 64), 2000)
         busy = dict(in_flight or {})
+        overrides = dict(account_limits or {})
+
+        def cap(account: int) -> int | None:
+            return overrides.get(account, per_account_limit)
+
+        def full(account: int) -> bool:
+            c = cap(account)
+            return c is not None and busy.get(account, 0) >= c
+
+        chosen: list[int] = []
         async with self._tx() as conn:
-            candidates = await conn.fetch(SQL_CLAIM_CANDIDATES, now, scan)
-            chosen: list[int] = []
-            for row in candidates:
-                if len(chosen) >= limit:
+            # Each round skips accounts at their limit; a second or third round fetches
+            # more when this batch filled an account up and left slots for others.
+            for _ in range(3):
+                excluded = [acc for acc in busy if full(acc)]
+                want = limit - len(chosen)
+                candidates = await conn.fetch(
+                    SQL_CLAIM_CANDIDATES, now, want, excluded, chosen
+                )
+                skipped = False
+                for row in candidates:
+                    acc = row["account_id"]
+                    if full(acc):
+                        skipped = True
+                        continue
+                    busy[acc] = busy.get(acc, 0) + 1
+                    chosen.append(row["id"])
+                if len(chosen) >= limit or not skipped:
                     break
-                acc = row["account_id"]
-                if per_account_limit is not None and busy.get(acc, 0) >= per_account_limit:
-                    continue
-                busy[acc] = busy.get(acc, 0) + 1
-                chosen.append(row["id"])
             if not chosen:
                 return []
             rows = await conn.fetch(SQL_CLAIM_TAKE, chosen, now, float(lease_seconds))
@@ -362,6 +429,34 @@ class WebhookQueueMixin(StoreBase):
         :meth:`record_failed_try`)."""
         result = await self._execute(SQL_MARK_FAILED, event_id, status_code, _clip(error), tries)
         return result.endswith(" 1")
+
+    async def record_tries(self, results: Sequence[TryResult]) -> None:
+        """Record many finished tries in one short transaction, with the same semantics and
+        guards as :meth:`record_delivered`, :meth:`record_failed_try` and
+        :meth:`mark_failed`. A deliverer calls this before its next claim, so the next event
+        of a monitor is only claimable once the previous one's result is committed."""
+        delivered = [r for r in results if r.outcome == "delivered"]
+        retry = [r for r in results if r.outcome == "retry"]
+        failed = [r for r in results if r.outcome == "failed"]
+        async with self._tx() as conn:
+            if delivered:
+                await conn.execute(
+                    SQL_RECORD_DELIVERED_MANY,
+                    [r.id for r in delivered], [r.status_code or 200 for r in delivered],
+                )
+            if retry:
+                await conn.execute(
+                    SQL_RECORD_FAILED_TRIES,
+                    [r.id for r in retry], [r.tries for r in retry],
+                    [r.status_code for r in retry], [_clip(r.error) for r in retry],
+                    [r.next_try_at for r in retry],
+                )
+            if failed:
+                await conn.execute(
+                    SQL_MARK_FAILED_MANY,
+                    [r.id for r in failed], [r.tries for r in failed],
+                    [r.status_code for r in failed], [_clip(r.error) for r in failed],
+                )
 
     async def release_claim(
         self, event_id: int, tries: int, *, undo_try: bool, error: str | None = None

@@ -44,7 +44,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from engine import USER_AGENT
-from engine.db.webhook_queue import ClaimedEvent, WebhookQueueMixin
+from engine.db.webhook_queue import ClaimedEvent, TryResult, WebhookQueueMixin
 from engine.errors import DatabaseUnavailable
 from engine.metrics import Metrics
 from engine.netpolicy import is_public_ip, literal_ip, resolve
@@ -70,6 +70,9 @@ _ERROR_SNIPPET = 200
 LEASE_MARGIN = 5.0
 # Connect timeout, within the total: a receiver that does not accept in this long is down.
 MAX_CONNECT_TIMEOUT = 5.0
+# While tries are in flight, a wake-up waits this long for more of them to finish, so their
+# results are written and their slots refilled in one round trip instead of one each.
+BATCH_WINDOW = 0.005
 
 # deliveries_total{result=...}: one per try, plus gave_up/expired once per event that ends
 # failed (by the deliverer after its last try, or by the expiry sweep).
@@ -177,9 +180,13 @@ class Deliverer:
         self._metrics = metrics or Metrics()
         self._drain_timeout = drain_timeout
         self._concurrency = settings.webhook_concurrency
-        # A quarter of the slots per account: a hanging receiver cannot starve the others,
-        # and one healthy receiver still gets plenty of parallel tries.
-        self._per_account = max(1, self._concurrency // 4)
+        # Slots per account. A healthy receiver may use all but a quarter of them (the
+        # quarter stays free for everyone else); one whose last try got no answer at all
+        # (timeout, refused, blocked) gets an eighth until it answers again, so a few dead
+        # receivers cannot take every slot for webhook_timeout at a time.
+        self._per_account = max(1, self._concurrency - self._concurrency // 4)
+        self._per_struggling_account = max(1, self._concurrency // 8)
+        self._struggling: set[int] = set()
         self._timeout = settings.webhook_timeout
         self._lease = settings.webhook_timeout + LEASE_MARGIN
         scale = settings.time_scale
@@ -191,6 +198,8 @@ class Deliverer:
         self._tasks: dict[asyncio.Task[None], ClaimedEvent] = {}
         self._by_account: collections.Counter[int] = collections.Counter()
         self._timers: set[asyncio.TimerHandle] = set()
+        # Results of finished tries, written before the next claim (see _settle).
+        self._results: list[TryResult] = []
         self._session: aiohttp.ClientSession | None = None
         self._stopping = False
 
@@ -211,6 +220,9 @@ class Deliverer:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
             await self._drain()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2.0):
+                    await self._settle()
             for timer in self._timers:
                 timer.cancel()
             self._timers.clear()
@@ -268,6 +280,9 @@ class Deliverer:
                 if time.monotonic() >= next_maintenance:
                     await self._maintain()
                     next_maintenance = time.monotonic() + self._maintenance_every
+                # Results first: a delivered event must be committed before its monitor's
+                # next event can be claimed.
+                await self._settle()
                 free = self._concurrency - len(self._tasks)
                 if free > 0:
                     # Taken before the claim's transaction starts, so the time elapsed since
@@ -279,6 +294,9 @@ class Deliverer:
                         self._lease,
                         per_account_limit=self._per_account,
                         in_flight=self._by_account,
+                        account_limits=dict.fromkeys(
+                            self._struggling, self._per_struggling_account
+                        ),
                     )
                     for event in claimed:
                         self._start(event, claim_started)
@@ -304,6 +322,21 @@ class Deliverer:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):
                 await self._wake.wait()
+        if self._tasks and not stop.is_set():
+            await asyncio.sleep(BATCH_WINDOW)
+
+    async def _settle(self) -> None:
+        """Write the results of finished tries in one transaction. On failure they are
+        kept for the next round (their leases keep the events from being claimed again
+        meanwhile) and the error propagates to the loop's back-off."""
+        if not self._results:
+            return
+        batch, self._results = self._results, []
+        try:
+            await self._store.record_tries(batch)
+        except BaseException:
+            self._results = batch + self._results
+            raise
 
     async def _maintain(self) -> None:
         """Expire what can no longer be delivered; refresh the queue gauges."""
@@ -381,8 +414,12 @@ class Deliverer:
         # Time on the database's clock, which created_at and next_try_at are in.
         now = event.claimed_at + timedelta(seconds=time.monotonic() - claim_started)
         self._metrics.deliveries.labels(result=outcome.result).inc()
+        if outcome.status_code is None:
+            self._struggling.add(event.account_id)
+        else:
+            self._struggling.discard(event.account_id)
         if outcome.delivered:
-            await self._record(self._store.record_delivered, event.id, 200)
+            self._results.append(TryResult(event.id, event.tries, "delivered", 200))
             return
         retry_at = policy.next_try_at(
             created_at=event.created_at,
@@ -397,28 +434,25 @@ class Deliverer:
                 "marked failed",
                 event.id, event.monitor_id, event.tries, outcome.error,
             )
-            await self._record(
-                self._store.mark_failed, event.id, outcome.status_code,
-                f"gave up after 24 h; last try: {outcome.error}", tries=event.tries,
-            )
+            self._results.append(TryResult(
+                event.id, event.tries, "failed", outcome.status_code,
+                f"gave up after 24 h; last try: {outcome.error}",
+            ))
             return
         delay = (retry_at - now).total_seconds()
         log.warning(
             "webhook %d of monitor %d: try %d failed (%s); next try in %.1fs",
             event.id, event.monitor_id, event.tries, outcome.error, delay,
         )
-        await self._record(
-            self._store.record_failed_try, event.id, outcome.status_code, outcome.error,
-            retry_at, tries=event.tries,
-        )
+        self._results.append(TryResult(
+            event.id, event.tries, "retry", outcome.status_code, outcome.error, retry_at,
+        ))
         self._wake_at(delay)
 
     async def _record(self, method: Any, *args: Any, **kwargs: Any) -> None:
-        """Write a try's result, riding out a short database blip.
-
-        If it cannot be written the lease runs out and the event is tried again: a
-        duplicate with the same X-Service-Webhook id, never a loss.
-        """
+        """Run a single store write outside the batched results, riding out a short
+        database blip. If it cannot be written, the claim's lease runs out and the event
+        is tried again: never a loss."""
         for attempt in range(3):
             try:
                 await method(*args, **kwargs)
