@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import BlockedAddress, NotFound, ValidationFailed
 from engine.settings import Plan
+from engine.web import openapi
 from engine.web import validation as v
 
 PLAN = Plan()
@@ -275,3 +278,64 @@ def test_account_update() -> None:
     upd = v.validate_account_update({"webhook_url": "HTTPS://Hooks.Example/x"})
     assert upd.webhook_url is not None and upd.webhook_url.url == "https://hooks.example/x"
     assert list(errors_of(v.validate_account_update, {"webhook_url": 5})) == ["webhook_url"]
+
+
+# --- properties --------------------------------------------------------------------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(openapi.URL_PATTERN, fullmatch=True))
+def test_every_url_the_openapi_pattern_generates_is_accepted(url: str) -> None:
+    if len(url) <= v.MAX_URL_LENGTH:
+        assert v.normalise_url(url).url.startswith(url.split("://")[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(openapi.ALIAS_PATTERN, fullmatch=True).filter(lambda s: len(s) <= 255))
+def test_every_alias_the_openapi_pattern_generates_is_accepted(alias: str) -> None:
+    assert v.validate_alias(alias) == alias.strip()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(
+    st.sampled_from(["url", "alias", "interval", "notification_threshold",
+                     "expiry_threshold_days", "webhook_url", "other"]),
+    JSON_VALUES | st.text(alphabet="hpst:/.[]@%-_0123456789abcXYZ \r\n\x00é"),
+))
+def test_any_body_either_validates_or_fails_with_field_errors(body: dict[str, Any]) -> None:
+    for fn in (
+        lambda: v.validate_monitor_create(body, PLAN),
+        lambda: v.validate_monitor_update(body),
+        lambda: v.validate_check_update(body, "uptime", PLAN),
+        lambda: v.validate_check_update(body, "certificate_health", SMALL),
+        lambda: v.validate_account_update(body),
+    ):
+        try:
+            fn()
+        except ValidationFailed as exc:
+            assert exc.errors and all(
+                isinstance(m, str) for msgs in exc.errors.values() for m in msgs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_any_path_segment_is_an_id_or_not_found(raw: str) -> None:
+    try:
+        assert 1 <= v.parse_id(raw) <= v.MAX_ID
+    except NotFound:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_are_a_body_or_a_422(raw: bytes) -> None:
+    try:
+        assert isinstance(v.parse_body(raw), dict)
+    except ValidationFailed as exc:
+        assert list(exc.errors) == ["body"]

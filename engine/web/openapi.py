@@ -23,10 +23,12 @@ from engine.web.validation import MAX_ALIAS_LENGTH, MAX_EXPIRY_DAYS, MAX_ID, MAX
 
 STATUSES = ["ok", "degraded", "failing", "down", "pending", "paused"]
 TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$"
-# What the API accepts, for generators: an http(s) URL with a DNS name, optional port and
-# a plain path (the API accepts more, e.g. IDN hosts and queries).
+# A strict subset of the URLs the API accepts, for generators: a lower-case DNS name of at
+# most three labels whose last starts with a letter (a numeric one would be read as an IPv4
+# address), an optional port and a plain path. The API accepts more (IDN, upper case,
+# queries, IP literals), so a string outside the pattern is not necessarily refused.
 URL_PATTERN = (
-    r"^https?://[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*"
+    r"^https?://([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.){0,2}[a-z]([a-z0-9-]{0,61}[a-z0-9])?"
     r"(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~/-]*)?$"
 )
 # No control characters and at least one non-space character (the API trims).
