@@ -17,8 +17,11 @@ Contract (decisions.md "Webhooks"):
   which aiohttp never resolves), on every try, so a DNS change after the URL was accepted
   cannot reach an internal address.
 - A dead or slow receiver costs at most one concurrency slot per try for at most
-  ``webhook_timeout``; one account never holds more than a quarter of the slots, and nothing
-  here blocks the event loop, so probing and other receivers go on.
+  ``webhook_timeout``. One account may use three quarters of the slots while its receiver
+  answers, and an eighth once a try of it got no answer at all, so the others always find
+  free slots; nothing here blocks the event loop, so probing goes on.
+- Results of finished tries are written in one batch before each claim, so the next event
+  of a monitor only becomes claimable once the previous one's result is committed.
 
 Wake-ups: LISTEN ``upwatch_webhooks`` (new events, a URL set, a manual retry), a timer at
 each retry this deliverer scheduled, the end of every try (a slot freed, and the next event of
