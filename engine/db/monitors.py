@@ -499,11 +499,13 @@ class MonitorsMixin(StoreBase):
         ``notification_threshold``) and certificate check (``certificate_interval``, no
         expiry threshold), each with an open enabled period, and notify the engine.
 
-        Raises LimitReached when the account already has ``monitor_limit`` monitors.
+        Raises LimitReached when the account already has ``monitor_limit`` monitors, and
+        NotFound when the account no longer exists.
         The identifier is random (``secrets.token_urlsafe``), retried on a collision.
         """
         async with self._tx() as conn:
-            await conn.fetchval(SQL_LOCK_ACCOUNT, account_id)
+            if await conn.fetchval(SQL_LOCK_ACCOUNT, account_id) is None:
+                raise NotFound("Account not found.")  # deleted since it authenticated
             count = await conn.fetchval(SQL_COUNT_MONITORS, account_id)
             if count >= monitor_limit:
                 raise LimitReached(
