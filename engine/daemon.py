@@ -72,6 +72,7 @@ class Supervisor:
         stop_wait = asyncio.create_task(self.stop.wait(), name="stop-wait")
         done, _ = await asyncio.wait([*tasks, stop_wait], return_when=asyncio.FIRST_COMPLETED)
         failed = False
+        requested = self.stop.is_set()  # a signal, not a component, asked to stop
         for task in done:
             if task is stop_wait:
                 continue
@@ -79,8 +80,10 @@ class Supervisor:
             if exc is not None:
                 failed = True
                 log.error("component %s died: %r; stopping", tasks[task], exc, exc_info=exc)
-            else:
+            elif not requested:
                 log.warning("component %s ended; stopping", tasks[task])
+        if requested:
+            log.info("stopping: draining components")
         self.stop.set()
         stop_wait.cancel()
         pending = [t for t in tasks if not t.done()]
@@ -96,21 +99,18 @@ class Supervisor:
         return 1 if failed else 0
 
 
-class ApiServer:
-    """The aiohttp app on settings.host:port as a component."""
+class WebServer:
+    """An aiohttp application on settings.host:port as a component."""
 
-    def __init__(self, store: Store, settings: Settings, metrics: Metrics) -> None:
-        self.store, self.settings, self.metrics = store, settings, metrics
+    def __init__(self, app: Any, settings: Settings) -> None:
+        self.app, self.settings = app, settings
         self.listening = asyncio.Event()
         self.port: int | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         from aiohttp import web
 
-        from engine.web.app import create_app
-
-        app = create_app(self.store, self.settings, metrics=self.metrics)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=3.0)
+        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=3.0)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
@@ -124,27 +124,85 @@ class ApiServer:
             if sockets:
                 self.port = sockets[0].getsockname()[1]
             self.listening.set()
-            log.info("API listening", extra={"url": self.settings.public_base_url})
+            log.info("listening", extra={"url": self.settings.public_base_url})
             await stop.wait()
         finally:
             await runner.cleanup()
 
 
-def _components(
-    role: Role, store: Store, settings: Settings, metrics: Metrics, api: ApiServer | None
-) -> dict[str, Component]:
+def _node_app(store: Store, settings: Settings, metrics: Metrics) -> Any:
+    """What an engine-only instance serves: liveness, metrics and the peer endpoint."""
+    from aiohttp import web
+
+    from engine.web.app import healthz, metrics_text
+    from engine.web.keys import METRICS, SETTINGS, STORE
+
+    app = web.Application(client_max_size=64 * 1024)
+    app[STORE] = store
+    app[SETTINGS] = settings
+    app[METRICS] = metrics
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_text)
+    return app
+
+
+@dataclass
+class Node:
+    """The components of one process for its role, wired together."""
+
+    web: WebServer
+    components: dict[str, Component]
+    engine: Any = None
+    closers: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+
+
+async def build_node(
+    role: Role, store: Store, settings: Settings, metrics: Metrics, dsn: str
+) -> Node:
+    """Wire the role's components. Engine roles join the cluster first, so that ownership
+    is known before the first check is loaded."""
     comps: dict[str, Component] = {}
-    if api is not None:
-        comps["api"] = api.run
+    if role in ("all", "api"):
+        from engine.web.app import create_app
+
+        app = create_app(store, settings, metrics=metrics)
+    else:
+        app = _node_app(store, settings, metrics)
+    node = Node(web=WebServer(app, settings), components=comps)
+    comps["web"] = node.web.run
     if role in ("all", "engine"):
+        from engine import USER_AGENT
+        from engine.cluster.nodes import NodeRegistry
+        from engine.cluster.peer import PeerConfirmer, RegionConfirmer, peer_routes
+        from engine.confirm import LocalConfirmer
         from engine.maintenance import Maintenance
+        from engine.probes.http import HttpProber
         from engine.scheduler.runner import Engine
         from engine.webhooks.deliverer import Deliverer
 
-        comps["engine"] = Engine(store, settings, metrics=metrics).run
+        registry = NodeRegistry(store, settings, metrics=metrics, dsn=dsn)
+        await registry.register()
+        prober = HttpProber(
+            timeout=settings.probe_timeout,
+            user_agent=USER_AGENT,
+            source_address=settings.probe_source_address,
+            allow_private=settings.allow_private_targets,
+        )
+        peers = PeerConfirmer(registry.membership, settings, metrics)
+        confirmer = RegionConfirmer(peers, LocalConfirmer.from_settings(prober, settings, metrics))
+        engine = Engine(
+            store, settings, metrics=metrics, confirmer=confirmer, http_prober=prober,
+            owns=registry.membership.owns,
+        )
+        registry.membership.on_change(engine.request_resync)
+        app.router.add_routes(peer_routes(store, settings, prober, registry.membership, metrics))
+        node.engine = engine
+        node.closers += [peers.aclose, prober.aclose]
+        comps["cluster"] = registry.run
+        comps["engine"] = engine.run
         comps["deliverer"] = Deliverer(store, settings, metrics=metrics).run
         comps["maintenance"] = Maintenance(store, settings).run
-    return comps
+    return node
 
 
 async def _first_start(store: Store, settings: Settings, embedded: bool) -> None:
@@ -169,33 +227,41 @@ async def serve(settings: Settings, role: Role, dsn: str, *, embedded: bool) -> 
     metrics = Metrics()
     notifier = Notifier()
     store = await open_store(dsn, max_size=max(10, min(50, settings.webhook_concurrency)))
+    node: Node | None = None
     try:
         await _first_start(store, settings, embedded)
         sup = Supervisor()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, sup.stop.set)
-        api = ApiServer(store, settings, metrics) if role in ("all", "api") else None
-        comps = _components(role, store, settings, metrics, api)
+        node = await build_node(role, store, settings, metrics, dsn)
+        comps = dict(node.components)
         comps["watchdog"] = notifier.run_watchdog
+        web, engine = node.web, node.engine
 
         async def announce_ready(stop: asyncio.Event) -> None:
-            if api is not None:
-                listening = asyncio.create_task(api.listening.wait())
-                stopping = asyncio.create_task(stop.wait())
-                await asyncio.wait([listening, stopping], return_when=asyncio.FIRST_COMPLETED)
-                listening.cancel()
-                stopping.cancel()
+            """READY=1 once the API listens and the engine has loaded its checks."""
+            conditions = [web.listening.wait()]
+            if engine is not None:
+                conditions.append(engine.loaded.wait())
+            gate: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*conditions))
+            stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([gate, stopping], return_when=asyncio.FIRST_COMPLETED)
+            gate.cancel()
+            stopping.cancel()
             if not stop.is_set():
                 notifier.ready(f"serving role {role}")
-                if api is not None:
-                    print(f"Upwatch {role} ready at {settings.public_base_url}", flush=True)
+                print(f"Upwatch ({role}) ready at {settings.public_base_url}", flush=True)
             await stop.wait()
             notifier.stopping()
 
         comps["ready"] = announce_ready
         code = await sup.run(comps)
     finally:
+        if node is not None:
+            for close in node.closers:
+                with contextlib.suppress(Exception):
+                    await close()
         await store.close()
     return code
 
