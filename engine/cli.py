@@ -47,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     rot = acc_sub.add_parser("rotate-token", parents=[common], help="issue a new API token")
     rot.add_argument("id", type=int)
     rot.add_argument("--json", action="store_true")
+    nodes = sub.add_parser("nodes", parents=[common], help="list cluster nodes")
+    nodes.add_argument("--json", action="store_true")
+    status = sub.add_parser("status", parents=[common], help="monitors and their checks' states")
+    status.add_argument("--account", type=int, default=None, help="account id (default: all)")
+    status.add_argument("--json", action="store_true")
     return p
 
 
@@ -144,6 +149,68 @@ def _account_rotate(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _nodes(settings: Settings, args: argparse.Namespace) -> int:
+    from engine.cluster.nodes import node_table
+    from engine.timefmt import fmt
+
+    async def fetch(store: Any) -> list[dict[str, Any]]:
+        return await node_table(store, settings)
+
+    rows = _with_store(settings, fetch)
+    for row in rows:
+        row["started_at"] = fmt(row["started_at"])
+        row["last_heartbeat_at"] = fmt(row["last_heartbeat_at"])
+    if args.json:
+        for row in rows:
+            sys.stdout.write(orjson.dumps(row).decode() + "\n")
+        return 0
+    sys.stdout.write(f"{'NODE':<34} {'REGION':<10} {'STATE':<9} {'CHECKS':>7}  "
+                     f"{'LAST HEARTBEAT':<19}  URL\n")
+    for r in rows:
+        state = "stopping" if r["stopping"] else ("live" if r["live"] else "dead")
+        sys.stdout.write(f"{r['id'][:34]:<34} {r['region'][:10]:<10} {state:<9} "
+                         f"{r['checks_owned']:>7}  {r['last_heartbeat_at']:<19}  {r['url']}\n")
+    return 0
+
+
+def _status(settings: Settings, args: argparse.Namespace) -> int:
+    from engine.timefmt import fmt
+
+    async def fetch(store: Any) -> list[tuple[Any, list[Any]]]:
+        accounts = [a for a, _ in await store.list_accounts()]
+        if args.account is not None:
+            accounts = [a for a in accounts if a.id == args.account]
+            if not accounts:
+                raise UpwatchError(f"no account with id {args.account}")
+        return [(a, await store.list_monitors(a.id)) for a in accounts]
+
+    data = _with_store(settings, fetch)
+    if args.json:
+        for account, monitors in data:
+            for m in monitors:
+                up, cert = m.checks["uptime"], m.checks["certificate_health"]
+                sys.stdout.write(orjson.dumps({
+                    "account": account.id, "monitor": m.id, "alias": m.alias, "url": m.url,
+                    "uptime": up.status, "uptime_error": up.error,
+                    "certificate_health": cert.status, "certificate_error": cert.error,
+                    "last_check_at": fmt(up.last_check_at),
+                }).decode() + "\n")
+        return 0
+    for account, monitors in data:
+        sys.stdout.write(f"Account {account.id} ({account.name}): {len(monitors)} monitors\n")
+        if not monitors:
+            continue
+        sys.stdout.write(f"  {'ID':>6}  {'ALIAS':<28} {'UPTIME':<9} {'CERT':<9} {'30D %':>8}  "
+                         f"{'LAST CHECK':<19}  ERROR\n")
+        for m in monitors:
+            up, cert = m.checks["uptime"], m.checks["certificate_health"]
+            err = up.error or cert.error or ""
+            pct = m.uptime.uptime_percentage if m.uptime is not None else 100.0
+            sys.stdout.write(f"  {m.id:>6}  {m.alias[:28]:<28} {up.status:<9} {cert.status:<9} "
+                             f"{pct:>8.3f}  {fmt(up.last_check_at) or '-':<19}  {err[:60]}\n")
+    return 0
+
+
 def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     async def noop(store: Any) -> None:  # open_store applies migrations
         return None
@@ -166,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
             return run(settings, args.role)
         if args.command == "migrate":
             return _migrate(settings, args)
+        if args.command == "nodes":
+            return _nodes(settings, args)
+        if args.command == "status":
+            return _status(settings, args)
         if args.command == "account":
             return {
                 "create": _account_create,

@@ -164,3 +164,30 @@ class NodeRegistry:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("cannot listen for node changes: %s", exc)
             return None
+
+
+async def node_table(store: Store, settings: Settings) -> list[dict[str, object]]:
+    """Every known node with its liveness and how many enabled checks it owns now (by the
+    same rendezvous function the engines use), for operators."""
+    dead_after = DEAD_AFTER_HEARTBEATS * settings.heartbeat_interval
+    nodes = await store.all_nodes(dead_after)
+    ring = Ring([n.id for n in nodes if n.live])
+    owned: dict[str, int] = {n.id: 0 for n in nodes}
+    for check_id in await store.enabled_check_ids():
+        owner = ring.owner(check_id)
+        if owner is not None:
+            owned[owner] = owned.get(owner, 0) + 1
+    return [
+        {
+            "id": n.id,
+            "region": n.region,
+            "url": n.url,
+            "version": n.version,
+            "started_at": n.started_at,
+            "last_heartbeat_at": n.heartbeat_at,
+            "live": n.live,
+            "stopping": n.stopping,
+            "checks_owned": owned.get(n.id, 0) if n.live else 0,
+        }
+        for n in nodes
+    ]
