@@ -365,15 +365,18 @@ class Deliverer:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        for event in events:
-            # The try may have reached the receiver, so it counts; the next one is due now
-            # for whichever deliverer runs next.
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(1.0):
-                    await self._store.release_claim(
+        # The try may have reached the receiver, so it counts; the next one is due now for
+        # whichever deliverer runs next. If even this cannot be written, the lease brings
+        # the events back a little later.
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(2.0):
+                await asyncio.gather(*(
+                    self._store.release_claim(
                         event.id, event.tries, undo_try=False,
                         error="try interrupted by a shutdown",
                     )
+                    for event in events
+                ))
 
     # --- one try ---------------------------------------------------------------------------
 
