@@ -38,7 +38,7 @@ _CHECK_COLUMNS = """
     c.id, c.kind, c.interval_s, c.notification_threshold_s, c.config_version,
     c.status, c.error, c.last_check_at, c.failing_since, c.detected_by, c.outage_id,
     c.incident_event_id, c.renewal_notified_for, o.verified_via,
-    m.id AS monitor_id, m.url, m.host, m.port
+    m.url, m.host, m.port
 """
 _CHECK_FROM = """
 FROM checks c
@@ -204,7 +204,6 @@ class ScheduledCheck:
 
     id: int
     kind: str
-    monitor_id: int
     url: str
     host: str
     port: int
@@ -224,7 +223,6 @@ class ScheduledCheck:
         return cls(
             id=r["id"],
             kind=sys.intern(r["kind"]),
-            monitor_id=r["monitor_id"],
             url=sys.intern(r["url"]),
             host=sys.intern(r["host"]),
             port=port,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections import deque
@@ -50,7 +51,7 @@ from engine.evaluate import (
 from engine.metrics import Metrics
 from engine.probes.outcome import CertOutcome, HttpOutcome
 from engine.results import KIND_CERTIFICATE, KIND_UPTIME, ResultRow, ResultsWriter
-from engine.scheduler.wheel import TimingWheel, first_due, phase_fraction
+from engine.scheduler.wheel import TimingWheel, first_due
 from engine.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ log = logging.getLogger(__name__)
 TICK = 0.005  # scheduler loop period (s)
 WHEEL_TICK = 0.01  # wheel bucket width (s); 4096 buckets = one 41 s revolution
 WHEEL_SLOTS = 4096
-SOON_WINDOW = 1.0  # a pending check is probed within this many seconds
+SOON_RATE = 1000.0  # pending (new, re-enabled, reset) checks started per second, at most
 RETRY_IN_FLIGHT = 0.25  # a check due while its previous probe still runs tries again then
 MIN_INTERVAL = 0.05  # floor of a scaled interval, so a tiny time scale cannot spin
 THRESHOLD_SLACK = 0.005  # re-probe this long after a threshold expires (clock rounding)
@@ -66,7 +67,11 @@ PAGE = 5000  # checks per page when loading or resyncing
 RELOAD_COALESCE = 0.02  # gather a burst of notifications into one reload query
 LISTEN_PING = 15.0  # seconds between liveness round trips on the LISTEN connection
 DRAIN_PROBES = 3.0  # seconds in-flight probes get to finish on stop
+# Rows per results transaction: the fastest size measured, and small enough that encoding
+# one batch blocks the loop for only a few tens of milliseconds.
+RESULT_BATCH = 5000
 DRAIN_RESULTS = 2.0  # seconds the results writer gets to flush on stop
+FREEZE_AFTER = 5000  # checks adopted by reloads before the GC is told to skip them again
 UNWRITTEN_LOG_EVERY = 10.0  # seconds between warnings about state writes lost to an outage
 
 
@@ -163,6 +168,7 @@ class Engine:
             metrics=metrics,
             limit=settings.result_buffer_limit,
             flush_interval=settings.result_flush_interval,
+            batch_rows=RESULT_BATCH,
             drain_timeout=DRAIN_RESULTS,
         )
 
@@ -180,6 +186,8 @@ class Engine:
         self._resync_wake = asyncio.Event()
         self._stopping = False
         self._unwritten = 0
+        self._adopted_unfrozen = 0
+        self._soon_next = 0.0
         self._unwritten_logged = -UNWRITTEN_LOG_EVERY
         self.loaded = asyncio.Event()  # set once the first full load is done
         # Prometheus children resolved once: labels() costs a dict lookup and a lock.
@@ -266,11 +274,21 @@ class Engine:
                     await asyncio.sleep(0)  # let probes of the first pages start
                 self.loaded.set()
                 log.info("engine loaded %d checks", len(self._checks))
+                self._freeze()
                 return
             except DatabaseUnavailable as exc:
                 log.warning("cannot load checks, retrying: %s", exc)
                 await _wait(stop, timeout=backoff)
                 backoff = min(backoff * 2, 5.0)
+
+    def _freeze(self) -> None:
+        """Move every object alive now out of the cyclic GC's reach (``gc.freeze``).
+
+        The checks are long-lived and cycle-free; left in the collected generations, each
+        full collection walks all of them (a 250 ms pause with 50,000 checks, which is
+        scheduler lateness). Called after the first load and after large reloads."""
+        gc.freeze()
+        self._adopted_unfrozen = 0
 
     def _adopt(self, new: ScheduledCheck) -> None:
         """Install a check as loaded from the database (new, reconfigured or unchanged)."""
@@ -281,6 +299,7 @@ class Engine:
         if old is not None and old.config_version == new.config_version:
             # Unchanged: the in-memory state may be ahead of batched writes, keep it.
             return
+        self._adopted_unfrozen += 1
         self._checks[new.id] = new
         if old is not None:
             self._wheel.cancel(old.id)
@@ -330,6 +349,8 @@ class Engine:
             for check_id in chunk:
                 if check_id not in seen:
                     self._drop(check_id)
+        if self._adopted_unfrozen >= FREEZE_AFTER:
+            self._freeze()
 
     async def _resyncer(self, stop: asyncio.Event) -> None:
         interval = self._settings.resync_interval
@@ -402,12 +423,15 @@ class Engine:
         return c.threshold_s * self._scale
 
     def _schedule(self, c: ScheduledCheck, *, soon: bool = False) -> None:
-        """Put ``c`` in the wheel: within ``SOON_WINDOW`` when ``soon`` (spread by id), else at
-        its next phase, or earlier when a confirmed outage's threshold expires before then."""
+        """Put ``c`` in the wheel: at once when ``soon`` (paced by ``SOON_RATE``), else at its
+        next phase, or earlier when a confirmed outage's threshold expires before then."""
         mono = time.monotonic()
         interval = self._interval(c)
         if soon:
-            due = mono + phase_fraction(c.id) * min(SOON_WINDOW, interval)
+            # As soon as possible, but a bulk of them (thousands of checks created at once,
+            # or found pending at start) is spread at SOON_RATE so it cannot burst.
+            due = max(mono, self._soon_next)
+            self._soon_next = due + 1.0 / SOON_RATE
         else:
             wall = time.time()
             due = first_due(c.id, interval, wall) - wall + mono
@@ -432,7 +456,9 @@ class Engine:
             if ready:
                 self._start_ready(now)
             if now >= gauge_at:
+                # Gauges once a second rather than per probe: a Prometheus set() takes a lock.
                 self._metrics.scheduled.set(len(wheel))
+                self._metrics.in_flight.set(len(self._in_flight))
                 gauge_at = now + 1.0
             await asyncio.sleep(TICK)
 
@@ -464,7 +490,6 @@ class Engine:
         task = asyncio.get_running_loop().create_task(self._probe(c))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        self._metrics.in_flight.set(len(self._in_flight))
 
     def _finish(self, c: ScheduledCheck) -> None:
         self._in_flight.discard(c.id)
@@ -480,7 +505,6 @@ class Engine:
             self._ready.appendleft(waiting.popleft())
             if not waiting:
                 del self._host_wait[host]
-        self._metrics.in_flight.set(len(self._in_flight))
         if self._stopping:
             return
         if self._checks.get(c.id) is c:

@@ -76,7 +76,8 @@ class TimingWheel(Generic[K]):
         # One dict per bucket: key -> due time. Dicts keep insertion order, which gives
         # ties their scheduling order and makes cancel O(1).
         self._slots: list[dict[K, float]] = [{} for _ in range(slots)]
-        self._where: dict[K, int] = {}
+        # key -> its bucket (the dict itself: no int object per entry, and O(1) removal).
+        self._where: dict[K, dict[K, float]] = {}
         # The first tick not yet fully swept. Buckets of earlier ticks hold only items of
         # later revolutions.
         self._cursor = int(start // tick)
@@ -94,8 +95,8 @@ class TimingWheel(Generic[K]):
 
     def due_time(self, key: K) -> float | None:
         """When ``key`` is due, or None when it is not scheduled."""
-        idx = self._where.get(key)
-        return None if idx is None else self._slots[idx][key]
+        bucket = self._where.get(key)
+        return None if bucket is None else bucket[key]
 
     # -- changes ------------------------------------------------------------------------
 
@@ -104,26 +105,26 @@ class TimingWheel(Generic[K]):
         where = self._where
         old = where.get(key)
         if old is not None:
-            del self._slots[old][key]
+            del old[key]
         tick = int(when // self._tick)
         # Something already due goes into the cursor's bucket, the next one swept.
         if tick < self._cursor:
             tick = self._cursor
-        idx = tick & self._mask
-        self._slots[idx][key] = when
-        where[key] = idx
+        bucket = self._slots[tick & self._mask]
+        bucket[key] = when
+        where[key] = bucket
 
     def cancel(self, key: K) -> bool:
         """Remove ``key``; True when it was scheduled."""
-        idx = self._where.pop(key, None)
-        if idx is None:
+        bucket = self._where.pop(key, None)
+        if bucket is None:
             return False
-        del self._slots[idx][key]
+        del bucket[key]
         return True
 
     def clear(self) -> None:
-        for idx in set(self._where.values()):
-            self._slots[idx].clear()
+        for bucket in self._slots:
+            bucket.clear()
         self._where.clear()
 
     def pop_due(self, now: float) -> list[K]:
