@@ -191,6 +191,12 @@ class Engine:
         self._unwritten_logged = -UNWRITTEN_LOG_EVERY
         self.loaded = asyncio.Event()  # set once the first full load is done
         # Prometheus children resolved once: labels() costs a dict lookup and a lock.
+        phase = metrics.probe_phase
+        self._phase_total = phase.labels(phase="total")
+        self._phase_dns = phase.labels(phase="dns")
+        self._phase_connect = phase.labels(phase="connect")
+        self._phase_tls = phase.labels(phase="tls")
+        self._phase_ttfb = phase.labels(phase="first_byte")
         self._probe_counters = {
             (kind, cls): metrics.probes.labels(kind=kind, outcome=cls.name.lower())
             for kind in (UPTIME, "certificate_health")
@@ -241,6 +247,8 @@ class Engine:
                 with contextlib.suppress(Exception):
                     await p.aclose()
             self._metrics.in_flight.set(0)
+            # What was frozen may become garbage once the engine is gone; let GC see it.
+            gc.unfreeze()
 
     async def _drain_probes(self) -> None:
         """Let in-flight probes finish (their results still count), then cancel the rest:
@@ -330,8 +338,11 @@ class Engine:
             try:
                 await self._reload(ids)
                 backoff = 0.2
-            except DatabaseUnavailable as exc:
-                log.warning("cannot reload checks, retrying: %s", exc)
+            except Exception as exc:  # this loop must outlive any one failure
+                if isinstance(exc, DatabaseUnavailable):
+                    log.warning("cannot reload checks, retrying: %s", exc)
+                else:
+                    log.exception("reloading checks failed; retrying")
                 self._reload_ids |= ids
                 await _wait(stop, timeout=backoff)
                 backoff = min(backoff * 2, 5.0)
@@ -363,6 +374,8 @@ class Engine:
                 await self.resync()
             except DatabaseUnavailable as exc:
                 log.warning("resync failed, will retry: %s", exc)
+            except Exception:
+                log.exception("resync failed; will retry")
 
     async def resync(self) -> None:
         """Compare (id, config_version) of every enabled check with what the engine holds and
@@ -558,6 +571,7 @@ class Engine:
             slow_threshold_ms=self._slow_ms,
         )
         self._probe_counters[(UPTIME, tr.outcome)].inc()
+        self._observe_phases(outcome)
         await self.results.put(_http_row(c.id, now, tr.outcome, outcome, self._region, False))
         if not await self._commit(c, version, tr) or not tr.confirm:
             return
@@ -583,12 +597,24 @@ class Engine:
             c.state, outcome, now=now, expiry_threshold_days=c.threshold_s // 86400
         )
         self._probe_counters[("certificate_health", tr.outcome)].inc()
+        self._phase_total.observe(outcome.total_ms / 1000.0)
         row: ResultRow = (
             c.id, now, KIND_CERTIFICATE, int(tr.outcome), None, outcome.total_ms, None, None,
             None, None, self._region, False, outcome.error,
         )
         await self.results.put(row)
         await self._commit(c, version, tr)
+
+    def _observe_phases(self, o: HttpOutcome) -> None:
+        self._phase_total.observe(o.total_ms / 1000.0)
+        if o.dns_ms is not None:
+            self._phase_dns.observe(o.dns_ms / 1000.0)
+        if o.connect_ms is not None:
+            self._phase_connect.observe(o.connect_ms / 1000.0)
+        if o.tls_ms is not None:
+            self._phase_tls.observe(o.tls_ms / 1000.0)
+        if o.ttfb_ms is not None:
+            self._phase_ttfb.observe(o.ttfb_ms / 1000.0)
 
     async def _commit(self, c: ScheduledCheck, version: int, tr: Transition) -> bool:
         """Persist ``tr`` and advance the in-memory state; False when it was discarded
