@@ -209,7 +209,7 @@ async def test_redirect_to_a_private_address_is_blocked(
     site: HttpTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Pretend 127.0.0.1 is public so the first hop is allowed; everything else stays private.
-    monkeypatch.setattr(_net, "is_public_ip", lambda ip: str(ip) == "127.0.0.1")
+    monkeypatch.setattr(_net, "public_address", lambda ip: ip == "127.0.0.1")
     p = HttpProber(timeout=TIMEOUT, user_agent=USER_AGENT)
     async with HttpTarget(host="127.0.0.2") as inner:
         o = await p.probe(site.url("/redirect-to?url=" + quote(inner.url("/"))))

@@ -59,11 +59,12 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
 
-from engine.netpolicy import literal_ip
 from engine.probes._net import (
     READ_BUFFER_SIZE,
     ClientConn,
+    Deadlines,
     ProbeFailure,
+    ip_literal,
     os_error_words,
     resolve_checked,
     short,
@@ -77,6 +78,8 @@ log = logging.getLogger(__name__)
 
 _REDIRECT_STATUSES: Final = frozenset((301, 302, 303, 307, 308))
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+# URLs whose split form and request bytes are kept (a few hundred bytes each).
+_HOP_CACHE_SIZE: Final = 8192
 
 # A request target may only hold printable ASCII without spaces; anything else (from a hostile
 # Location header, or a URL with raw UTF-8) is percent-encoded. Existing escapes are kept.
@@ -230,7 +233,7 @@ class _HttpConn(ClientConn):
 class _Target:
     """One hop's URL, split and checked."""
 
-    __slots__ = ("host", "host_header", "port", "target", "tls")
+    __slots__ = ("host", "host_header", "ip", "port", "target", "tls")
 
     def __init__(self, url: str) -> None:
         try:
@@ -250,11 +253,12 @@ class _Target:
                 host = host.encode("idna").decode("ascii")
             except UnicodeError:
                 raise ProbeFailure(f"invalid host name: {short(host)}") from None
+        ip = ip_literal(host)
         if ":" in host:
-            if literal_ip(host) is None:
+            if ip is None:
                 raise ProbeFailure(f"invalid host name: {short(host)}")
             host_header = f"[{host}]"
-        elif _HOST_NAME.fullmatch(host):
+        elif ip is not None or _HOST_NAME.fullmatch(host):
             host_header = host
         else:
             raise ProbeFailure(f"invalid host name: {short(host)}")
@@ -268,6 +272,7 @@ class _Target:
         if _UNSAFE_TARGET.search(target):
             target = quote(target, safe=_TARGET_SAFE, errors="surrogateescape")
         self.tls = scheme == "https"
+        self.ip = ip
         self.host = host
         self.port = port
         self.host_header = host_header
@@ -311,6 +316,8 @@ class HttpProber:
         self._rview = memoryview(bytearray(READ_BUFFER_SIZE))
         self._pview = memoryview(bytearray(READ_BUFFER_SIZE))
         self._ctx: ssl.SSLContext | None = None
+        self._hops: dict[str, tuple[_Target, bytes]] = {}
+        self._deadlines = Deadlines()
 
     def _tls_context(self) -> ssl.SSLContext:
         ctx = self._ctx
@@ -331,10 +338,12 @@ class HttpProber:
         """Probe ``url``; never raises except CancelledError, never exceeds the timeout."""
         out = HttpOutcome(None, None, 0.0, None, None, None, None)
         t0 = perf_counter()
+        task, slot, cancelling = self._deadlines.arm(self._timeout)
         try:
-            async with asyncio.timeout(self._timeout):
-                await self._run(url, out)
-        except TimeoutError:
+            await self._run(url, out)
+        except asyncio.CancelledError:
+            if not self._deadlines.expired(task, cancelling):
+                raise
             # A final status already read stands (the body was still streaming).
             if out.status_code is None:
                 out.error = self._timeout_words
@@ -345,22 +354,20 @@ class HttpProber:
             log.exception("uptime probe of %s failed unexpectedly", url)
             out.status_code = None
             out.error = "probe failed: internal error"
+        finally:
+            slot.discard(task)
         out.total_ms = (perf_counter() - t0) * 1000.0
         return out
 
     async def _run(self, url: str, out: HttpOutcome) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            hop = _Target(url)
+            hop, request = self._hop(url)
             out.dns_ms = out.connect_ms = out.tls_ms = out.ttfb_ms = None
             out.remote_ip = None
             addrs, out.dns_ms = await resolve_checked(
-                hop.host, hop.port, family=self._family, allow_private=self._allow_private
-            )
-            request = b"GET %s HTTP/1.1\r\nHost: %s%s" % (
-                hop.target.encode("ascii"),
-                hop.host_header.encode("ascii"),
-                self._tail,
+                hop.host, hop.port, literal=hop.ip, family=self._family,
+                allow_private=self._allow_private,
             )
             conn = await self._exchange(loop, hop, addrs, request, out)
             if conn.error is not None:
@@ -373,6 +380,22 @@ class HttpProber:
             assert conn.location is not None
             url = urljoin(url, conn.location.decode("utf-8", "surrogateescape").strip())
 
+    def _hop(self, url: str) -> tuple[_Target, bytes]:
+        """The split URL and its request bytes; cached, as monitors repeat their URLs."""
+        cached = self._hops.get(url)
+        if cached is not None:
+            return cached
+        hop = _Target(url)  # raises ProbeFailure: invalid URLs are not cached
+        request = b"GET %s HTTP/1.1\r\nHost: %s%s" % (
+            hop.target.encode("ascii"),
+            hop.host_header.encode("ascii"),
+            self._tail,
+        )
+        if len(self._hops) >= _HOP_CACHE_SIZE:
+            self._hops.clear()  # crude but bounded; refilled by the next round of probes
+        self._hops[url] = cached = (hop, request)
+        return cached
+
     async def _exchange(
         self,
         loop: asyncio.AbstractEventLoop,
@@ -384,7 +407,7 @@ class HttpProber:
         """Connect to the first address that accepts and run the exchange on it."""
         ctx = self._tls_context() if hop.tls else None
         # SNI carries names only; for an IP literal there is none to send.
-        sni = hop.host if hop.tls and literal_ip(hop.host) is None else None
+        sni = hop.host if hop.tls and hop.ip is None else None
         # Words, not the exception: its traceback would hold this frame (and the
         # connection) in a reference cycle that only the cyclic GC could free.
         last_error = "connection failed"

@@ -32,11 +32,12 @@ from typing import Final
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from engine.netpolicy import literal_ip
 from engine.probes._net import (
     READ_BUFFER_SIZE,
     ClientConn,
+    Deadlines,
     ProbeFailure,
+    ip_literal,
     os_error_words,
     resolve_checked,
     source_family,
@@ -154,6 +155,7 @@ class CertProber:
         self._local = (source_address, 0) if source_address else None
         self._family = source_family(source_address)
         self._allow_private = allow_private
+        self._deadlines = Deadlines()
         self._rview = memoryview(bytearray(READ_BUFFER_SIZE))
         self._pview = memoryview(bytearray(1))  # no application data is ever read
         # The verifying context: system trust store (honours SSL_CERT_FILE) plus the bundle.
@@ -172,10 +174,12 @@ class CertProber:
         """Check the certificate ``host:port`` presents; never raises except CancelledError."""
         out = CertOutcome(False, None, None, None, None, None, None, 0.0)
         t0 = perf_counter()
+        task, slot, cancelling = self._deadlines.arm(self._timeout)
         try:
-            async with asyncio.timeout(self._timeout):
-                await self._run(host.strip("[]"), port, out)
-        except TimeoutError:
+            await self._run(host.strip("[]"), port, out)
+        except asyncio.CancelledError:
+            if not self._deadlines.expired(task, cancelling):
+                raise
             # A verdict already reached stands; only the optional second look was cut short.
             if out.error is None and not out.valid:
                 out.error = self._timeout_words
@@ -184,14 +188,18 @@ class CertProber:
         except Exception:
             log.exception("certificate probe of %s:%s failed unexpectedly", host, port)
             out.error = "probe failed: internal error"
+        finally:
+            slot.discard(task)
         out.valid = out.error is None
         out.total_ms = (perf_counter() - t0) * 1000.0
         return out
 
     async def _run(self, host: str, port: int, out: CertOutcome) -> None:
         try:
+            literal = ip_literal(host)
             addrs, _ = await resolve_checked(
-                host, port, family=self._family, allow_private=self._allow_private
+                host, port, literal=literal, family=self._family,
+                allow_private=self._allow_private,
             )
         except ProbeFailure as exc:
             words = str(exc)
@@ -199,7 +207,9 @@ class CertProber:
                 words if words.startswith("blocked:") else "no TLS answer: " + words
             ) from None
         loop = asyncio.get_running_loop()
-        conn, ip = await self._handshake(loop, addrs, port, host, self._verify_ctx)
+        # For an IP literal OpenSSL checks the IP SANs and sends no SNI, as it should.
+        server_hostname = literal or host
+        conn, ip = await self._handshake(loop, addrs, port, server_hostname, self._verify_ctx)
         if conn.error is None:
             out.valid = True
             if conn.der is not None:
@@ -209,7 +219,7 @@ class CertProber:
         if conn.verify_error is None:
             return
         # Verification failed; the leaf is still worth describing. Same checked address.
-        peek, _ = await self._handshake(loop, [ip], port, host, self._peek_ctx)
+        peek, _ = await self._handshake(loop, [ip], port, server_hostname, self._peek_ctx)
         if peek.der is not None:
             _fill_meta_safely(out, peek.der)
 
@@ -218,14 +228,12 @@ class CertProber:
         loop: asyncio.AbstractEventLoop,
         addrs: list[str],
         port: int,
-        host: str,
+        server_hostname: str,
         ctx: ssl.SSLContext,
     ) -> tuple[_CertConn, str]:
         # Words, not the exception: its traceback would hold this frame (and the
         # connection) in a reference cycle that only the cyclic GC could free.
         last_error = "connection failed"
-        # For an IP literal OpenSSL checks the IP SANs and sends no SNI, as it should.
-        server_hostname = host if literal_ip(host) is None else str(literal_ip(host))
         for ip in addrs:
             conn = _CertConn(loop.create_future(), self._rview, self._pview, ctx, server_hostname)
             try:
