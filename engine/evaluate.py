@@ -75,6 +75,19 @@ class CheckState:
         """Failing with a confirmed (opened) outage."""
         return self.outage_id is not None
 
+    def copy_from(self, other: CheckState) -> None:
+        """Take ``other``'s values in place. The engine keeps one state object per check for
+        its lifetime, so long-lived objects stay few and frozen out of the cyclic GC."""
+        self.status = other.status
+        self.error = other.error
+        self.last_check_at = other.last_check_at
+        self.failing_since = other.failing_since
+        self.detected_by = other.detected_by
+        self.verified_via = other.verified_via
+        self.outage_id = other.outage_id
+        self.incident_event_id = other.incident_event_id
+        self.renewal_notified_for = other.renewal_notified_for
+
 
 @dataclass(slots=True)
 class OutageOpen:

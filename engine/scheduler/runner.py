@@ -630,12 +630,12 @@ class Engine:
             if not self._current(c, version):
                 return False
             self.results.forget(c.id)  # older than what was just written
-            c.state = state
+            c.state.copy_from(state)
         else:
             s = tr.state
             assert s.last_check_at is not None
             self.results.touch(c.id, Touch(version, s.last_check_at, s.status, s.error, tr.meta))
-            c.state = s
+            c.state.copy_from(s)
         if c.state.status != prev:
             self._metrics.transitions.labels(kind=c.kind, status=c.state.status).inc()
         return True
