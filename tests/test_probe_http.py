@@ -228,7 +228,8 @@ def test_every_dns_answer_is_checked_and_the_checked_one_is_used() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         async with HttpTarget() as site:
-            answers: dict[str, list[str]] = {
+            answers: dict[str, list[str] | None] = {
+                "stuck.test": None,  # a resolver that never answers
                 "mixed.test": ["93.184.215.14", "10.1.2.3"],
                 "rebind.test": ["127.0.0.1"],
             }
@@ -237,6 +238,9 @@ def test_every_dns_answer_is_checked_and_the_checked_one_is_used() -> None:
             async def fake_getaddrinfo(host: str, port: int, **kw: Any) -> list[Any]:
                 lookups.append(host)
                 addrs = answers[host]
+                if addrs is None:
+                    await asyncio.Event().wait()
+                    raise AssertionError("unreachable")
                 if host == "rebind.test":  # the next answer would point elsewhere
                     answers[host] = ["10.9.9.9"]
                 return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in addrs]
@@ -252,6 +256,11 @@ def test_every_dns_answer_is_checked_and_the_checked_one_is_used() -> None:
             assert lookups == ["mixed.test", "rebind.test"]
             (req,) = await site.wait_for_requests(1)
             assert req.headers["host"] == f"rebind.test:{site.port}"
+            # The deadline covers the DNS lookup too.
+            impatient = HttpProber(timeout=0.3, user_agent=USER_AGENT, allow_private=True)
+            o = await impatient.probe("http://stuck.test/")
+            check(o, error="timed out after 0.3 s")
+            assert o.total_ms <= 300 + SLACK_MS
 
     asyncio.run(main())
 
@@ -457,6 +466,28 @@ async def test_connections_are_freed_without_the_cyclic_gc(site: HttpTarget,
         finally:
             gc.enable()
         assert alive == 0
+
+
+async def test_an_outer_deadline_is_not_swallowed(site: HttpTarget, prober: HttpProber) -> None:
+    """A caller's own, shorter timeout must surface as the caller's TimeoutError."""
+    site.mode = "hang"
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.2):
+            await prober.probe(site.url())
+
+
+async def test_probe_deadline_leaves_the_calling_task_clean(site: HttpTarget,
+                                                           quick: HttpProber) -> None:
+    """After a probe timed out, the same task goes on: no cancellation is left pending and
+    the next probes (sequential, same task) behave normally."""
+    async with asyncio.timeout(10):  # an outer scope that must not fire
+        o = await quick.probe(site.url("/hang"))
+        check(o, error="timed out after 1 s")
+        task = asyncio.current_task()
+        assert task is not None and task.cancelling() == 0
+        await asyncio.sleep(0)  # would raise if a cancellation were still pending
+        check(await quick.probe(site.url()), status=200)
+        check(await quick.probe(site.url("/status/503")), status=503)
 
 
 async def test_aclose_is_harmless(site: HttpTarget, prober: HttpProber) -> None:

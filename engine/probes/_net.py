@@ -4,14 +4,12 @@
   candidate, so the probes connect to an IP literal that was checked (DNS rebinding between the
   check and the connect cannot get through).
 * :class:`ClientConn`: one client connection as an ``asyncio.BufferedProtocol``, with TLS done
-  in-process over ``ssl.MemoryBIO`` instead of the event loop's SSL transport. Why, in short
-  (details and numbers in ``engine/probes/http.py``): uvloop's SSL transport ``malloc``s a
-  256 KiB read buffer per connection and asks OpenSSL for up to 256 KiB per read (a 256 KiB
-  ``bytes`` allocated and shrunk on every read), and it shuts down gracefully (waits up to 30 s
-  for the peer's close_notify) on ``close()``. Here every connection of a prober reads into two
-  buffers owned by the prober, and probes always ``abort()``: no per-connection buffers beyond
-  OpenSSL's own, no lingering shutdowns. It also lets the probes time TCP connect and TLS
-  handshake separately.
+  in-process over ``ssl.MemoryBIO`` instead of the event loop's SSL transport: uvloop's
+  transport keeps a 256 KiB read buffer per connection and shuts down gracefully (up to 30 s)
+  on ``close()``; here all connections of a prober read into the prober's two buffers and
+  are always ``abort()``ed. It also lets the probes time TCP connect and TLS handshake
+  separately. Measurements are in ``engine/probes/http.py``.
+* :class:`Deadlines`: per-probe deadlines without a timer per probe.
 * Words for errors: every failure becomes a short phrase in plain English.
 """
 
@@ -197,11 +195,12 @@ class Deadlines:
 
     GRANULARITY: Final = 0.004
 
-    __slots__ = ("_fired", "_slots")
+    __slots__ = ("_fired", "_loop", "_slots")
 
     def __init__(self) -> None:
         self._slots: dict[int, set[asyncio.Task[object]]] = {}
         self._fired: set[asyncio.Task[object]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def arm(self, timeout: float) -> tuple[asyncio.Task[object], set[asyncio.Task[object]], int]:
         """Register the current task; returns (task, its slot, its cancel count now)."""
@@ -209,11 +208,17 @@ class Deadlines:
         if task is None:
             raise RuntimeError("probes must run inside an asyncio task")
         loop = task.get_loop()
+        if loop is not self._loop:
+            # A new event loop (tests make one per test): slots of the old one are dead and
+            # must not swallow this loop's deadlines.
+            self._loop = loop
+            self._slots = {}
+            self._fired = set()
         key = math.ceil((loop.time() + timeout) / self.GRANULARITY)
         slot = self._slots.get(key)
         if slot is None:
             slot = self._slots[key] = set()
-            loop.call_at(key * self.GRANULARITY, self._fire, key)
+            loop.call_at(key * self.GRANULARITY, self._fire, key, slot)
         slot.add(task)
         return task, slot, task.cancelling()
 
@@ -225,10 +230,9 @@ class Deadlines:
         # Also cancelled from outside meanwhile: the caller must see that cancellation.
         return task.uncancel() <= cancelling
 
-    def _fire(self, key: int) -> None:
-        slot = self._slots.pop(key, None)
-        if not slot:
-            return
+    def _fire(self, key: int, slot: set[asyncio.Task[object]]) -> None:
+        if self._slots.get(key) is slot:
+            del self._slots[key]
         for task in slot:
             self._fired.add(task)
             task.cancel()

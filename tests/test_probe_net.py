@@ -1,0 +1,109 @@
+"""Pure helpers of the probes: IP literal detection and error words."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import ssl
+import time
+
+import pytest
+
+from engine.netpolicy import is_public_ip
+from engine.probes._net import (
+    Deadlines,
+    ip_literal,
+    os_error_words,
+    public_address,
+    ssl_error_words,
+    timeout_words,
+)
+
+
+@pytest.mark.parametrize(
+    ("host", "literal"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("93.184.215.14", "93.184.215.14"),
+        ("::1", "::1"),
+        ("[::1]", "::1"),
+        ("2001:DB8:0:0::1", "2001:db8::1"),
+        ("::ffff:10.0.0.1", "::ffff:10.0.0.1"),
+        ("fe80::1%eth0", "fe80::1%eth0"),
+        ("example.com", None),
+        ("localhost", None),
+        ("1.2.3", None),  # not a dotted quad: a name, resolved and then checked
+        ("0177.0.0.1", None),  # octal forms too: the rule applies to what they resolve to
+        ("999.1.1.1", None),
+        ("", None),
+        ("[not-an-ip]", None),
+    ],
+)
+def test_ip_literal(host: str, literal: str | None) -> None:
+    assert ip_literal(host) == literal
+
+
+@pytest.mark.parametrize("ip", ["127.0.0.1", "10.1.2.3", "93.184.215.14", "::1", "2606:4700::1"])
+def test_public_address_is_the_netpolicy_rule(ip: str) -> None:
+    assert public_address(ip) == is_public_ip(ip)
+
+
+def test_words() -> None:
+    assert timeout_words(10.0) == "timed out after 10 s"
+    assert timeout_words(1.5) == "timed out after 1.5 s"
+    assert os_error_words(ConnectionRefusedError()) == "connection refused"
+    assert os_error_words(ConnectionResetError()) == "connection reset"
+    assert os_error_words(OSError(errno.ENETUNREACH, "x")) == "network unreachable"
+    assert os_error_words(OSError(errno.EHOSTUNREACH, "x")) == "host unreachable"
+    assert os_error_words(OSError(errno.EACCES, "Permission denied")) == (
+        "connection failed: permission denied"
+    )
+    assert os_error_words(None) == "connection closed"
+    err = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")
+    err.reason = "WRONG_VERSION_NUMBER"
+    assert ssl_error_words(err) == "wrong version number"
+
+
+async def _guarded(d: Deadlines, timeout: float, work: float = 10.0) -> str:
+    """The pattern the probes use around their awaits."""
+    task, slot, cancelling = d.arm(timeout)
+    try:
+        await asyncio.sleep(work)
+        return "finished"
+    except asyncio.CancelledError:
+        if not d.expired(task, cancelling):
+            raise
+        return "expired"
+    finally:
+        slot.discard(task)
+
+
+def test_deadline_expires_finishes_and_survives_a_new_loop() -> None:
+    d = Deadlines()
+    t0 = time.perf_counter()
+    assert asyncio.run(_guarded(d, 0.05)) == "expired"
+    assert 0.045 <= time.perf_counter() - t0 < 0.5
+    assert asyncio.run(_guarded(d, 1.0, work=0.01)) == "finished"
+
+    async def abandon() -> None:
+        d.arm(0.05)  # the loop ends before this slot's timer fires
+
+    asyncio.run(abandon())
+    assert asyncio.run(_guarded(d, 0.05)) == "expired"  # a new loop gets its own timers
+
+
+def test_outside_cancellation_is_not_swallowed() -> None:
+    d = Deadlines()
+
+    async def main() -> None:
+        task = asyncio.create_task(_guarded(d, 5.0))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # An outer timeout firing first is the caller's, not the probe's.
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.02):
+                await _guarded(d, 5.0)
+
+    asyncio.run(main())
