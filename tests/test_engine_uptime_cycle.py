@@ -231,3 +231,27 @@ async def fetchval_results(store: Store, check_id: int) -> int:
 
 async def _more_results(store: Store, check_id: int, n: int) -> bool:
     return await fetchval_results(store, check_id) >= n
+
+
+async def test_threshold_expiring_before_the_next_interval_is_probed_then(
+    store: Store, account: tuple[Any, str], tmp_path: Path
+) -> None:
+    """Interval 86400 s (864 s here), threshold 60 s (0.6 s): the alert comes when the
+    threshold expires, not an interval later."""
+    acc, _ = account
+    settings = fast_settings(tmp_path)
+    async with HttpTarget() as site:
+        site.status = 500
+        _, check_id, _ = await add_monitor(store, acc.id, site.url("/"), interval=86400,
+                                           threshold=60)
+        async with running_engine(store, settings):
+            down = await wait_status(store, check_id, "down", timeout=5)
+        [event] = await events_of(store, check_id)
+        after = (event["created_at"] - down["failing_since"]).total_seconds()
+        assert 0.6 <= after < 2.0
+        # The first failure, its confirmation, the re-probe at the threshold (and, only if
+        # the check's phase happened to fall in these seconds, one more ordinary probe).
+        rows = await fetch(store, "SELECT confirmation FROM probe_results WHERE check_id = $1"
+                                  " ORDER BY at", check_id)
+        flags = [r["confirmation"] for r in rows]
+        assert flags[:3] == [False, True, False] and len(flags) <= 4
