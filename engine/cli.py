@@ -52,6 +52,14 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", parents=[common], help="monitors and their checks' states")
     status.add_argument("--account", type=int, default=None, help="account id (default: all)")
     status.add_argument("--json", action="store_true")
+    from engine.bench import SCENARIOS
+
+    bench = sub.add_parser("bench", help="measure capacity against local targets (engine/bench)")
+    bench.add_argument("scenario", choices=SCENARIOS)
+    bench.add_argument("--monitors", type=int, default=None, help="monitors (scenario default)")
+    bench.add_argument("--duration", type=float, default=None, help="measured seconds")
+    bench.add_argument("--quick", action="store_true", help="a short smoke run")
+    bench.add_argument("--json", action="store_true", help="one JSON object per line")
     return p
 
 
@@ -227,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         from engine import logs
 
         logs.configure(settings.log_level, settings.log_format)
+        if args.command == "bench":
+            from engine.bench.main import run as bench
+
+            return bench(args)
         if args.command == "run":
             from engine.daemon import run
 

@@ -1,0 +1,160 @@
+"""The naive baseline (a child role): one asyncio task per monitor, aiohttp GETs.
+
+What a straightforward monitor would look like: every monitor is a task that sleeps until
+its next due time and then GETs its URL with a shared ``aiohttp.ClientSession`` whose
+connector never reuses a connection (``force_close=True``: a fresh connection per probe,
+as the engine's probes make). It runs on uvloop like the engine, so the comparison is of the
+design, not of the event loop. Due times follow the same stable phases as the engine
+(``phase_fraction``), so both spread the same load over the interval; lateness is the
+start of the request minus its due time. No database: the baseline's CPU per probe is a
+lower bound of what such a design costs.
+
+``baseline_inflight``: memory per in-flight HTTPS GET with that client, for comparison with
+the engine's probes (``engine_run.inflight``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import ssl
+from array import array
+from typing import Any
+
+from engine.bench.child import emit
+from engine.bench.layout import Ports, monitor_urls
+from engine.bench.stats import cpu_seconds, rss_bytes, summary_ms
+
+
+class _Tally:
+    __slots__ = ("errors", "late", "probes", "recording")
+
+    def __init__(self) -> None:
+        self.recording = False
+        self.probes = 0
+        self.errors = 0
+        self.late: array[float] = array("d")
+
+
+async def _monitor(
+    i: int, url: str, interval: float, start: float, session: Any, tally: _Tally
+) -> None:
+    from engine.scheduler.wheel import phase_fraction
+
+    loop = asyncio.get_running_loop()
+    due = start + phase_fraction(i + 1) * interval
+    while True:
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        began = loop.time()
+        ok = False
+        try:
+            async with session.get(url) as resp:
+                await resp.read()
+                ok = resp.status < 400
+        except Exception:  # any failure is one failed probe
+            ok = False
+        if tally.recording:
+            tally.probes += 1
+            if not ok:
+                tally.errors += 1
+            tally.late.append(began - due)
+        due += interval
+        now = loop.time()
+        if due <= now:  # fell behind by a whole interval: skip to the next slot, like a timer
+            due += ((now - due) // interval + 1) * interval
+
+
+def _ssl_context(cafile: str | None) -> ssl.SSLContext | bool:
+    if not cafile:
+        return True
+    return ssl.create_default_context(cafile=cafile)
+
+
+async def _baseline(cfg: dict[str, Any]) -> None:
+    import aiohttp
+
+    urls = monitor_urls(cfg["monitors"], Ports.from_dict(cfg["ports"]), tls=cfg.get("tls", False))
+    interval = float(cfg["interval_s"])
+    connector = aiohttp.TCPConnector(force_close=True, limit=cfg.get("limit", 1000),
+                                     ssl=_ssl_context(cfg.get("cafile")))
+    timeout = aiohttp.ClientTimeout(total=cfg.get("timeout_s", 10.0))
+    loop = asyncio.get_running_loop()
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        gc.collect()
+        rss_base = rss_bytes()
+        tally = _Tally()
+        start = loop.time() + 0.5
+        tasks = [loop.create_task(_monitor(i, u, interval, start, session, tally))
+                 for i, u in enumerate(urls)]
+        try:
+            await asyncio.sleep(0.3)  # every task created and parked in its first sleep
+            rss_loaded = rss_bytes()
+            emit("loaded", scheduled=len(tasks))
+            await asyncio.sleep(cfg["warmup_s"])
+            cpu0, t0 = cpu_seconds(), loop.time()
+            tally.recording = True
+            await asyncio.sleep(cfg["duration_s"])
+            tally.recording = False
+            cpu1, t1 = cpu_seconds(), loop.time()
+            rss_end = rss_bytes()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    emit(
+        "result",
+        scheduled=len(tasks),
+        rss_base=rss_base,
+        rss_loaded=rss_loaded,
+        rss_end=rss_end,
+        seconds=t1 - t0,
+        cpu_s=cpu1 - cpu0,
+        probes=tally.probes,
+        errors=tally.errors,
+        lateness_ms=summary_ms(tally.late),
+    )
+
+
+async def _inflight(cfg: dict[str, Any]) -> None:
+    import aiohttp
+
+    from engine.bench.engine_run import settled_rss
+
+    connector = aiohttp.TCPConnector(force_close=True, limit=0,
+                                     ssl=_ssl_context(cfg.get("cafile")))
+    timeout = aiohttp.ClientTimeout(total=cfg.get("timeout_s", 120.0))
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        async def get(url: str) -> None:
+            async with session.get(url) as resp:
+                await resp.read()
+
+        for u in cfg["warm_urls"]:
+            with contextlib.suppress(Exception):
+                await get(u)
+        gc.collect()
+        rss_before = await settled_rss(3.0, min_s=0.5)
+        tasks = [asyncio.create_task(get(u)) for u in cfg["hang_urls"]]
+        rss_during = await settled_rss(cfg.get("settle_max_s", 15.0), min_s=1.5)
+        ended_early = sum(1 for t in tasks if t.done())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    k = len(tasks)
+    emit("result", probes=k, rss_before=rss_before, rss_during=rss_during,
+         bytes_per_probe=round((rss_during - rss_before) / k, 1) if k else None,
+         ended_early=ended_early)
+
+
+def run(cfg: dict[str, Any]) -> int:
+    import uvloop
+
+    main = _baseline if cfg["role"] == "baseline" else _inflight
+    try:
+        uvloop.run(main(cfg))
+    except Exception as exc:
+        emit("error", message=f"{type(exc).__name__}: {exc}")
+        raise
+    return 0

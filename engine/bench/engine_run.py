@@ -1,0 +1,272 @@
+"""Child roles that run the real engine components under measurement.
+
+``engine``
+    :class:`engine.scheduler.runner.Engine` exactly as the daemon builds it (real probes,
+    state machine, results writer, store), over the bench database. Readings:
+
+    * RSS before the engine exists (imports, pool, settings done) and after its first load,
+      per scheduled check; again at the end of the window.
+    * Over the measured window (after a warm-up): user+sys CPU of this process, probes by
+      kind and outcome (the engine's own ``upwatch_probes_total``), rows the results writer
+      committed, and every scheduler lateness sample. The samples come from a stand-in for
+      ``metrics.lateness`` (:class:`LatenessRecorder`) that forwards each observation to the
+      real histogram, so the engine does the same work it does in production; nothing in
+      the engine is changed or patched.
+    * Optionally, the capacity of the results path: the engine's own ResultsWriter fed as
+      fast as one core allows, rows committed per second.
+
+``inflight``
+    Memory per in-flight HTTPS uptime probe: the engine's HttpProber holding K probes open
+    against a TLS target that completes the handshake and never answers.
+
+``deliverer``
+    :class:`engine.webhooks.deliverer.Deliverer` over the bench database; the parent takes
+    readings with ``mark`` commands (CPU and delivered count at that moment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from array import array
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from engine.bench.child import commands, emit
+from engine.bench.stats import cpu_seconds, rss_bytes, summary_ms
+
+LATENESS_CAP = 5_000_000  # samples kept (40 MB): far more than any bounded run produces
+
+
+class LatenessRecorder:
+    """Stands in for ``Metrics.lateness``: every ``observe`` goes to the real histogram, and
+    while ``recording`` the raw value is kept too (bounded by ``cap``)."""
+
+    def __init__(self, histogram: Any, cap: int = LATENESS_CAP) -> None:
+        self._histogram = histogram
+        self._cap = cap
+        self.samples: array[float] = array("d")
+        self.recording = False
+
+    def observe(self, amount: float, exemplar: Any = None) -> None:
+        self._histogram.observe(amount)
+        if self.recording and len(self.samples) < self._cap:
+            self.samples.append(amount)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._histogram, name)
+
+
+def _counter_values(counter: Any) -> dict[str, float]:
+    """``{"label=value,...": count}`` of a labelled Prometheus counter."""
+    out: dict[str, float] = {}
+    for family in counter.collect():
+        for s in family.samples:
+            if s.name.endswith("_total"):
+                out[",".join(f"{v}" for v in s.labels.values())] = s.value
+    return out
+
+
+def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0)}
+
+
+async def _write_capacity(store: Any, check_ids: list[int], seconds: float) -> dict[str, Any]:
+    """Rows per second the engine's results path commits when fed as fast as possible."""
+    from engine.metrics import Metrics
+    from engine.results import KIND_UPTIME, ResultsWriter
+
+    writer = ResultsWriter(store, metrics=Metrics(), limit=200_000, flush_interval=0.5)
+    stop = asyncio.Event()
+    task = asyncio.create_task(writer.run(stop))
+    n_ids = len(check_ids)
+    at = datetime.now(UTC)
+    loop = asyncio.get_running_loop()
+    # Warm-up (first COPY, plans), then the measured span.
+    for i in range(2000):
+        await writer.put((check_ids[i % n_ids], at, KIND_UPTIME, 0, 200, 1.5, None, 0.2, None,
+                          0.8, "local", False, None))
+    await asyncio.sleep(1.0)
+    c0, w0, t0 = cpu_seconds(), writer.written, loop.time()
+    i = 0
+    while loop.time() - t0 < seconds:
+        for _ in range(500):
+            i += 1
+            await writer.put((check_ids[i % n_ids], datetime.now(UTC), KIND_UPTIME, 0, 200,
+                              1.5, None, 0.2, None, 0.8, "local", False, None))
+        await asyncio.sleep(0)  # put() only waits when the buffer is full: let the writer run
+    elapsed = loop.time() - t0
+    written = writer.written - w0
+    cpu = cpu_seconds() - c0
+    stop.set()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(task, 30)
+    return {
+        "rows": written,
+        "seconds": round(elapsed, 3),
+        "rows_per_s": round(written / elapsed, 1) if elapsed > 0 else None,
+        "cpu_s_per_row": round(cpu / written, 9) if written else None,
+    }
+
+
+async def _engine(cfg: dict[str, Any]) -> None:
+    from engine.db.store import Store
+    from engine.metrics import Metrics
+    from engine.scheduler.runner import Engine
+    from engine.settings import Settings
+
+    settings = Settings(**cfg["settings"])
+    store = await Store.connect(cfg["dsn"], min_size=2, max_size=10)
+    try:
+        metrics = Metrics()
+        recorder = LatenessRecorder(metrics.lateness)
+        metrics.lateness = cast(Any, recorder)  # see LatenessRecorder: a reading, not a change
+        engine = Engine(store, settings, metrics=metrics)
+        gc.collect()
+        rss_base = rss_bytes()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        t_load = loop.time()
+        run = asyncio.create_task(engine.run(stop), name="bench-engine")
+        try:
+            await asyncio.wait_for(engine.loaded.wait(), cfg.get("load_timeout_s", 120))
+            load_s = loop.time() - t_load
+            rss_loaded = rss_bytes()
+            scheduled = len(engine)
+            emit("loaded", scheduled=scheduled, load_s=round(load_s, 3))
+            await asyncio.sleep(cfg["warmup_s"])
+
+            probes0 = _counter_values(metrics.probes)
+            written0 = engine.results.written
+            wall0, t0, cpu0 = time.time(), loop.time(), cpu_seconds()
+            recorder.recording = True
+            await asyncio.sleep(cfg["duration_s"])
+            recorder.recording = False
+            cpu1, t1, wall1 = cpu_seconds(), loop.time(), time.time()
+            written = engine.results.written - written0
+            probes = _delta(_counter_values(metrics.probes), probes0)
+            rss_end = rss_bytes()
+            in_flight = engine.in_flight
+        finally:
+            stop.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(run, 20)
+        capacity = None
+        if cfg.get("write_capacity_s"):
+            ids = [r[0] for r in await store.pool.fetch(
+                "SELECT id FROM checks WHERE is_enabled ORDER BY id LIMIT 50000")]
+            if ids:
+                capacity = await _write_capacity(store, ids, cfg["write_capacity_s"])
+        emit(
+            "result",
+            scheduled=scheduled,
+            load_s=round(load_s, 3),
+            rss_base=rss_base,
+            rss_loaded=rss_loaded,
+            rss_end=rss_end,
+            wall_start=wall0,
+            wall_end=wall1,
+            seconds=t1 - t0,
+            cpu_s=cpu1 - cpu0,
+            probes=probes,
+            results_written=written,
+            in_flight_at_end=in_flight,
+            lateness_ms=summary_ms(recorder.samples),
+            write_capacity=capacity,
+        )
+    finally:
+        await store.close()
+
+
+async def settled_rss(max_s: float, *, min_s: float = 1.0) -> int:
+    """RSS once it stops moving (three readings 0.2 s apart within 0.5%), at most ``max_s``."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    readings: list[int] = []
+    while True:
+        await asyncio.sleep(0.2)
+        readings.append(rss_bytes())
+        last = readings[-3:]
+        if (loop.time() - start >= min_s and len(last) == 3
+                and max(last) - min(last) <= 0.005 * max(last)):
+            return max(last)
+        if loop.time() - start >= max_s:
+            return max(readings)
+
+
+async def _inflight(cfg: dict[str, Any]) -> None:
+    from engine import USER_AGENT
+    from engine.probes.http import HttpProber
+
+    prober = HttpProber(timeout=cfg.get("timeout_s", 120.0), user_agent=USER_AGENT,
+                        allow_private=True)
+    # Complete probes first, so one-time costs (TLS context, code paths, caches) belong to
+    # the baseline, not to the in-flight probes.
+    warm = [await prober.probe(u) for u in cfg["warm_urls"]]
+    warm_errors = [o.error for o in warm if o.error]
+    gc.collect()
+    rss_before = await settled_rss(3.0, min_s=0.5)
+    tasks = [asyncio.create_task(prober.probe(u)) for u in cfg["hang_urls"]]
+    rss_during = await settled_rss(cfg.get("settle_max_s", 15.0), min_s=1.5)
+    ended_early = sum(1 for t in tasks if t.done())
+    early_errors = sorted({t.result().error or "" for t in tasks if t.done()})[:3]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    k = len(tasks)
+    emit(
+        "result",
+        probes=k,
+        rss_before=rss_before,
+        rss_during=rss_during,
+        bytes_per_probe=round((rss_during - rss_before) / k, 1) if k else None,
+        ended_early=ended_early,
+        early_errors=early_errors,
+        warm_errors=warm_errors[:3],
+    )
+
+
+async def _deliverer(cfg: dict[str, Any]) -> None:
+    from engine.db.store import Store
+    from engine.metrics import Metrics
+    from engine.settings import Settings
+    from engine.webhooks.deliverer import Deliverer
+
+    settings = Settings(**cfg["settings"])
+    store = await Store.connect(cfg["dsn"], min_size=2, max_size=20)
+    metrics = Metrics()
+    stop = asyncio.Event()
+    task = asyncio.create_task(Deliverer(store, settings, metrics=metrics).run(stop))
+    try:
+        emit("ready")
+        async for msg in commands():
+            if msg.get("cmd") == "mark":
+                counts = _counter_values(metrics.deliveries)
+                emit("mark", tag=msg.get("tag"), wall=time.time(), cpu_s=cpu_seconds(),
+                     delivered=counts.get("delivered", 0.0), tries=sum(counts.values()))
+            elif msg.get("cmd") == "stop":
+                break
+            if task.done():
+                break
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 15)
+        await store.close()
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        emit("error", message=f"deliverer died: {task.exception()!r}")
+
+
+def run(cfg: dict[str, Any]) -> int:
+    import uvloop
+
+    role = cfg["role"]
+    main = {"engine": _engine, "inflight": _inflight, "deliverer": _deliverer}[role]
+    try:
+        uvloop.run(main(cfg))
+    except Exception as exc:
+        emit("error", message=f"{type(exc).__name__}: {exc}")
+        raise
+    return 0

@@ -1,0 +1,725 @@
+"""``upwatch bench SCENARIO [--monitors N] [--duration S] [--quick] [--json]``.
+
+One invocation runs one scenario and prints one record (a table, or one JSON line with
+``--json``). The parent process only orchestrates: it pins itself (and so the embedded
+database it starts) to the cores the engine does not use, starts the targets, seeds the
+database, runs each measured component in its own child pinned to the engine core, one
+after the other, and reads the database between runs. See ``engine/bench/__init__.py`` for
+the layout and ``docs`` of each role for what exactly is measured.
+
+Scenarios (defaults; ``--quick`` makes a short smoke run of each):
+
+``http``      N uptime checks (10,000) at 30 s against plain-HTTP targets; the naive
+              baseline on the same URLs; ``wrk -H 'Connection: close'``; results-path
+              capacity.
+``tls``       N certificate checks (10,000) at 30 s against TLS targets; the baseline does
+              verified HTTPS GETs; ``openssl s_time -new``; memory per in-flight HTTPS probe.
+``mixed``     N uptime checks, run twice: all healthy, then 10% slow/hanging/refusing;
+              healthy probes' lateness compared between the two.
+``webhooks``  events queued at 1,000/s over N monitors (1,000) and delivered by the real
+              Deliverer to a local receiver; then a backlog drained as fast as it goes.
+``api``       ``create_app`` on one core: GET /webapi/monitors/{id} and GET /webapi/monitors
+              with N monitors (1,000); statistics latency with 30 days of history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from engine.bench import SCENARIOS, layout, profile, report
+from engine.bench.certs import CertFiles, make_certs
+from engine.bench.database import BenchDatabase, seed_history, seed_monitors
+from engine.bench.limits import ToolRun, run_s_time, run_wrk, write_id_script
+from engine.bench.procs import Child, ChildFailed, Procs
+from engine.bench.stats import Progress, clean, per, ratio, summary_ms
+
+INTERVAL_S = 30  # the monitors' configured interval (the API's shortest)
+
+
+class BenchError(Exception):
+    """The bench cannot run or a step failed; the message says which."""
+
+
+@dataclass
+class Options:
+    scenario: str
+    monitors: int
+    duration: float
+    quick: bool
+    json: bool
+    warmup: float
+    time_scale: float
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Options:
+        quick = bool(args.quick)
+        scenario = args.scenario
+        default_monitors = {"webhooks": 1000, "api": 1000}.get(scenario, 10_000)
+        if quick:
+            default_monitors = {"webhooks": 100, "api": 100}.get(scenario, 300)
+        monitors = args.monitors if args.monitors is not None else default_monitors
+        duration = args.duration if args.duration is not None else (3.0 if quick else 30.0)
+        if monitors < 1 or monitors > 1_000_000:
+            raise BenchError("--monitors must be between 1 and 1,000,000")
+        if duration <= 0 or duration > 3600:
+            raise BenchError("--duration must be between 0 and 3600 seconds")
+        return cls(
+            scenario=scenario,
+            monitors=monitors,
+            duration=float(duration),
+            quick=quick,
+            json=bool(args.json),
+            warmup=1.0 if quick else 5.0,
+            # Quick runs compress time tenfold: a 30 s interval lasts 3 s, so a few seconds
+            # see every monitor probed.
+            time_scale=0.1 if quick else 1.0,
+        )
+
+
+def _cores() -> tuple[set[int], set[int]]:
+    """(engine core, the others). The measured process gets a core of its own; targets,
+    database and load tools share the rest. One core: everything shares it."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    if len(cpus) < 2:
+        return set(cpus), set(cpus)
+    return {cpus[-1]}, set(cpus[:-1])
+
+
+class Bench:
+    """One run's resources: work directory, processes, database, store. Async context:
+    everything is released on the way out, whatever happened."""
+
+    def __init__(self, opts: Options, progress: Progress) -> None:
+        self.opts = opts
+        self.progress = progress
+        self.engine_cpus, self.other_cpus = _cores()
+        self.workdir = Path(tempfile.mkdtemp(prefix="upwatch-bench-"))
+        self.procs = Procs(self.workdir)
+        self.db = BenchDatabase(self.workdir)
+        self.store: Any = None
+        self.notes: list[str] = []
+        self.certs: CertFiles | None = None
+
+    async def __aenter__(self) -> Bench:
+        from engine.bench.procs import pin_pid
+        from engine.db.store import Store
+
+        # Before anything is started: the embedded server inherits this affinity.
+        pin_pid(0, self.other_cpus)
+        self.progress.phase("starting a fresh database", 5)
+        try:
+            await self.db.start()
+            self.store = await Store.connect(self.db.dsn, min_size=1, max_size=4)
+        except BaseException:
+            await self._release()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._release()
+
+    async def _release(self) -> None:
+        self.progress.clear()
+        with contextlib.suppress(Exception):
+            await self.procs.close()
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.store.close(), 10)
+            self.store = None
+        await self.db.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def cert_files(self) -> CertFiles:
+        if self.certs is None:
+            self.certs = make_certs(self.workdir / "certs",
+                                    layout.HEALTHY_HOSTS + layout.HOSTILE_HOSTS)
+        return self.certs
+
+    async def start_targets(self, ports: layout.Ports, *, slow_s: float) -> None:
+        """Target processes on the other cores, all serving every socket (SO_REUSEPORT)."""
+        certs = self.cert_files()
+        count = max(2, len(self.other_cpus))
+        cfg = {"binds": layout.target_binds(ports), "cert": str(certs.cert),
+               "key": str(certs.key), "slow_s": slow_s, "hang_cap_s": 120.0}
+        children = [await self.procs.spawn(f"targets{i}", "targets", cfg, self.other_cpus)
+                    for i in range(count)]
+        for c in children:
+            await c.expect("ready", 30)
+
+    async def wait(self, child: Child, event: str, label: str, seconds: float,
+                   slack: float = 60.0) -> dict[str, Any]:
+        self.progress.phase(label, seconds)
+        return await child.expect(event, seconds + slack, tick=self.progress.tick)
+
+    def settings(self, **extra: Any) -> dict[str, Any]:
+        """Settings of the measured components (their environment has no UPWATCH_*)."""
+        quick = self.opts.quick
+        values: dict[str, Any] = {
+            "data_dir": str(self.workdir / "data"),
+            "allow_private_targets": True,
+            "time_scale": self.opts.time_scale,
+            "probe_timeout": 2.0 if quick else 10.0,
+            "slow_threshold_ms": 500 if quick else 3000,
+            "ca_bundle": str(self.cert_files().ca),
+            "base_url": "http://127.0.0.1:8080",
+            "log_level": "WARNING",
+        }
+        values.update(extra)
+        return values
+
+
+# -- engine scenarios (http, tls, mixed) ------------------------------------------------------
+
+
+def _profile_window(b: Bench, child: Child, name: str) -> asyncio.Task[Any] | None:
+    """With UPWATCH_BENCH_PROFILE set: py-spy over the child's measured window (it starts
+    ``warmup`` seconds after the child said ``loaded``)."""
+    out_dir = profile.profile_dir()
+    if out_dir is None:
+        return None
+
+    async def go() -> Any:
+        await asyncio.sleep(b.opts.warmup)
+        return await profile.record(
+            b.procs, child.pid, b.opts.duration, out_dir / f"{b.opts.scenario}-{name}.txt",
+            b.other_cpus, native=bool(os.environ.get(profile.ENV_PROFILE + "_NATIVE")))
+
+    return asyncio.create_task(go())
+
+
+async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
+    if task is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 120)
+
+
+async def _run_engine(b: Bench, label: str, *, write_capacity_s: float = 0.0) -> dict[str, Any]:
+    opts = b.opts
+    cfg = {"dsn": b.db.dsn, "settings": b.settings(), "warmup_s": opts.warmup,
+           "duration_s": opts.duration, "load_timeout_s": 300,
+           "write_capacity_s": write_capacity_s}
+    child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus)
+    try:
+        await b.wait(child, "loaded", f"{label}: loading {opts.monitors:,} checks", 5, 300)
+        prof = _profile_window(b, child, "engine" if "hostile" not in label else "engine2")
+        res = await b.wait(child, "result", f"{label}: measuring",
+                           opts.warmup + opts.duration + write_capacity_s + 2)
+        await _finish_profile(prof)
+        return res
+    finally:
+        await b.procs.stop(child)
+
+
+async def _run_baseline(b: Bench, ports: layout.Ports, *, tls: bool, mixed: bool,
+                        interval: float) -> dict[str, Any]:
+    opts = b.opts
+    cfg = {"monitors": opts.monitors, "ports": ports.to_dict(), "tls": tls, "mixed": mixed,
+           "interval_s": interval, "warmup_s": opts.warmup, "duration_s": opts.duration,
+           "timeout_s": b.settings()["probe_timeout"],
+           "cafile": str(b.cert_files().ca) if tls else None}
+    child = await b.procs.spawn("baseline", "baseline", cfg, b.engine_cpus)
+    try:
+        await b.wait(child, "loaded", "baseline: starting one task per monitor", 5, 300)
+        prof = _profile_window(b, child, "baseline")
+        res = await b.wait(child, "result", "baseline: measuring", opts.warmup + opts.duration)
+        await _finish_profile(prof)
+        return res
+    finally:
+        await b.procs.stop(child)
+
+
+async def _run_inflight(b: Bench, ports: layout.Ports, role: str) -> dict[str, Any]:
+    k = 100 if b.opts.quick else 1000
+    hosts = layout.HEALTHY_HOSTS
+    cfg = {
+        "warm_urls": [f"https://{hosts[i % len(hosts)]}:{ports.tls}/warm/{i}" for i in range(20)],
+        "hang_urls": [f"https://{hosts[i % len(hosts)]}:{ports.tls_hang}/h/{i}" for i in range(k)],
+        "cafile": str(b.cert_files().ca),
+        "settle_max_s": 15.0,
+    }
+    child = await b.procs.spawn(role, role, cfg, b.engine_cpus)
+    try:
+        return await b.wait(child, "result", f"{role}: {k} HTTPS probes in flight", 5, 60)
+    finally:
+        await b.procs.stop(child)
+
+
+async def _rows_in_window(b: Bench, wall0: float, wall1: float) -> int:
+    return int(await b.store.pool.fetchval(
+        "SELECT count(*) FROM probe_results WHERE at >= $1 AND at < $2",
+        datetime.fromtimestamp(wall0, UTC), datetime.fromtimestamp(wall1, UTC)))
+
+
+def start_lateness(check_id: int, start: float, interval: float) -> float:
+    """How late a probe that started at wall time ``start`` was for its phase slot.
+
+    The engine schedules check ``id`` at ``phase_fraction(id) * interval`` past every
+    multiple of ``interval`` (wall clock, :func:`engine.scheduler.wheel.first_due`). A start
+    a hair before its slot (clock rounding between the wall and monotonic clocks) is on
+    time, not an interval late."""
+    from engine.scheduler.wheel import phase_fraction
+
+    offset = phase_fraction(check_id) * interval
+    late = (start - offset) % interval
+    if late > interval - 0.005:
+        late -= interval
+    return max(0.0, late)
+
+
+async def _row_lateness(b: Bench, wall0: float, wall1: float,
+                        interval: float) -> dict[str, dict[str, Any]]:
+    """Per-probe start lateness and errors from the result rows of the window, for healthy
+    and hostile checks apart (the engine's histogram does not tell them apart). The start is
+    the row's time minus the probe's total time."""
+    rows = await b.store.pool.fetch(
+        """SELECT r.check_id, extract(epoch FROM r.at)::float8 AS at, r.total_ms, r.outcome,
+                  m.host LIKE '127.0.3.%' AS hostile
+           FROM probe_results r JOIN checks c ON c.id = r.check_id
+           JOIN monitors m ON m.id = c.monitor_id
+           WHERE r.at >= $1 AND r.at < $2 AND NOT r.confirmation""",
+        datetime.fromtimestamp(wall0, UTC), datetime.fromtimestamp(wall1, UTC))
+    groups: dict[str, dict[str, Any]] = {}
+    for name in ("healthy", "hostile"):
+        sel = [r for r in rows if r["hostile"] == (name == "hostile")]
+        late = [start_lateness(r["check_id"], r["at"] - (r["total_ms"] or 0) / 1000.0, interval)
+                for r in sel]
+        errors = sum(1 for r in sel if r["outcome"] != 0)
+        groups[name] = {"lateness_ms": summary_ms(late), "rows": len(sel),
+                        "error_rate": per(errors, len(sel), 6)}
+    return groups
+
+
+def _engine_figures(res: dict[str, Any], kind: str) -> dict[str, Any]:
+    probes = res["probes"]
+    total = sum(v for k, v in probes.items() if k.startswith(kind + ","))
+    ok = probes.get(f"{kind},ok", 0.0)
+    return {
+        "probes": total,
+        "probes_per_s": per(total, res["seconds"], 2),
+        "cpu_s_per_probe": per(res["cpu_s"], total),
+        "probes_per_cpu_s": per(total, res["cpu_s"], 1),
+        "cpu_utilization": per(res["cpu_s"], res["seconds"], 3),
+        "error_rate": per(total - ok, total, 6),
+        "lateness_ms": res["lateness_ms"],
+        "rss_per_monitor_bytes": per(res["rss_loaded"] - res["rss_base"], res["scheduled"], 1),
+        "rss_end_per_monitor_bytes": per(res["rss_end"] - res["rss_base"], res["scheduled"], 1),
+        "load_s": res["load_s"],
+        "scheduled": res["scheduled"],
+        "results_written_per_s": per(res["results_written"], res["seconds"], 1),
+    }
+
+
+async def scenario_engine(b: Bench) -> dict[str, Any]:
+    opts = b.opts
+    sc = opts.scenario
+    tls = sc == "tls"
+    n = opts.monitors
+    interval = INTERVAL_S * opts.time_scale
+    ports = layout.pick_ports()
+    b.progress.phase("starting targets", 3)
+    await b.start_targets(ports, slow_s=1.0 if opts.quick else 4.0)
+    account, _ = await b.store.create_account("bench")
+    today = date.today()
+    await b.store.ensure_result_partitions(today - timedelta(days=1), 3)
+    b.progress.phase(f"seeding {n:,} monitors", max(1.0, n / 20_000))
+    async with b.store.pool.acquire() as conn:
+        await seed_monitors(conn, account.id, layout.monitor_urls(n, ports, tls=tls),
+                            uptime=not tls, certificate=tls, interval=INTERVAL_S)
+    kind = "certificate_health" if tls else "uptime"
+
+    rec: dict[str, Any] = {"scenario": sc, "monitors": n, "duration_s": opts.duration,
+                           "interval_s": interval, "time_scale": opts.time_scale}
+    res = await _run_engine(b, "engine", write_capacity_s=(2.0 if opts.quick else 5.0)
+                            if sc == "http" else 0.0)
+    fig = _engine_figures(res, kind)
+    rows = await _rows_in_window(b, res["wall_start"], res["wall_end"])
+    rec.update(fig)
+    rec["held"] = round(fig["probes"] / (n * res["seconds"] / interval), 4) if n else None
+    rec["rows_per_s"] = per(rows, res["seconds"], 1)
+    cap = res.get("write_capacity") or {}
+    rec["rows_capacity_per_s"] = cap.get("rows_per_s")
+    rec["rows_capacity_cpu_s_per_row"] = cap.get("cpu_s_per_row")
+    groups = await _row_lateness(b, res["wall_start"], res["wall_end"], interval)
+    rec["lateness_rows_ms"] = groups["healthy"]["lateness_ms"]
+
+    if sc == "mixed":
+        # The same monitors again, every tenth now hostile (slow, hanging or refusing).
+        async with b.store.pool.acquire() as conn:
+            ids = [r["id"] for r in await conn.fetch(
+                "SELECT id FROM monitors WHERE account_id = $1 ORDER BY id", account.id)]
+            hostile = [i for i in range(n) if layout.hostile_kind(i)]
+            urls = [layout.monitor_url(i, ports, mixed=True) for i in hostile]
+            await conn.execute(
+                """UPDATE monitors m SET url = u.url, host = u.host, port = u.port
+                   FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])
+                        AS u(id, url, host, port)
+                   WHERE m.id = u.id""",
+                [ids[i] for i in hostile], urls,
+                [urlsplit(u).hostname or "" for u in urls], [str(urlsplit(u).port) for u in urls])
+        res2 = await _run_engine(b, "engine, 10% hostile")
+        fig2 = _engine_figures(res2, kind)
+        groups2 = await _row_lateness(b, res2["wall_start"], res2["wall_end"], interval)
+        rec.update(fig2)
+        rec["held"] = round(fig2["probes"] / (n * res2["seconds"] / interval), 4)
+        rec["rows_per_s"] = per(await _rows_in_window(b, res2["wall_start"], res2["wall_end"]),
+                                res2["seconds"], 1)
+        rec["reference_lateness_ms"] = groups["healthy"]["lateness_ms"]
+        rec["healthy_lateness_ms"] = groups2["healthy"]["lateness_ms"]
+        rec["lateness_rows_ms"] = groups2["healthy"]["lateness_ms"]
+        rec["healthy_error_rate"] = groups2["healthy"]["error_rate"]
+        rec["hostile_error_rate"] = groups2["hostile"]["error_rate"]
+        # The whole-engine error rate counts the hostile probes, which must fail.
+        rec["error_rate"] = groups2["healthy"]["error_rate"]
+        rec["healthy_p99_ratio"] = ratio(groups2["healthy"]["lateness_ms"]["p99"],
+                                         groups["healthy"]["lateness_ms"]["p99"])
+
+    base = await _run_baseline(b, ports, tls=tls, mixed=sc == "mixed", interval=interval)
+    rec["baseline_probes_per_s"] = per(base["probes"], base["seconds"], 2)
+    rec["baseline_cpu_s_per_probe"] = per(base["cpu_s"], base["probes"])
+    rec["baseline_probes_per_cpu_s"] = per(base["probes"], base["cpu_s"], 1)
+    rec["baseline_lateness_ms"] = base["lateness_ms"]
+    rec["baseline_rss_per_monitor_bytes"] = per(base["rss_loaded"] - base["rss_base"],
+                                                base["scheduled"], 1)
+    rec["baseline_error_rate"] = per(base["errors"], base["probes"], 6)
+    rec["ratio_vs_baseline"] = ratio(rec["probes_per_cpu_s"], rec["baseline_probes_per_cpu_s"])
+
+    if tls:
+        inflight = await _run_inflight(b, ports, "inflight")
+        rec["https_inflight_bytes"] = inflight["bytes_per_probe"]
+        rec["https_inflight_detail"] = inflight
+        base_inflight = await _run_inflight(b, ports, "baseline_inflight")
+        rec["baseline_https_inflight_bytes"] = base_inflight["bytes_per_probe"]
+
+    limit_s = 2.0 if opts.quick else 10.0
+    host0 = layout.HEALTHY_HOSTS[0]
+    tool: ToolRun | None
+    if tls:
+        b.progress.phase("limit: openssl s_time -new", limit_s)
+        tool = await run_s_time(b.procs, host0, ports.tls, seconds=limit_s,
+                                cpus=b.engine_cpus, cafile=b.cert_files().ca)
+        absent = "openssl is not installed"
+    else:
+        b.progress.phase("limit: wrk -H 'Connection: close'", limit_s)
+        tool = await run_wrk(b.procs, f"http://{host0}:{ports.ok}/", seconds=limit_s,
+                             connections=50, cpus=b.engine_cpus,
+                             headers=["Connection: close"])
+        absent = "wrk is not installed (Debian: apt-get install wrk)"
+    if tool is None:
+        b.notes.append(f"limit skipped: {absent}")
+        rec.update(limit_tool=None, limit_per_s=None, limit_per_cpu_s=None,
+                   limit_cpu_s_per_op=None, ratio_vs_limit=None)
+    else:
+        rec.update(
+            limit_tool=tool.tool,
+            limit_per_s=round(tool.per_s, 1) if tool.per_s else None,
+            limit_per_cpu_s=round(tool.per_cpu_s, 1) if tool.per_cpu_s else None,
+            limit_cpu_s_per_op=per(tool.cpu_s, tool.operations),
+            limit_errors=tool.errors,
+            ratio_vs_limit=ratio(rec["probes_per_cpu_s"], tool.per_cpu_s),
+        )
+    rec["targets"] = report.engine_targets(rec)
+    return rec
+
+
+# -- webhooks -----------------------------------------------------------------------------------
+
+
+async def scenario_webhooks(b: Bench) -> dict[str, Any]:
+    opts = b.opts
+    m = opts.monitors
+    rate = 200.0 if opts.quick else 1000.0
+    backlog = 1000 if opts.quick else 5000
+    port = layout.free_port(layout.RECEIVER_HOST)
+    record_path = b.workdir / "receiver.json"
+    b.progress.phase("starting the receiver", 2)
+    receiver = await b.procs.spawn(
+        "receiver", "targets",
+        {"binds": [(layout.RECEIVER_HOST, port, "hook")], "record": str(record_path)},
+        b.other_cpus)
+    await receiver.expect("ready", 30)
+    account, _ = await b.store.create_account(
+        "bench-hooks", webhook_url=f"http://{layout.RECEIVER_HOST}:{port}/hook")
+    deliverer = await b.procs.spawn(
+        "deliverer", "deliverer",
+        {"dsn": b.db.dsn, "settings": b.settings(time_scale=1.0)}, b.engine_cpus)
+    await deliverer.expect("ready", 60)
+
+    start_wall = time.time() + 1.0
+    w0 = start_wall + opts.warmup
+    w1 = w0 + opts.duration
+    producer = await b.procs.spawn(
+        "producer", "producer",
+        {"dsn": b.db.dsn, "account_id": account.id, "monitors": m, "rate": rate,
+         "start_wall": start_wall, "end_wall": w1}, b.other_cpus)
+
+    async def mark_at(wall: float, tag: str) -> dict[str, Any]:
+        while (left := wall - time.time()) > 0:
+            await asyncio.sleep(min(0.25, left))
+            b.progress.tick()
+        deliverer.send(cmd="mark", tag=tag)
+        return await deliverer.expect("mark", 30)
+
+    b.progress.phase(f"webhooks: {rate:.0f} events/s offered", w1 - time.time())
+    m0 = await mark_at(w0, "start")
+    m1 = await mark_at(w1, "end")
+    produced = await producer.expect("result", 60)
+    await b.procs.stop(producer)
+
+    async def pending() -> int:
+        return int(await b.store.pool.fetchval(
+            "SELECT count(*) FROM webhook_events WHERE status = 'pending'"))
+
+    # Let what was queued in the window arrive (bounded), so late deliveries count as late.
+    for _ in range(100):  # 10 s at most
+        if not await pending():
+            break
+        await asyncio.sleep(0.1)
+
+    # Capacity: a backlog queued at once, drained as fast as the deliverer goes.
+    b.progress.phase(f"webhooks: draining a backlog of {backlog:,}", backlog / 1000)
+    body = b'{"check":{"name":"uptime","status":"nok"},"monitor":{"id":1}}'
+    mb0 = await mark_at(time.time(), "backlog-start")
+    async with b.store.pool.acquire() as conn, conn.transaction():
+        ids = await conn.fetch(
+            """INSERT INTO webhook_events (account_id, monitor_id, check_id, event, body)
+               SELECT $1, g % $2 + 1, NULL, 'downtime', $3::bytea
+               FROM generate_series(0, $4 - 1) AS g RETURNING id""",
+            account.id, m, body, backlog)
+        await conn.execute("SELECT pg_notify('upwatch_webhooks', '')")
+    backlog_wall = time.time()
+    backlog_ids = {r["id"] for r in ids}
+    for _ in range(2400):  # 120 s at most
+        if not await pending():
+            break
+        await asyncio.sleep(0.05)
+        b.progress.tick()
+    mb1 = await mark_at(time.time(), "backlog-end")
+
+    receiver.send(cmd="dump")
+    await receiver.expect("dumped", 30)
+    received = orjson.loads(record_path.read_bytes())
+    first_200: dict[int, float] = {}
+    for event_id, at in zip(received["ids"], received["times"], strict=True):
+        first_200.setdefault(event_id, at)
+
+    rows = await b.store.pool.fetch(
+        "SELECT id, extract(epoch FROM created_at)::float8 AS created FROM webhook_events"
+        " WHERE created_at >= $1 AND created_at < $2",
+        datetime.fromtimestamp(w0, UTC), datetime.fromtimestamp(w1, UTC))
+    e2e = [first_200[r["id"]] - r["created"] for r in rows if r["id"] in first_200]
+    undelivered = sum(1 for r in rows if r["id"] not in first_200)
+    e2e_ms = summary_ms(e2e)
+    delivered_in_window = sum(1 for t in first_200.values() if w0 <= t < w1)
+    drained = [first_200[i] for i in backlog_ids if i in first_200]
+    drain_s = (max(drained) - backlog_wall) if drained else None
+    cpu = m1["cpu_s"] - m0["cpu_s"]
+    delivered = m1["delivered"] - m0["delivered"]
+    seconds = m1["wall"] - m0["wall"]
+    rec: dict[str, Any] = {
+        "scenario": "webhooks", "monitors": m, "duration_s": opts.duration,
+        "offered_per_s": rate,
+        "queued_per_s": per(len(rows), opts.duration, 1),
+        "delivered_per_s": per(delivered_in_window, opts.duration, 1),
+        "held": ratio(delivered_in_window, len(rows)),
+        "e2e_p50_ms": e2e_ms["p50"],
+        "e2e_p99_ms": e2e_ms["p99"] if not undelivered else None,
+        "e2e_ms": e2e_ms,
+        "undelivered": undelivered,
+        "cpu_s_per_delivery": per(cpu, delivered),
+        "cpu_utilization": per(cpu, seconds, 3),
+        "max_delivered_per_s": per(len(drained), drain_s, 1),
+        "backlog": {"events": backlog, "delivered": len(drained),
+                    "seconds": round(drain_s, 3) if drain_s else None,
+                    "cpu_s_per_delivery": per(mb1["cpu_s"] - mb0["cpu_s"],
+                                              mb1["delivered"] - mb0["delivered"])},
+        "producer": produced,
+        "probes_per_s": None, "cpu_s_per_probe": None, "lateness_ms": None,
+        "rss_per_monitor_bytes": None, "error_rate": per(m1["tries"] - m0["tries"] - delivered,
+                                                         m1["tries"] - m0["tries"], 6),
+        "baseline_probes_per_s": None, "baseline_cpu_s_per_probe": None,
+        "limit_per_s": None, "ratio_vs_limit": None, "ratio_vs_baseline": None,
+    }
+    if undelivered:
+        b.notes.append(f"{undelivered} events queued in the window were not delivered within "
+                       "10 s after it; e2e p99 is not reported")
+    rec["targets"] = report.webhook_targets(rec)
+    return rec
+
+
+# -- api -------------------------------------------------------------------------------------------
+
+
+async def scenario_api(b: Bench) -> dict[str, Any]:
+    import aiohttp
+
+    opts = b.opts
+    m = opts.monitors
+    ports = layout.pick_ports()  # URLs only: nothing is probed in this scenario
+    account, token = await b.store.create_account("bench-api")
+    today = date.today()
+    b.progress.phase(f"seeding {m:,} monitors with 30 days of history", max(2.0, m / 200))
+    await b.store.ensure_result_partitions(today - timedelta(days=31), 33)
+    async with b.store.pool.acquire() as conn:
+        await seed_monitors(conn, account.id, layout.monitor_urls(m, ports), uptime=True,
+                            certificate=True, interval=INTERVAL_S, period_days=31)
+        ids = [r["id"] for r in await conn.fetch(
+            "SELECT id FROM monitors WHERE account_id = $1 ORDER BY id", account.id)]
+        stats_monitor = ids[0]
+        stats_check = await conn.fetchval(
+            "SELECT id FROM checks WHERE monitor_id = $1 AND kind = 'uptime'", stats_monitor)
+        history = await seed_history(conn, account.id, stats_check, days=30)
+
+    port = layout.free_port(layout.API_HOST)
+    base = f"http://{layout.API_HOST}:{port}"
+    server = await b.procs.spawn(
+        "apiserver", "apiserver",
+        {"dsn": b.db.dsn, "host": layout.API_HOST, "port": port,
+         "settings": b.settings(rate_limit_per_second=0, base_url=base, port=port)},
+        b.engine_cpus)
+    await server.expect("ready", 60)
+    auth = f"Bearer {token}"
+    # Fail early, with the API's own words, if a request does not work at all.
+    async with aiohttp.ClientSession(headers={"Authorization": auth}) as session:
+        for path in (f"/webapi/monitors/{stats_monitor}", "/webapi/monitors",
+                     f"/webapi/monitors/{stats_monitor}/statistics"):
+            async with session.get(base + path) as resp:
+                if resp.status != 200:
+                    raise BenchError(f"GET {path}: {resp.status} {(await resp.text())[:300]}")
+
+    async def mark(tag: str) -> dict[str, Any]:
+        server.send(cmd="mark", tag=tag)
+        return await server.expect("mark", 30)
+
+    async def load(path_or_script: Any, connections: int, label: str) -> tuple[float, int, float]:
+        """(requests per second, errors, API CPU s per request) of one load run."""
+        b.progress.phase(label, opts.duration)
+        before = await mark("start")
+        if isinstance(path_or_script, Path):
+            tool = await run_wrk(b.procs, base + "/", seconds=opts.duration,
+                                 connections=connections, cpus=b.other_cpus,
+                                 headers=[f"Authorization: {auth}"], script=path_or_script)
+        else:
+            tool = await run_wrk(b.procs, base + path_or_script, seconds=opts.duration,
+                                 connections=connections, cpus=b.other_cpus,
+                                 headers=[f"Authorization: {auth}"])
+        if tool is not None:
+            after = await mark("end")
+            rps = tool.per_s or 0.0
+            return rps, tool.errors, per(after["cpu_s"] - before["cpu_s"], tool.operations) or 0.0
+        # No wrk: the aiohttp load generator in another process.
+        urls = ([f"{base}/webapi/monitors/{i}" for i in ids]
+                if isinstance(path_or_script, Path) else [base + path_or_script])
+        gen = await b.procs.spawn("loadgen", "loadgen",
+                                  {"urls": urls, "headers": {"Authorization": auth},
+                                   "concurrency": connections, "duration_s": opts.duration},
+                                  b.other_cpus)
+        try:
+            res = await gen.expect("result", opts.duration + 60, tick=b.progress.tick)
+        finally:
+            await b.procs.stop(gen)
+        after = await mark("end")
+        return (res["rps"] or 0.0, res["errors"],
+                per(after["cpu_s"] - before["cpu_s"], res["requests"]) or 0.0)
+
+    script = write_id_script(b.workdir / "monitor_ids.lua", "/webapi/monitors/", ids)
+    get_rps, get_errors, get_cpu = await load(script, 32, "api: GET /webapi/monitors/{id}")
+    list_rps, list_errors, list_cpu = await load("/webapi/monitors", 4, "api: GET /webapi/monitors")
+    b.progress.phase("api: statistics latency, one request at a time", opts.duration)
+    gen = await b.procs.spawn(
+        "statistics", "loadgen",
+        {"urls": [f"{base}/webapi/monitors/{stats_monitor}/statistics"],
+         "headers": {"Authorization": auth}, "concurrency": 1, "duration_s": opts.duration,
+         "max_requests": 5000}, b.other_cpus)
+    try:
+        stats = await gen.expect("result", opts.duration + 60, tick=b.progress.tick)
+    finally:
+        await b.procs.stop(gen)
+    from engine.bench.limits import wrk_available
+
+    rec: dict[str, Any] = {
+        "scenario": "api", "monitors": m, "duration_s": opts.duration,
+        "get_monitor_rps": round(get_rps, 1),
+        "list_monitors_rps": round(list_rps, 1),
+        "statistics_ms": {"p50": stats["latency_ms"]["p50"], "p99": stats["latency_ms"]["p99"]},
+        "statistics_requests": stats["requests"],
+        "cpu_s_per_get": get_cpu, "cpu_s_per_list": list_cpu,
+        "errors": get_errors + list_errors + stats["errors"],
+        "load_tool": "wrk" if wrk_available() else "aiohttp load generator",
+        "history": history,
+        "probes_per_s": None, "cpu_s_per_probe": None, "lateness_ms": None,
+        "rss_per_monitor_bytes": None, "error_rate": None,
+        "baseline_probes_per_s": None, "baseline_cpu_s_per_probe": None,
+        "limit_per_s": None, "ratio_vs_limit": None, "ratio_vs_baseline": None,
+    }
+    rec["targets"] = report.api_targets(rec)
+    return rec
+
+
+# -- entry ---------------------------------------------------------------------------------------
+
+
+async def _run(opts: Options, progress: Progress) -> dict[str, Any]:
+    async with Bench(opts, progress) as b:
+        if opts.scenario == "webhooks":
+            rec = await scenario_webhooks(b)
+        elif opts.scenario == "api":
+            rec = await scenario_api(b)
+        else:
+            rec = await scenario_engine(b)
+        rec["notes"] = b.notes
+        rec["cores"] = {"engine": sorted(b.engine_cpus), "others": sorted(b.other_cpus)}
+        rec["load_average"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        return rec
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry of ``upwatch bench``; returns the exit code."""
+    import uvloop
+
+    if args.scenario not in SCENARIOS:
+        sys.stderr.write(f"upwatch bench: unknown scenario {args.scenario!r}\n")
+        return 2
+    try:
+        opts = Options.from_args(args)
+    except BenchError as exc:
+        sys.stderr.write(f"upwatch bench: {exc}\n")
+        return 2
+    # The bench's own progress line says what happens; the store's INFO lines (embedded
+    # server started, migration applied) would only interleave with it.
+    logging.getLogger("engine").setLevel(logging.WARNING)
+    progress = Progress()
+    try:
+        rec = uvloop.run(_run(opts, progress))
+    except KeyboardInterrupt:
+        progress.clear()
+        sys.stderr.write("upwatch bench: interrupted; everything it started is stopped\n")
+        return 130
+    except (BenchError, ChildFailed, RuntimeError, OSError) as exc:
+        progress.clear()
+        sys.stderr.write(f"upwatch bench: {exc}\n")
+        return 1
+    progress.clear()
+    rec = clean(rec)
+    if opts.json:
+        sys.stdout.write(orjson.dumps(rec).decode() + "\n")
+    else:
+        sys.stdout.write(report.table(rec) + "\n")
+    sys.stdout.flush()
+    return 0
