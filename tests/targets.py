@@ -24,6 +24,7 @@ Behaviour per path (any server, plain or TLS):
 ``/reset-headers``    half a header block, then a TCP reset
 ``/slowloris``        the response one byte per ``?interval=`` s (default 1)
 ``/endless``          200, then a chunked body that never ends
+``/stall-body``       200 and the start of a body, then silence
 ``/huge-headers``     ``?size=`` bytes of headers (default 1 MiB)
 ``/early-hints``      103 Early Hints, then 200
 ``/no-length``        200 without Content-Length; body until close
@@ -344,6 +345,11 @@ class HttpTarget:
                 await writer.drain()
                 await asyncio.sleep(0)
             send(b"Content-Length: 0\r\n\r\n")
+        elif path == "/stall-body":
+            send(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\nConnection: close\r\n\r\n")
+            send(b"x" * 1000)
+            await writer.drain()
+            await self._sleep(None)
         elif path == "/early-hints":
             send(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
             send(_response(200, b"after hints\n"))

@@ -133,6 +133,14 @@ async def test_endless_body_stops_after_a_mebibyte(site: HttpTarget, prober: Htt
     assert o.total_ms < TIMEOUT * 1000 / 2  # ended by the body limit, not the timeout
 
 
+async def test_a_body_that_stalls_keeps_the_status(site: HttpTarget, quick: HttpProber) -> None:
+    """Status line and headers are the answer; the deadline only ends the body read, and the
+    time says how slow the response was."""
+    o = await quick.probe(site.url("/stall-body"))
+    check(o, status=200)
+    assert SHORT * 1000 - 5 <= o.total_ms <= SHORT * 1000 + SLACK_MS
+
+
 async def test_slow_within_timeout(site: HttpTarget, prober: HttpProber) -> None:
     o = await prober.probe(site.url("/slow/300"))
     check(o, status=200)
@@ -183,6 +191,20 @@ async def test_redirect_without_location_is_the_answer(site: HttpTarget,
 async def test_redirect_to_another_scheme(site: HttpTarget, prober: HttpProber) -> None:
     o = await prober.probe(site.url("/redirect-to?url=" + quote("ftp://example.com/x")))
     check(o, error="unsupported URL: ftp://example.com/x")
+
+
+async def test_hostile_location_is_encoded(site: HttpTarget, prober: HttpProber) -> None:
+    """Spaces and raw bytes in a Location cannot break the request line: they are
+    percent-encoded, byte for byte (the target writes header values as latin-1)."""
+    loc = "/status/200?q=a b\u00e9"
+    check(await prober.probe(site.url("/redirect-to?url=" + quote(loc))), status=200)
+    reqs = await site.wait_for_requests(2)
+    assert reqs[1].target == "/status/200?q=a%20b%E9"
+
+
+async def test_international_names_are_idna_encoded(prober: HttpProber) -> None:
+    check(await prober.probe("http://b\u00fccher.invalid/"),
+          error="DNS lookup failed: xn--bcher-kva.invalid")
 
 
 async def test_redirect_to_another_server(site: HttpTarget, prober: HttpProber) -> None:
