@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator
@@ -270,6 +271,9 @@ def run(settings: Settings, role: Role = "all") -> int:
     """Entry point of ``upwatch run``: blocks until stopped; returns the exit code."""
     import uvloop
 
+    # libuv resolves names (getaddrinfo) on its thread pool, 4 threads by default: with
+    # thousands of probes a few slow DNS answers would queue every other lookup behind them.
+    os.environ.setdefault("UV_THREADPOOL_SIZE", "32")
     with database(settings) as (dsn, server):
         if server is not None:
             log.info("embedded PostgreSQL running", extra={"dsn": dsn})
