@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 # -- schedulable checks ------------------------------------------------------------------
 
 _CHECK_COLUMNS = """
-    c.id, c.kind, c.interval_s, c.notification_threshold_s, c.config_version,
+    c.id, c.monitor_id, c.kind, c.interval_s, c.notification_threshold_s, c.config_version,
     c.status, c.error, c.last_check_at, c.failing_since, c.detected_by, c.outage_id,
     c.incident_event_id, c.renewal_notified_for, o.verified_via,
     m.url, m.host, m.port
@@ -203,6 +203,7 @@ class ScheduledCheck:
     """
 
     id: int
+    monitor_id: int
     kind: str
     url: str
     host: str
@@ -222,6 +223,7 @@ class ScheduledCheck:
             port = 0
         return cls(
             id=r["id"],
+            monitor_id=r["monitor_id"],
             kind=sys.intern(r["kind"]),
             url=sys.intern(r["url"]),
             host=sys.intern(r["host"]),

@@ -468,7 +468,7 @@ class Engine:
                 self._start_ready(now)
             if now >= gauge_at:
                 # Gauges once a second rather than per probe: a Prometheus set() takes a lock.
-                self._metrics.scheduled.set(len(wheel))
+                self._metrics.scheduled.set(len(checks))
                 self._metrics.in_flight.set(len(self._in_flight))
                 gauge_at = now + 1.0
             await asyncio.sleep(TICK)
@@ -636,6 +636,16 @@ class Engine:
             c.state.copy_from(s)
         if c.state.status != prev:
             self._metrics.transitions.labels(kind=c.kind, status=c.state.status).inc()
+            # One line per state change and per alert, with the monitor id operators search by.
+            log.info(
+                "check %s %s -> %s", c.kind, prev, c.state.status,
+                extra={"monitor_id": c.monitor_id, "check_id": c.id, "error": c.state.error},
+            )
+        for ev in tr.events:
+            log.warning(
+                "webhook queued: %s", ev.event,
+                extra={"monitor_id": c.monitor_id, "check_id": c.id, "event": ev.event},
+            )
         return True
 
 
