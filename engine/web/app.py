@@ -66,9 +66,20 @@ def _too_large() -> web.Response:
     return response
 
 
-def _from_http_exception(exc: web.HTTPException) -> web.Response:
+def _is_page_path(path: str) -> bool:
+    """A path a browser may ask for: outside the JSON API and not a ``.json`` document. Its
+    404 is the status page's HTML 404 page."""
+    in_api = path == API_PREFIX or path.startswith(API_PREFIX + "/")
+    return not in_api and not path.endswith(".json")
+
+
+def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Response:
     if exc.status == 413:
         return _too_large()
+    if exc.status == 404 and _is_page_path(request.path):
+        # A mistyped or malformed status page link (the router refused it: wrong length,
+        # a dot, a slash, a traversal attempt) gets the same page as an unknown identifier.
+        return status_page.not_found_page()
     headers = {}
     if exc.status == 405 and "Allow" in exc.headers:
         headers["Allow"] = exc.headers["Allow"]
@@ -90,7 +101,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        response = _from_http_exception(exc)
+        response = _from_http_exception(request, exc)
     except ValidationFailed as exc:
         response = json_response({"message": str(exc), "errors": exc.errors}, status=422)
     except LimitReached as exc:
