@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
-import os
 import secrets
 import socket
 from collections.abc import Callable
+from pathlib import Path
+from typing import IO
 
 import asyncpg
 
@@ -34,7 +36,32 @@ DEAD_AFTER_HEARTBEATS = 2.0
 
 
 def new_node_id(region: str) -> str:
-    return f"{region}-{socket.gethostname()[:32]}-{os.getpid()}-{secrets.token_hex(3)}"
+    return f"{region}-{socket.gethostname()[:32]}-{secrets.token_hex(4)}"
+
+
+def stable_node_id(data_dir: Path, region: str) -> tuple[str, IO[str] | None]:
+    """This instance's node id, kept in ``data_dir/node-id`` so that a restart (after a crash
+    too) is the same node: its not-yet-expired row is itself, not a stranger, and it gets
+    the same checks back. A lock on ``data_dir/node.lock`` (held for the process's life, the
+    returned file) makes a second process on the same data dir take a fresh id instead."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(data_dir / "node.lock", "a+", encoding="utf-8")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return new_node_id(region), None
+    path = data_dir / "node-id"
+    try:
+        node_id = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        node_id = ""
+    if not node_id.startswith(f"{region}-") or len(node_id) > 120:
+        node_id = new_node_id(region)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(node_id + "\n", encoding="utf-8")
+        tmp.replace(path)
+    return node_id, lock
 
 
 class Membership:
@@ -85,7 +112,10 @@ class NodeRegistry:
         node_id: str | None = None,
     ) -> None:
         self.store, self.settings, self.metrics, self.dsn = store, settings, metrics, dsn
-        self.membership = Membership(node_id or new_node_id(settings.region), settings.region)
+        self._lock: IO[str] | None = None
+        if node_id is None:
+            node_id, self._lock = stable_node_id(settings.data_dir, settings.region)
+        self.membership = Membership(node_id, settings.region)
         self._wake = asyncio.Event()
 
     @property
