@@ -87,8 +87,10 @@ async def test_metrics_parse_and_count_probes_and_logs_are_json(
                 async def probes_counted() -> bool:
                     async with http.get("/metrics") as r:
                         text = await r.text()
-                    return _sample(text, "upwatch_probes_total", kind="uptime",
-                                   outcome="ok") >= 3
+                    # The gauges refresh once a second; the counters move with each probe.
+                    return (_sample(text, "upwatch_probes_total", kind="uptime",
+                                    outcome="ok") >= 3
+                            and _sample(text, "upwatch_checks_scheduled") == 2)
 
                 await wait_until(probes_counted, 20, "three ok probes in /metrics")
                 async with http.get("/metrics") as r:
