@@ -11,10 +11,17 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from collections.abc import Awaitable, Callable
 
 from engine.errors import BlockedAddress
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# A name lookup: every address ``host`` resolves to, or OSError when it does not resolve.
+# Probes and webhook deliveries take one (default: the system resolver) and apply the rule
+# to whatever it answers, so a stand-in for DNS (tests, or an embedder with its own
+# resolver) can never get past the rule.
+Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 
 def is_public_ip(ip: str | IPAddress) -> bool:

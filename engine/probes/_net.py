@@ -24,7 +24,7 @@ import ssl
 from time import perf_counter
 from typing import Final, cast
 
-from engine.netpolicy import is_public_ip, literal_ip
+from engine.netpolicy import Resolver, is_public_ip, literal_ip
 
 # Both read buffers are shared by all connections of one prober. That is safe because the
 # event loop calls get_buffer(), reads into the buffer and calls buffer_updated()
@@ -117,11 +117,20 @@ def public_address(ip: str) -> bool:
 
 
 async def resolve_checked(
-    host: str, port: int, *, literal: str | None, family: int, allow_private: bool
+    host: str,
+    port: int,
+    *,
+    literal: str | None,
+    family: int,
+    allow_private: bool,
+    resolver: Resolver | None = None,
 ) -> tuple[list[str], float | None]:
     """Addresses to connect to for ``host``, and the DNS time in ms (None for IP literals).
 
-    ``literal`` is ``ip_literal(host)``, computed by the caller once per URL. Every candidate
+    ``literal`` is ``ip_literal(host)``, computed by the caller once per URL. Names are looked
+    up with ``resolver`` when given (its answers filtered to ``family``), else with the event
+    loop's ``getaddrinfo``; either way the answer is checked here, just before connecting,
+    and the probe connects to the checked addresses only. Every candidate
     is checked against the private-address rule, not only the one we will use: a name that
     resolves to any non-public address is refused as a whole. Raises :class:`ProbeFailure`
     with the outcome's words (``DNS lookup failed: <name>``, ``blocked: <name> resolves to a
@@ -133,15 +142,22 @@ async def resolve_checked(
     else:
         t = perf_counter()
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                host, port, family=family, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-            )
+            if resolver is None:
+                infos = await asyncio.get_running_loop().getaddrinfo(
+                    host, port, family=family, type=socket.SOCK_STREAM,
+                    proto=socket.IPPROTO_TCP,
+                )
+                answer = [str(info[4][0]) for info in infos]
+            else:
+                answer = [
+                    a for a in await resolver(host, port)
+                    if family == socket.AF_UNSPEC or ip_family(a) == family
+                ]
         except (OSError, UnicodeError, ValueError):
             raise ProbeFailure(f"DNS lookup failed: {short(host)}") from None
         dns_ms = (perf_counter() - t) * 1000.0
         addrs = []
-        for info in infos:
-            a = str(info[4][0])
+        for a in answer:
             if a not in addrs:
                 addrs.append(a)
         if not addrs:

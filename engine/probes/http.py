@@ -4,10 +4,11 @@ Contract (decisions.md, "Uptime check"): :meth:`HttpProber.probe` never raises (
 ``asyncio.CancelledError``) and never runs longer than ``timeout`` plus scheduling noise; the
 whole probe, every redirect hop included, shares that one deadline. Each hop:
 
-1. resolves the host itself (``loop.getaddrinfo``) and refuses the hop when ANY candidate
-   address is non-public (unless ``allow_private``), then connects to the checked IP literal,
-   with the name in ``Host`` and in SNI. DNS rebinding between the check and the connect cannot
-   reach a private address, and every redirect hop is checked the same way;
+1. resolves the host itself (``loop.getaddrinfo``, or the ``resolver`` it was given) and
+   refuses the hop when ANY candidate address is non-public (unless ``allow_private``), then
+   connects to the checked IP literal, with the name in ``Host`` and in SNI. DNS rebinding
+   between the check and the connect cannot reach a private address, and every redirect hop
+   is checked the same way;
 2. opens one fresh TCP connection (bound to ``source_address`` when set), plus TLS for https
    WITHOUT verifying the certificate (the certificate check owns that; a failed handshake is
    still a failure, ``TLS handshake failed: <reason>``);
@@ -84,6 +85,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
 
+from engine.netpolicy import Resolver
 from engine.probes._net import (
     READ_BUFFER_SIZE,
     ClientConn,
@@ -322,6 +324,7 @@ class HttpProber:
         max_redirects: int = 5,
         max_body: int = 1 << 20,
         max_header_bytes: int = 64 * 1024,
+        resolver: Resolver | None = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -332,6 +335,7 @@ class HttpProber:
         self._local = (source_address, 0) if source_address else None
         self._family = source_family(source_address)
         self._allow_private = allow_private
+        self._resolver = resolver
         self._max_redirects = max(0, max_redirects)
         self._max_body = max(0, max_body)
         self._max_header = max(1, max_header_bytes)
@@ -392,7 +396,7 @@ class HttpProber:
             out.remote_ip = None
             addrs, out.dns_ms = await resolve_checked(
                 hop.host, hop.port, literal=hop.ip, family=self._family,
-                allow_private=self._allow_private,
+                allow_private=self._allow_private, resolver=self._resolver,
             )
             conn = await self._exchange(loop, hop, addrs, request, out)
             if conn.error is not None:

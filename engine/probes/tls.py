@@ -32,6 +32,7 @@ from typing import Final
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from engine.netpolicy import Resolver
 from engine.probes._net import (
     READ_BUFFER_SIZE,
     ClientConn,
@@ -147,6 +148,7 @@ class CertProber:
         source_address: str | None = None,
         allow_private: bool = False,
         ca_bundle: Path | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -155,6 +157,7 @@ class CertProber:
         self._local = (source_address, 0) if source_address else None
         self._family = source_family(source_address)
         self._allow_private = allow_private
+        self._resolver = resolver
         self._deadlines = Deadlines()
         self._rview = memoryview(bytearray(READ_BUFFER_SIZE))
         self._pview = memoryview(bytearray(1))  # no application data is ever read
@@ -199,7 +202,7 @@ class CertProber:
             literal = ip_literal(host)
             addrs, _ = await resolve_checked(
                 host, port, literal=literal, family=self._family,
-                allow_private=self._allow_private,
+                allow_private=self._allow_private, resolver=self._resolver,
             )
         except ProbeFailure as exc:
             words = str(exc)

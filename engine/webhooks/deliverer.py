@@ -50,7 +50,7 @@ from engine import USER_AGENT
 from engine.db.webhook_queue import ClaimedEvent, TryResult, WebhookQueueMixin
 from engine.errors import DatabaseUnavailable
 from engine.metrics import Metrics
-from engine.netpolicy import is_public_ip, literal_ip, resolve
+from engine.netpolicy import Resolver, is_public_ip, literal_ip, resolve
 from engine.settings import Settings
 from engine.webhooks import policy
 from engine.webhooks.signing import sign
@@ -106,14 +106,21 @@ class GuardedResolver(AbstractResolver):
     addresses is a rebinding attempt, not a receiver.
     """
 
-    def __init__(self, *, allow_private: bool, timeout: float) -> None:
+    def __init__(
+        self, *, allow_private: bool, timeout: float, resolver: Resolver | None = None
+    ) -> None:
         self._allow_private = allow_private
         self._timeout = timeout
+        self._resolver = resolver  # None: the system resolver (engine.netpolicy.resolve)
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        addresses = await resolve(host, port, timeout=self._timeout)
+        if self._resolver is None:
+            addresses = await resolve(host, port, timeout=self._timeout)
+        else:
+            async with asyncio.timeout(self._timeout):
+                addresses = await self._resolver(host, port)
         if not addresses:
             raise OSError(f"{host} has no address")
         if not self._allow_private:
@@ -177,9 +184,11 @@ class Deliverer:
         *,
         metrics: Metrics | None = None,
         drain_timeout: float = 5.0,
+        resolver: Resolver | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
+        self._resolver = resolver
         self._metrics = metrics or Metrics()
         self._drain_timeout = drain_timeout
         self._concurrency = settings.webhook_concurrency
@@ -235,7 +244,8 @@ class Deliverer:
     def _make_session(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(
             resolver=GuardedResolver(
-                allow_private=self._settings.allow_private_targets, timeout=self._timeout
+                allow_private=self._settings.allow_private_targets, timeout=self._timeout,
+                resolver=self._resolver,
             ),
             # Resolve (and so re-check) on every try; never reuse a connection, so every try
             # is checked against the address it really goes to.
