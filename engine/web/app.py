@@ -36,6 +36,11 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_TOKEN_LENGTH = 512
+# One header field may be this long. Above aiohttp's default (8190) so that an absurd
+# Authorization header still reaches the auth middleware and gets the JSON 401, rather
+# than the HTTP parser's plain-text 400 that quotes the header back. 128 fields at most
+# (aiohttp's default) bounds a request's headers at 2 MiB.
+MAX_HEADER_FIELD_BYTES = 16 * 1024
 API_PREFIX = "/webapi"
 PUBLIC_API_PATHS = frozenset({"/webapi/openapi.json"})
 # Query parameters that look like a credential. A request carrying one is refused even with
@@ -161,7 +166,10 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         return await handler(request)
     if any(name.lower() in TOKEN_QUERY_PARAMETERS for name in request.query):
         return _unauthenticated()
-    token = bearer_token(request.headers.get("Authorization"))
+    # Exactly one header: with two, a proxy in front may have checked a different one than
+    # the one read here.
+    headers = request.headers.getall("Authorization", [])
+    token = bearer_token(headers[0]) if len(headers) == 1 else None
     if token is None:
         return _unauthenticated()
     account = await request.app[STORE].authenticate(token)
@@ -212,6 +220,7 @@ def create_app(
     """The API application over ``store``. ``metrics`` defaults to a fresh registry."""
     app = web.Application(
         client_max_size=MAX_BODY_BYTES,
+        handler_args={"max_field_size": MAX_HEADER_FIELD_BYTES},
         middlewares=[
             error_middleware, body_limit_middleware, auth_middleware, rate_limit_middleware,
         ],
