@@ -31,9 +31,11 @@ URL_PATTERN = (
     r"^https?://([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.){0,2}[a-z]([a-z0-9-]{0,61}[a-z0-9])?"
     r"(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~/-]*)?$"
 )
-# No control characters and at least one non-space character (the API trims).
+# No control characters or line separators, and at least one non-space character (the API
+# trims).
 ALIAS_PATTERN = (
-    r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    r"^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*"
+    r"[^\s\u0000-\u001f\u007f-\u009f\u2028\u2029][^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$"
 )
 
 

@@ -116,8 +116,14 @@ def as_int(value: Any, field: str) -> int:
     raise _fail(field, f"The {field} must be an integer.")
 
 
+# Control characters (C0, DEL, C1 with NEL), lone surrogates, and the Unicode line and
+# paragraph separators U+2028/U+2029: each can end a line in some consumer (a log, a
+# header, a JavaScript string), so none belongs in a single-line value.
+_LINE_BREAKING_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
 def _has_control_chars(text: str) -> bool:
-    return any(unicodedata.category(ch) in ("Cc", "Cs") for ch in text)
+    return any(unicodedata.category(ch) in _LINE_BREAKING_CATEGORIES for ch in text)
 
 
 def validate_interval(value: Any, plan: Plan, field: str = "interval") -> int:
@@ -165,7 +171,7 @@ def validate_alias(value: Any, field: str = "alias") -> str:
     if len(alias) > MAX_ALIAS_LENGTH:
         raise _fail(field, f"The {field} must not be longer than {MAX_ALIAS_LENGTH} characters.")
     if _has_control_chars(alias):
-        raise _fail(field, f"The {field} must not contain control characters.")
+        raise _fail(field, f"The {field} must not contain control characters or line breaks.")
     return alias
 
 
