@@ -297,8 +297,14 @@ async def ensure_public_host(target: TargetUrl, resolve: Resolver, field: str = 
     under ``field``. Callers skip this when private targets are allowed."""
     try:
         await resolve(target.host, target.connect_port)
-    except BlockedAddress as exc:
-        raise _fail(field, f"The {field} host {exc}; private targets are not allowed.") from None
+    except BlockedAddress:
+        # Not the address itself: the answer would map internal names to internal
+        # addresses for anyone with an account.
+        raise _fail(
+            field,
+            f"The {field} host resolves to a non-public address; private targets are not"
+            " allowed.",
+        ) from None
     except (OSError, TimeoutError, UnicodeError, ValueError):
         raise _fail(field, f"The {field} host does not resolve.") from None
 
