@@ -56,6 +56,7 @@ _STATUS_MESSAGES = {
     400: "Bad request.",
     404: "Not found.",
     405: "Method not allowed.",
+    408: "The request body did not arrive in time.",
     413: f"The request body is too large (at most {MAX_BODY_BYTES // 1024} KiB).",
 }
 
@@ -81,6 +82,10 @@ def _is_page_path(path: str) -> bool:
 def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Response:
     if exc.status == 413:
         return _too_large()
+    if exc.status == 408:
+        response = message_response(_STATUS_MESSAGES[408], 408)
+        response.force_close()  # the rest of the body may still be on its way
+        return response
     if exc.status == 404 and _is_page_path(request.path):
         # A mistyped or malformed status page link (the router refused it: wrong length,
         # a dot, a slash, a traversal attempt) gets the same page as an unknown identifier.

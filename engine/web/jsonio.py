@@ -6,6 +6,7 @@ request bodies go through :func:`engine.web.validation.parse_body`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,10 @@ from engine.errors import ValidationFailed
 from engine.web.validation import parse_body
 
 JSON = "application/json"
+# A body must arrive within this many seconds of the handler asking for it. Without a
+# deadline a client that declares a body and sends it a byte at a time holds its
+# connection and a handler for as long as it likes; 64 KiB in 30 s is 2 KiB/s.
+BODY_READ_TIMEOUT_S = 30.0
 
 
 def json_response(
@@ -38,9 +43,13 @@ async def read_body(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object, whatever its Content-Type (a client that forgets
     the header still gets its JSON read). Over the app's ``client_max_size`` aiohttp raises
     a 413; anything but a JSON object, including a body whose chunking or Content-Encoding
-    is broken, raises ValidationFailed under ``body``."""
+    is broken, raises ValidationFailed under ``body``. A body slower than
+    :data:`BODY_READ_TIMEOUT_S` is a 408."""
     try:
-        raw = await request.read()
+        async with asyncio.timeout(BODY_READ_TIMEOUT_S):
+            raw = await request.read()
+    except TimeoutError:
+        raise web.HTTPRequestTimeout() from None
     except (HttpProcessingError, web.RequestPayloadError):
         raise ValidationFailed(
             {"body": ["The body could not be read (broken chunking or Content-Encoding)."]}

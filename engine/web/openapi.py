@@ -7,8 +7,8 @@ Optional request fields are ``nullable`` because the API treats null as absent.
 
 Other modules contribute path items through ``extra_paths``; they may reference the shared
 components here: ``#/components/schemas/Error``, ``ValidationError``, and the responses
-``Unauthenticated``, ``NotFound``, ``ValidationFailed``, ``TooLarge``, ``TooManyRequests``,
-``Unavailable``, and the parameter ``#/components/parameters/Id``.
+``Unauthenticated``, ``NotFound``, ``ValidationFailed``, ``RequestTimeout``, ``TooLarge``,
+``TooManyRequests``, ``Unavailable``, and the parameter ``#/components/parameters/Id``.
 """
 
 from __future__ import annotations
@@ -234,6 +234,7 @@ def _responses() -> dict[str, Any]:
         },
         "NotFound": _response("No such resource in this account.", _ref("Error")),
         "ValidationFailed": _response("The body failed validation.", _ref("ValidationError")),
+        "RequestTimeout": _response("The body did not arrive within 30 s.", _ref("Error")),
         "TooLarge": _response("The body is over 64 KiB.", _ref("Error")),
         "TooManyRequests": {
             "description": "Rate limit of the account exceeded.",
@@ -258,6 +259,7 @@ def _operation(
     if with_id:
         responses["404"] = _r("NotFound")
     if body is not None:
+        responses["408"] = _r("RequestTimeout")
         responses["413"] = _r("TooLarge")
         responses["422"] = _r("ValidationFailed")
     for code in errors:
