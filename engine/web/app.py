@@ -105,6 +105,9 @@ def _route_label(request: web.Request) -> str:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    # Logs name the path as it came on the wire (still percent-encoded) and never the query
+    # (it may carry secrets): the decoded ``path`` may hold CR/LF from "%0d%0a" and forge
+    # lines in a text log.
     response: web.StreamResponse
     try:
         response = await handler(request)
@@ -121,12 +124,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except NotFound as exc:
         response = message_response(str(exc) or "Not found.", 404)
     except DatabaseUnavailable:
-        log.warning("database unavailable during %s %s", request.method, request.path)
+        log.warning("database unavailable during %s %s", request.method, request.rel_url.raw_path)
         response = message_response("The service is temporarily unavailable.", 503)
     except asyncpg.TransactionRollbackError as exc:
         # A deadlock or serialisation failure against a concurrent writer (the engine):
         # transient and harmless to retry, the transaction was rolled back whole.
-        log.warning("transaction conflict during %s %s: %s", request.method, request.path, exc)
+        log.warning(
+            "transaction conflict during %s %s: %s", request.method, request.rel_url.raw_path, exc)
         response = message_response(
             "The request conflicted with a concurrent change; please retry.", 503,
             headers={"Retry-After": "1"},
@@ -135,7 +139,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         raise
     except Exception:
         # The body says nothing about the cause: the log has it.
-        log.exception("unhandled error in %s %s", request.method, request.path)
+        log.exception("unhandled error in %s %s", request.method, request.rel_url.raw_path)
         response = message_response("Server error.", 500)
     request.app[METRICS].http_requests.labels(_route_label(request), str(response.status)).inc()
     return response
