@@ -5,6 +5,7 @@ body, the server stays up, and nothing at all is written."""
 from __future__ import annotations
 
 import asyncio
+import zlib
 from typing import Any
 
 import aiohttp
@@ -117,6 +118,29 @@ async def test_oversize_bodies_are_413_declared_or_chunked(
     assert await snapshot(store.pool) == before
     async with client.get("/webapi/monitors") as r:  # the server carries on
         assert r.status == 200
+
+
+async def test_a_compressed_bomb_is_413_without_inflating_it(
+    client: aiohttp.ClientSession, store: Store
+) -> None:
+    # 64 MiB of JSON in under 64 KiB of gzip: the limit applies to the inflated body, which
+    # is refused as soon as it passes 64 KiB.
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    bomb = packer.compress(b'{"url": "https://bomb.example/", "pad": "')
+    chunk = b"a" * (1024 * 1024)
+    for _ in range(64):
+        bomb += packer.compress(chunk)
+    bomb += packer.compress(b'"}') + packer.flush()
+    assert len(bomb) < 64 * 1024
+    before = await snapshot(store.pool)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with client.post("/webapi/monitors", data=bomb,
+                           headers={"Content-Encoding": "gzip"}) as r:
+        assert r.status == 413
+        assert await r.json() == TOO_LARGE
+    assert loop.time() - started < 5
+    assert await snapshot(store.pool) == before
 
 
 async def test_a_lying_content_length_is_no_5xx(api: str, account: tuple[Any, str],
