@@ -41,6 +41,11 @@ MAX_TOKEN_LENGTH = 512
 # than the HTTP parser's plain-text 400 that quotes the header back. 128 fields at most
 # (aiohttp's default) bounds a request's headers at 2 MiB.
 MAX_HEADER_FIELD_BYTES = 16 * 1024
+# A connection is closed after this many seconds without a complete request: idle between
+# requests, or still sending its headers. aiohttp's default is an hour, so a client that
+# trickles a header a byte at a time (slowloris) held a connection, and a file descriptor,
+# for that long. Slow bodies have their own deadline (jsonio.BODY_READ_TIMEOUT_S).
+KEEPALIVE_TIMEOUT_S = 30.0
 API_PREFIX = "/webapi"
 PUBLIC_API_PATHS = frozenset({"/webapi/openapi.json"})
 # Query parameters that look like a credential. A request carrying one is refused even with
@@ -229,7 +234,10 @@ def create_app(
     """The API application over ``store``. ``metrics`` defaults to a fresh registry."""
     app = web.Application(
         client_max_size=MAX_BODY_BYTES,
-        handler_args={"max_field_size": MAX_HEADER_FIELD_BYTES},
+        handler_args={
+            "max_field_size": MAX_HEADER_FIELD_BYTES,
+            "keepalive_timeout": KEEPALIVE_TIMEOUT_S,
+        },
         middlewares=[
             error_middleware, body_limit_middleware, auth_middleware, rate_limit_middleware,
         ],
