@@ -11,8 +11,9 @@ import aiohttp
 import asyncpg
 import pytest
 
-from engine.db.monitors import MonitorRecord, average_ms, uptime_percentage
+from engine.db.monitors import MonitorRecord
 from engine.db.store import Store
+from engine.stats import average_ms, uptime_percentage
 from engine.timefmt import fmt, utcnow
 
 DAY = 86400.0

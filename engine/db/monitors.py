@@ -26,6 +26,7 @@ import asyncpg
 
 from engine.db.base import CHANNEL_CHECKS, StoreBase
 from engine.errors import LimitReached, NotFound
+from engine.stats import average_ms, uptime_percentage
 from engine.timefmt import utcnow
 
 STATS_WINDOW = timedelta(days=30)
@@ -282,27 +283,6 @@ class CheckRecord:
             last_check_at=row["last_check_at"],
             meta=meta if isinstance(meta, dict) else {},
         )
-
-
-def uptime_percentage(outage_seconds: float, enabled_seconds: float, checks_run: int) -> float:
-    """``100 x (1 - outage / enabled)`` over the window, clamped to [0, 100], 3 decimals.
-
-    100 when the check has not run in the window (nothing is known against it). Any outage
-    at all keeps the figure below 100, so rounding never hides downtime.
-    """
-    if checks_run <= 0 or enabled_seconds <= 0:
-        return 100.0
-    value = 100.0 * (1.0 - max(0.0, outage_seconds) / enabled_seconds)
-    value = min(100.0, max(0.0, value))
-    rounded = round(value, 3)
-    if outage_seconds > 0 and rounded >= 100.0:
-        return 99.999
-    return rounded
-
-
-def average_ms(total_ms: float, responses: int) -> float:
-    """Mean response time in milliseconds, 3 decimals; 0 when nothing answered."""
-    return round(total_ms / responses, 3) if responses > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)

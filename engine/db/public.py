@@ -31,6 +31,7 @@ from typing import Any
 import asyncpg
 
 from engine.db.base import StoreBase
+from engine.stats import uptime_percentage
 from engine.timefmt import utcnow
 
 DAYS_SHOWN = 90
@@ -155,20 +156,6 @@ LIMIT $2
 # --- records ---------------------------------------------------------------------------------
 
 
-def uptime_percent(outage_seconds: float, enabled_seconds: float, probes: int) -> float:
-    """``100 x (1 - outage / enabled)``, clamped to [0, 100], 3 decimals (decisions.md
-    "Statistics"); 100 when nothing ran. Any outage at all keeps the figure below 100, so
-    rounding never turns downtime into a perfect score. Same rule as the API's statistics.
-    """
-    if probes <= 0 or enabled_seconds <= 0:
-        return 100.0
-    value = 100.0 * (1.0 - max(0.0, outage_seconds) / enabled_seconds)
-    rounded = round(min(100.0, max(0.0, value)), 3)
-    if outage_seconds > 0 and rounded >= 100.0:
-        return 99.999
-    return rounded
-
-
 @dataclass(frozen=True, slots=True)
 class PublicCheck:
     """One check as the public sees it. ``meta`` is the last probe's facts (certificate:
@@ -208,7 +195,7 @@ class DayBar:
     def uptime(self) -> float | None:
         if self.probes <= 0:
             return None
-        return uptime_percent(self.outage_seconds, self.enabled_seconds, self.probes)
+        return uptime_percentage(self.outage_seconds, self.enabled_seconds, self.probes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,7 +327,7 @@ class PublicMixin(StoreBase):
         return StatusPageData(
             now=now,
             monitor=monitor,
-            uptime_30d=uptime_percent(
+            uptime_30d=uptime_percentage(
                 float(window["outage_seconds"]), float(window["enabled_seconds"]), probes_30d
             ),
             probes_30d=probes_30d,

@@ -46,9 +46,9 @@ from engine.db.public import (
     PublicOutage,
     ResponseBucket,
     StatusPageData,
-    uptime_percent,
 )
 from engine.errors import DatabaseUnavailable
+from engine.stats import uptime_percentage
 from engine.timefmt import fmt
 from engine.web.keys import STORE
 
@@ -353,7 +353,7 @@ def bars_view(days: list[DayBar]) -> BarsView:
             probes += d.probes
         items.append(Bar(x=i * _BAR_STEP, w=_BAR_STEP - _BAR_GAP, cls=day_class(uptime),
                          title=title))
-    overall = uptime_percent(outage_s, enabled_s, probes)
+    overall = uptime_percentage(outage_s, enabled_s, probes)
     with_data = len(days) - no_data
     if with_data == 0:
         summary = f"No uptime data in the last {len(days)} days."
