@@ -135,10 +135,23 @@ def _node_app(store: Store, settings: Settings, metrics: Metrics) -> Any:
     """What an engine-only instance serves: liveness, metrics and the peer endpoint."""
     from aiohttp import web
 
-    from engine.web.app import healthz, metrics_text
+    from engine.web.app import (
+        KEEPALIVE_TIMEOUT_S,
+        MAX_BODY_BYTES,
+        MAX_HEADER_FIELD_BYTES,
+        healthz,
+        metrics_text,
+    )
     from engine.web.keys import METRICS, SETTINGS, STORE
 
-    app = web.Application(client_max_size=64 * 1024)
+    # The same connection limits as the API (slow or idle clients are cut off after 30 s).
+    app = web.Application(
+        client_max_size=MAX_BODY_BYTES,
+        handler_args={
+            "max_field_size": MAX_HEADER_FIELD_BYTES,
+            "keepalive_timeout": KEEPALIVE_TIMEOUT_S,
+        },
+    )
     app[STORE] = store
     app[SETTINGS] = settings
     app[METRICS] = metrics
