@@ -76,7 +76,8 @@ def _ssl_context(cafile: str | None) -> ssl.SSLContext | bool:
 async def _baseline(cfg: dict[str, Any]) -> None:
     import aiohttp
 
-    urls = monitor_urls(cfg["monitors"], Ports.from_dict(cfg["ports"]), tls=cfg.get("tls", False))
+    urls = monitor_urls(cfg["monitors"], Ports.from_dict(cfg["ports"]), tls=cfg.get("tls", False),
+                        mixed=cfg.get("mixed", False))
     interval = float(cfg["interval_s"])
     connector = aiohttp.TCPConnector(force_close=True, limit=cfg.get("limit", 1000),
                                      ssl=_ssl_context(cfg.get("cafile")))
@@ -99,23 +100,24 @@ async def _baseline(cfg: dict[str, Any]) -> None:
             await asyncio.sleep(cfg["duration_s"])
             tally.recording = False
             cpu1, t1 = cpu_seconds(), loop.time()
-            rss_end = rss_bytes()
+            # Reported before the tasks are cancelled: an overloaded baseline can take long
+            # to unwind thousands of requests, and the readings are already taken.
+            emit(
+                "result",
+                scheduled=len(tasks),
+                rss_base=rss_base,
+                rss_loaded=rss_loaded,
+                rss_end=rss_bytes(),
+                seconds=t1 - t0,
+                cpu_s=cpu1 - cpu0,
+                probes=tally.probes,
+                errors=tally.errors,
+                lateness_ms=summary_ms(tally.late),
+            )
         finally:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-    emit(
-        "result",
-        scheduled=len(tasks),
-        rss_base=rss_base,
-        rss_loaded=rss_loaded,
-        rss_end=rss_end,
-        seconds=t1 - t0,
-        cpu_s=cpu1 - cpu0,
-        probes=tally.probes,
-        errors=tally.errors,
-        lateness_ms=summary_ms(tally.late),
-    )
 
 
 async def _inflight(cfg: dict[str, Any]) -> None:

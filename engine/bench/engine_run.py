@@ -59,6 +59,55 @@ class LatenessRecorder:
         return getattr(self._histogram, name)
 
 
+class GcTimer:
+    """Counts and times the cyclic GC's collections per generation while ``on`` (a
+    ``gc.callbacks`` entry: a reading of what the interpreter does anyway)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.collections = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self.collected = 0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self.on:
+            g = info["generation"]
+            self.collections[g] += 1
+            self.seconds[g] += time.perf_counter() - self._started
+            self.collected += info["collected"]
+
+    def to_dict(self, seconds: float) -> dict[str, Any]:
+        return {
+            "collections": self.collections,
+            "ms": [round(x * 1000, 1) for x in self.seconds],
+            "cpu_share": round(sum(self.seconds) / seconds, 4) if seconds > 0 else None,
+            "objects_collected": self.collected,
+            "thresholds": list(gc.get_threshold()),
+        }
+
+
+def _cprofile_start(cfg: dict[str, Any]) -> Any:
+    """With ``cprofile`` in the config (UPWATCH_BENCH_CPROFILE): a deterministic profile of
+    the measured window. It slows the process down (about 2x for Python code), so the run's
+    figures are not to be quoted; the call counts and the split between functions are."""
+    if not cfg.get("cprofile"):
+        return None
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    return profiler
+
+
+def _cprofile_stop(profiler: Any, cfg: dict[str, Any]) -> None:
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(cfg["cprofile"])
+
+
 def _counter_values(counter: Any) -> dict[str, float]:
     """``{"label=value,...": count}`` of a labelled Prometheus counter."""
     out: dict[str, float] = {}
@@ -88,7 +137,7 @@ async def _write_capacity(store: Any, check_ids: list[int], seconds: float) -> d
     for i in range(2000):
         await writer.put((check_ids[i % n_ids], at, KIND_UPTIME, 0, 200, 1.5, None, 0.2, None,
                           0.8, "local", False, None))
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(min(1.0, seconds / 3))
     c0, w0, t0 = cpu_seconds(), writer.written, loop.time()
     i = 0
     while loop.time() - t0 < seconds:
@@ -124,6 +173,10 @@ async def _engine(cfg: dict[str, Any]) -> None:
         recorder = LatenessRecorder(metrics.lateness)
         metrics.lateness = cast(Any, recorder)  # see LatenessRecorder: a reading, not a change
         engine = Engine(store, settings, metrics=metrics)
+        if cfg.get("gc_threshold"):
+            gc.set_threshold(*cfg["gc_threshold"])  # an experiment: UPWATCH_BENCH_GC_THRESHOLD
+        gc_timer = GcTimer()
+        gc.callbacks.append(gc_timer)
         gc.collect()
         rss_base = rss_bytes()
         stop = asyncio.Event()
@@ -141,9 +194,11 @@ async def _engine(cfg: dict[str, Any]) -> None:
             probes0 = _counter_values(metrics.probes)
             written0 = engine.results.written
             wall0, t0, cpu0 = time.time(), loop.time(), cpu_seconds()
-            recorder.recording = True
+            profiler = _cprofile_start(cfg)
+            recorder.recording = gc_timer.on = True
             await asyncio.sleep(cfg["duration_s"])
-            recorder.recording = False
+            recorder.recording = gc_timer.on = False
+            _cprofile_stop(profiler, cfg)
             cpu1, t1, wall1 = cpu_seconds(), loop.time(), time.time()
             written = engine.results.written - written0
             probes = _delta(_counter_values(metrics.probes), probes0)
@@ -174,6 +229,7 @@ async def _engine(cfg: dict[str, Any]) -> None:
             results_written=written,
             in_flight_at_end=in_flight,
             lateness_ms=summary_ms(recorder.samples),
+            gc=gc_timer.to_dict(t1 - t0),
             write_capacity=capacity,
         )
     finally:

@@ -73,7 +73,7 @@ class Options:
         if quick:
             default_monitors = {"webhooks": 100, "api": 100}.get(scenario, 300)
         monitors = args.monitors if args.monitors is not None else default_monitors
-        duration = args.duration if args.duration is not None else (3.0 if quick else 30.0)
+        duration = args.duration if args.duration is not None else (2.0 if quick else 30.0)
         if monitors < 1 or monitors > 1_000_000:
             raise BenchError("--monitors must be between 1 and 1,000,000")
         if duration <= 0 or duration > 3600:
@@ -84,7 +84,7 @@ class Options:
             duration=float(duration),
             quick=quick,
             json=bool(args.json),
-            warmup=1.0 if quick else 5.0,
+            warmup=0.5 if quick else 5.0,
             # Quick runs compress time tenfold: a 30 s interval lasts 3 s, so a few seconds
             # see every monitor probed.
             time_scale=0.1 if quick else 1.0,
@@ -188,17 +188,65 @@ class Bench:
 # -- engine scenarios (http, tls, mixed) ------------------------------------------------------
 
 
-def _profile_window(b: Bench, child: Child, name: str) -> asyncio.Task[Any] | None:
+@dataclass(frozen=True)
+class Window:
+    """One measured run of a child: warm-up, measured seconds and the time scale of the
+    monitors' 30 s interval during it. ``name`` labels the progress line and profile."""
+
+    name: str
+    warmup: float
+    duration: float
+    time_scale: float
+
+    @property
+    def interval(self) -> float:
+        return INTERVAL_S * self.time_scale
+
+
+def _gc_experiment() -> list[int] | None:
+    """``UPWATCH_BENCH_GC_THRESHOLD=a,b,c``: run the engine child with ``gc.set_threshold``
+    (a what-if for proposals; the engine itself is unchanged)."""
+    value = os.environ.get("UPWATCH_BENCH_GC_THRESHOLD")
+    if not value:
+        return None
+    return [int(x) for x in value.split(",")]
+
+
+def _cprofile_path(b: Bench, w: Window) -> str | None:
+    """``UPWATCH_BENCH_CPROFILE=DIR``: cProfile each engine window into DIR (pstats files)."""
+    value = os.environ.get("UPWATCH_BENCH_CPROFILE")
+    if not value:
+        return None
+    Path(value).mkdir(parents=True, exist_ok=True)
+    name = w.name.replace(" ", "-").replace(",", "").replace("%", "pct")
+    return str(Path(value) / f"{b.opts.scenario}-{name}.pstats")
+
+
+def _load_window(b: Bench, name: str) -> Window:
+    return Window(name, b.opts.warmup, b.opts.duration, b.opts.time_scale)
+
+
+def _capacity_window(b: Bench, name: str, demand_per_s: float) -> Window:
+    """The same monitors at an interval so short that they ask for ``demand_per_s`` probes
+    a second, more than one core can do: what gets done is the capacity."""
+    opts = b.opts
+    interval = max(0.05, opts.monitors / demand_per_s)  # 0.05 s: the engine's floor
+    return Window(name, 0.5 if opts.quick else 3.0,
+                  min(opts.duration, 1.5 if opts.quick else 10.0), min(1.0, interval / INTERVAL_S))
+
+
+def _profile_window(b: Bench, child: Child, w: Window) -> asyncio.Task[Any] | None:
     """With UPWATCH_BENCH_PROFILE set: py-spy over the child's measured window (it starts
     ``warmup`` seconds after the child said ``loaded``)."""
     out_dir = profile.profile_dir()
     if out_dir is None:
         return None
+    name = w.name.replace(" ", "-").replace(",", "").replace("%", "pct")
 
     async def go() -> Any:
-        await asyncio.sleep(b.opts.warmup)
+        await asyncio.sleep(w.warmup)
         return await profile.record(
-            b.procs, child.pid, b.opts.duration, out_dir / f"{b.opts.scenario}-{name}.txt",
+            b.procs, child.pid, w.duration, out_dir / f"{b.opts.scenario}-{name}.txt",
             b.other_cpus, native=bool(os.environ.get(profile.ENV_PROFILE + "_NATIVE")))
 
     return asyncio.create_task(go())
@@ -210,35 +258,34 @@ async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
             await asyncio.wait_for(task, 120)
 
 
-async def _run_engine(b: Bench, label: str, *, write_capacity_s: float = 0.0) -> dict[str, Any]:
-    opts = b.opts
-    cfg = {"dsn": b.db.dsn, "settings": b.settings(), "warmup_s": opts.warmup,
-           "duration_s": opts.duration, "load_timeout_s": 300,
-           "write_capacity_s": write_capacity_s}
+async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0) -> dict[str, Any]:
+    cfg = {"dsn": b.db.dsn, "settings": b.settings(time_scale=w.time_scale),
+           "warmup_s": w.warmup, "duration_s": w.duration, "load_timeout_s": 300,
+           "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
+           "cprofile": _cprofile_path(b, w)}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus)
     try:
-        await b.wait(child, "loaded", f"{label}: loading {opts.monitors:,} checks", 5, 300)
-        prof = _profile_window(b, child, "engine" if "hostile" not in label else "engine2")
-        res = await b.wait(child, "result", f"{label}: measuring",
-                           opts.warmup + opts.duration + write_capacity_s + 2)
+        await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
+        prof = _profile_window(b, child, w)
+        res = await b.wait(child, "result", f"{w.name}: measuring",
+                           w.warmup + w.duration + write_capacity_s + 2)
         await _finish_profile(prof)
         return res
     finally:
         await b.procs.stop(child)
 
 
-async def _run_baseline(b: Bench, ports: layout.Ports, *, tls: bool, mixed: bool,
-                        interval: float) -> dict[str, Any]:
-    opts = b.opts
-    cfg = {"monitors": opts.monitors, "ports": ports.to_dict(), "tls": tls, "mixed": mixed,
-           "interval_s": interval, "warmup_s": opts.warmup, "duration_s": opts.duration,
+async def _run_baseline(b: Bench, w: Window, ports: layout.Ports, *, tls: bool,
+                        mixed: bool) -> dict[str, Any]:
+    cfg = {"monitors": b.opts.monitors, "ports": ports.to_dict(), "tls": tls, "mixed": mixed,
+           "interval_s": w.interval, "warmup_s": w.warmup, "duration_s": w.duration,
            "timeout_s": b.settings()["probe_timeout"],
            "cafile": str(b.cert_files().ca) if tls else None}
     child = await b.procs.spawn("baseline", "baseline", cfg, b.engine_cpus)
     try:
-        await b.wait(child, "loaded", "baseline: starting one task per monitor", 5, 300)
-        prof = _profile_window(b, child, "baseline")
-        res = await b.wait(child, "result", "baseline: measuring", opts.warmup + opts.duration)
+        await b.wait(child, "loaded", f"{w.name}: one task per monitor", 5, 300)
+        prof = _profile_window(b, child, w)
+        res = await b.wait(child, "result", f"{w.name}: measuring", w.warmup + w.duration)
         await _finish_profile(prof)
         return res
     finally:
@@ -323,15 +370,46 @@ def _engine_figures(res: dict[str, Any], kind: str) -> dict[str, Any]:
         "load_s": res["load_s"],
         "scheduled": res["scheduled"],
         "results_written_per_s": per(res["results_written"], res["seconds"], 1),
+        "gc": res.get("gc"),
     }
 
 
+def _baseline_figures(base: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "probes_per_s": per(base["probes"], base["seconds"], 2),
+        "cpu_s_per_probe": per(base["cpu_s"], base["probes"]),
+        "probes_per_cpu_s": per(base["probes"], base["cpu_s"], 1),
+        "cpu_utilization": per(base["cpu_s"], base["seconds"], 3),
+        "lateness_ms": base["lateness_ms"],
+        "rss_per_monitor_bytes": per(base["rss_loaded"] - base["rss_base"], base["scheduled"], 1),
+        "error_rate": per(base["errors"], base["probes"], 6),
+    }
+
+
+async def _switch_to_hostile(b: Bench, account_id: int, ports: layout.Ports) -> None:
+    """Point every tenth monitor at a slow, hanging or refusing target."""
+    n = b.opts.monitors
+    async with b.store.pool.acquire() as conn:
+        ids = [r["id"] for r in await conn.fetch(
+            "SELECT id FROM monitors WHERE account_id = $1 ORDER BY id", account_id)]
+        hostile = [i for i in range(n) if layout.hostile_kind(i)]
+        urls = [layout.monitor_url(i, ports, mixed=True) for i in hostile]
+        await conn.execute(
+            """UPDATE monitors m SET url = u.url, host = u.host, port = u.port
+               FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])
+                    AS u(id, url, host, port)
+               WHERE m.id = u.id""",
+            [ids[i] for i in hostile], urls,
+            [urlsplit(u).hostname or "" for u in urls], [str(urlsplit(u).port) for u in urls])
+
+
 async def scenario_engine(b: Bench) -> dict[str, Any]:
+    """http, tls and mixed: the engine at the scheduled load, then (http, tls) at capacity;
+    the baseline the same two ways; then the limit tool; tls adds in-flight memory."""
     opts = b.opts
     sc = opts.scenario
     tls = sc == "tls"
     n = opts.monitors
-    interval = INTERVAL_S * opts.time_scale
     ports = layout.pick_ports()
     b.progress.phase("starting targets", 3)
     await b.start_targets(ports, slow_s=1.0 if opts.quick else 4.0)
@@ -343,41 +421,33 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
         await seed_monitors(conn, account.id, layout.monitor_urls(n, ports, tls=tls),
                             uptime=not tls, certificate=tls, interval=INTERVAL_S)
     kind = "certificate_health" if tls else "uptime"
-
+    load = _load_window(b, "engine")
     rec: dict[str, Any] = {"scenario": sc, "monitors": n, "duration_s": opts.duration,
-                           "interval_s": interval, "time_scale": opts.time_scale}
-    res = await _run_engine(b, "engine", write_capacity_s=(2.0 if opts.quick else 5.0)
+                           "interval_s": load.interval, "time_scale": load.time_scale}
+
+    # 1. The engine at the scheduled load (N monitors at 30 s, x time scale).
+    res = await _run_engine(b, load, write_capacity_s=(1.5 if opts.quick else 5.0)
                             if sc == "http" else 0.0)
     fig = _engine_figures(res, kind)
-    rows = await _rows_in_window(b, res["wall_start"], res["wall_end"])
     rec.update(fig)
-    rec["held"] = round(fig["probes"] / (n * res["seconds"] / interval), 4) if n else None
-    rec["rows_per_s"] = per(rows, res["seconds"], 1)
+    rec["held"] = per(fig["probes"], n * res["seconds"] / load.interval, 4)
+    rec["rows_per_s"] = per(await _rows_in_window(b, res["wall_start"], res["wall_end"]),
+                            res["seconds"], 1)
     cap = res.get("write_capacity") or {}
     rec["rows_capacity_per_s"] = cap.get("rows_per_s")
     rec["rows_capacity_cpu_s_per_row"] = cap.get("cpu_s_per_row")
-    groups = await _row_lateness(b, res["wall_start"], res["wall_end"], interval)
+    groups = await _row_lateness(b, res["wall_start"], res["wall_end"], load.interval)
     rec["lateness_rows_ms"] = groups["healthy"]["lateness_ms"]
 
     if sc == "mixed":
-        # The same monitors again, every tenth now hostile (slow, hanging or refusing).
-        async with b.store.pool.acquire() as conn:
-            ids = [r["id"] for r in await conn.fetch(
-                "SELECT id FROM monitors WHERE account_id = $1 ORDER BY id", account.id)]
-            hostile = [i for i in range(n) if layout.hostile_kind(i)]
-            urls = [layout.monitor_url(i, ports, mixed=True) for i in hostile]
-            await conn.execute(
-                """UPDATE monitors m SET url = u.url, host = u.host, port = u.port
-                   FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])
-                        AS u(id, url, host, port)
-                   WHERE m.id = u.id""",
-                [ids[i] for i in hostile], urls,
-                [urlsplit(u).hostname or "" for u in urls], [str(urlsplit(u).port) for u in urls])
-        res2 = await _run_engine(b, "engine, 10% hostile")
+        # 1b. The same monitors again, every tenth now hostile.
+        await _switch_to_hostile(b, account.id, ports)
+        hostile_w = _load_window(b, "engine, 10% hostile")
+        res2 = await _run_engine(b, hostile_w)
         fig2 = _engine_figures(res2, kind)
-        groups2 = await _row_lateness(b, res2["wall_start"], res2["wall_end"], interval)
+        groups2 = await _row_lateness(b, res2["wall_start"], res2["wall_end"], load.interval)
         rec.update(fig2)
-        rec["held"] = round(fig2["probes"] / (n * res2["seconds"] / interval), 4)
+        rec["held"] = per(fig2["probes"], n * res2["seconds"] / load.interval, 4)
         rec["rows_per_s"] = per(await _rows_in_window(b, res2["wall_start"], res2["wall_end"]),
                                 res2["seconds"], 1)
         rec["reference_lateness_ms"] = groups["healthy"]["lateness_ms"]
@@ -385,20 +455,43 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
         rec["lateness_rows_ms"] = groups2["healthy"]["lateness_ms"]
         rec["healthy_error_rate"] = groups2["healthy"]["error_rate"]
         rec["hostile_error_rate"] = groups2["hostile"]["error_rate"]
-        # The whole-engine error rate counts the hostile probes, which must fail.
+        # The engine-wide error rate would count the hostile probes, which must fail.
         rec["error_rate"] = groups2["healthy"]["error_rate"]
         rec["healthy_p99_ratio"] = ratio(groups2["healthy"]["lateness_ms"]["p99"],
                                          groups["healthy"]["lateness_ms"]["p99"])
 
-    base = await _run_baseline(b, ports, tls=tls, mixed=sc == "mixed", interval=interval)
-    rec["baseline_probes_per_s"] = per(base["probes"], base["seconds"], 2)
-    rec["baseline_cpu_s_per_probe"] = per(base["cpu_s"], base["probes"])
-    rec["baseline_probes_per_cpu_s"] = per(base["probes"], base["cpu_s"], 1)
-    rec["baseline_lateness_ms"] = base["lateness_ms"]
-    rec["baseline_rss_per_monitor_bytes"] = per(base["rss_loaded"] - base["rss_base"],
-                                                base["scheduled"], 1)
-    rec["baseline_error_rate"] = per(base["errors"], base["probes"], 6)
-    rec["ratio_vs_baseline"] = ratio(rec["probes_per_cpu_s"], rec["baseline_probes_per_cpu_s"])
+    # 2. The naive baseline at the same load.
+    base = _baseline_figures(await _run_baseline(b, _load_window(b, "baseline"), ports,
+                                                 tls=tls, mixed=sc == "mixed"))
+    for key, value in base.items():
+        rec["baseline_" + key] = value
+    rec["ratio_vs_baseline"] = ratio(rec["probes_per_cpu_s"], base["probes_per_cpu_s"])
+
+    # 3. Both at capacity: more probes asked for than one core can do.
+    if sc in ("http", "tls"):
+        demand = 8000.0 if tls else 30_000.0
+        cap_w = _capacity_window(b, "engine at capacity", demand)
+        cres = await _run_engine(b, cap_w)
+        cfig = _engine_figures(cres, kind)
+        rec["capacity"] = {
+            "interval_s": round(cap_w.interval, 4),
+            "asked_per_s": round(n / cap_w.interval, 1),
+            "probes_per_s": cfig["probes_per_s"],
+            "cpu_s_per_probe": cfig["cpu_s_per_probe"],
+            "probes_per_cpu_s": cfig["probes_per_cpu_s"],
+            "cpu_utilization": cfig["cpu_utilization"],
+            "error_rate": cfig["error_rate"],
+            "lateness_ms": cfig["lateness_ms"],
+            "gc": cfig["gc"],
+        }
+        bcap = _baseline_figures(await _run_baseline(
+            b, _capacity_window(b, "baseline at capacity", demand), ports, tls=tls,
+            mixed=False))
+        rec["baseline_capacity"] = {k: bcap[k] for k in (
+            "probes_per_s", "cpu_s_per_probe", "probes_per_cpu_s", "cpu_utilization",
+            "error_rate")}
+        rec["capacity_ratio_vs_baseline"] = ratio(cfig["probes_per_cpu_s"],
+                                                  bcap["probes_per_cpu_s"])
 
     if tls:
         inflight = await _run_inflight(b, ports, "inflight")
@@ -407,7 +500,8 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
         base_inflight = await _run_inflight(b, ports, "baseline_inflight")
         rec["baseline_https_inflight_bytes"] = base_inflight["bytes_per_probe"]
 
-    limit_s = 2.0 if opts.quick else 10.0
+    # 4. The machine's limit.
+    limit_s = 1.0 if opts.quick else 10.0
     host0 = layout.HEALTHY_HOSTS[0]
     tool: ToolRun | None
     if tls:
@@ -426,13 +520,17 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
         rec.update(limit_tool=None, limit_per_s=None, limit_per_cpu_s=None,
                    limit_cpu_s_per_op=None, ratio_vs_limit=None)
     else:
+        # Per CPU second, from the capacity run where there is one: a tool that saturates
+        # its core is compared with the engine saturating its core.
+        ours = (rec.get("capacity") or {}).get("probes_per_cpu_s") or rec["probes_per_cpu_s"]
         rec.update(
             limit_tool=tool.tool,
             limit_per_s=round(tool.per_s, 1) if tool.per_s else None,
             limit_per_cpu_s=round(tool.per_cpu_s, 1) if tool.per_cpu_s else None,
             limit_cpu_s_per_op=per(tool.cpu_s, tool.operations),
             limit_errors=tool.errors,
-            ratio_vs_limit=ratio(rec["probes_per_cpu_s"], tool.per_cpu_s),
+            ratio_vs_limit=ratio(ours, tool.per_cpu_s),
+            ratio_vs_limit_at_load=ratio(rec["probes_per_cpu_s"], tool.per_cpu_s),
         )
     rec["targets"] = report.engine_targets(rec)
     return rec

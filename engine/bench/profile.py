@@ -6,7 +6,8 @@ and by total time beside it (``...-top.txt``).
 
 py-spy runs with ``--nonblocking`` (it reads the child's memory without stopping it) on the
 other cores, so the profiled run's figures move little; still, quote figures from runs
-without a profiler.
+without a profiler. ``UPWATCH_BENCH_PROFILE_NATIVE=1`` adds C frames (uvloop, OpenSSL,
+the kernel entry points); py-spy then has to pause the process for every sample.
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ async def record(procs: Procs, pid: int, seconds: float, out: Path,
     if exe is None:
         return None
     out.parent.mkdir(parents=True, exist_ok=True)
-    argv = [exe, "record", "--nonblocking", "-r", "250", "-d", str(max(1, round(seconds))),
+    argv = [exe, "record", "-r", "250", "-d", str(max(1, round(seconds))),
             "-p", str(pid), "-f", "raw", "-o", str(out)]
-    if native:
-        argv.append("--native")
+    # Native frames need the process stopped while its stack is read; Python frames do not.
+    argv.append("--native" if native else "--nonblocking")
     run = await procs.run_measured("py-spy", argv, cpus=cpus, timeout=seconds + 60)
     if run.returncode != 0:
         sys.stderr.write(f"upwatch bench: py-spy failed: {run.stderr.strip()[-300:]}\n")

@@ -1,0 +1,141 @@
+"""The bench's pure parts: tool output parsing, percentiles, phase lateness, URL layout,
+profile summaries and the report. (The whole command runs in test_bench_quick.py.)"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from engine.bench import layout, report
+from engine.bench.limits import parse_s_time, parse_wrk
+from engine.bench.main import start_lateness
+from engine.bench.profile import top_lines
+from engine.bench.stats import clean, percentile, ratio, summary_ms
+from engine.scheduler.wheel import first_due
+
+WRK_OUTPUT = """Running 10s test @ http://127.0.1.1:40001/
+  1 threads and 50 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     3.18ms    1.02ms  20.11ms   83.40%
+    Req/Sec    15.72k     1.01k   17.43k    70.00%
+  Latency Distribution
+     50%    3.01ms
+     75%    3.47ms
+     90%    4.20ms
+     99%  812.00us
+  156419 requests in 10.00s, 15.22MB read
+  Socket errors: connect 0, read 3, write 0, timeout 1
+  Non-2xx or 3xx responses: 2
+Requests/sec:  15640.39
+Transfer/sec:      1.52MB
+"""
+
+S_TIME_OUTPUT = """Collecting connection statistics for 10 seconds
+tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt
+
+8123 connections in 5.41s; 1501.48 connections/user sec, bytes read 0
+8123 connections in 11 real seconds, 0 bytes read per connection
+"""
+
+
+def test_wrk_report_is_parsed() -> None:
+    parsed = parse_wrk(WRK_OUTPUT)
+    assert parsed["requests"] == 156419
+    assert parsed["seconds"] == pytest.approx(10.0)
+    assert parsed["errors"] == 3 + 1 + 2
+    assert parsed["latency_ms"] == {"p50": 3.01, "p99": 0.812}
+
+
+def test_wrk_without_errors_or_latency() -> None:
+    parsed = parse_wrk("  100 requests in 1.50s, 1.00MB read\nRequests/sec: 66.6\n")
+    assert parsed == {"requests": 100, "seconds": 1.5, "errors": 0, "latency_ms": None}
+
+
+def test_s_time_report_is_parsed() -> None:
+    assert parse_s_time(S_TIME_OUTPUT) == {"handshakes": 8123, "seconds": 11.0}
+    assert parse_s_time("garbage") == {"handshakes": 0, "seconds": 0.0}
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    values = [float(i) for i in range(1, 101)]
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile(values, 100) == 100.0
+    assert math.isnan(percentile([], 50))
+    s = summary_ms([0.001, 0.002, -0.0001, 0.004])
+    assert s == {"p50": 1.0, "p99": 4.0, "max": 4.0, "count": 4}
+    assert summary_ms([]) == {"p50": None, "p99": None, "max": None, "count": 0}
+
+
+def test_ratio_and_clean_never_divide_by_zero_or_emit_nan() -> None:
+    assert ratio(3.0, 2.0) == 1.5
+    assert ratio(1.0, 0.0) is None
+    assert ratio(None, 1.0) is None
+    assert clean({"a": [math.nan, 1.0, math.inf], "b": {"c": -math.inf}}) == {
+        "a": [None, 1.0, None], "b": {"c": None}}
+
+
+@pytest.mark.parametrize("check_id", [1, 2, 77, 12345, 99999])
+@pytest.mark.parametrize("late", [0.0, 0.0031, 0.25, 2.5])
+def test_start_lateness_recovers_the_engine_phase(check_id: int, late: float) -> None:
+    interval = 30.0
+    due = first_due(check_id, interval, 1_700_000_000.0)
+    assert start_lateness(check_id, due + late, interval) == pytest.approx(late, abs=1e-6)
+
+
+def test_start_lateness_counts_a_hair_early_as_on_time() -> None:
+    due = first_due(5, 30.0, 1_700_000_000.0)
+    assert start_lateness(5, due - 0.001, 30.0) == 0.0
+
+
+def test_layout_is_deterministic_and_spreads_hosts() -> None:
+    ports = layout.Ports(ok=1001, tls=1002, tls_hang=1003, slow=1004, hang=1005, refuse=1006)
+    urls = layout.monitor_urls(1000, ports)
+    assert urls == layout.monitor_urls(1000, ports)
+    assert len(set(urls)) == 1000
+    assert len({u.split("/")[2] for u in urls}) == len(layout.HEALTHY_HOSTS)
+    assert all(u.startswith("http://127.0.1.") for u in urls)
+    tls = layout.monitor_urls(10, ports, tls=True)
+    assert all(u.startswith("https://127.0.1.") and ":1002/" in u for u in tls)
+    mixed = layout.monitor_urls(1000, ports, mixed=True)
+    hostile = [u for u in mixed if u.startswith("http://127.0.3.")]
+    assert len(hostile) == 100
+    kinds = {layout.hostile_kind(i) for i in range(1000)} - {None}
+    assert kinds == set(layout.HOSTILE_KINDS)
+    assert layout.Ports.from_dict(ports.to_dict()) == ports
+
+
+def test_every_target_is_on_loopback() -> None:
+    ports = layout.pick_ports()
+    assert len(set(ports.to_dict().values())) == 6
+    for host, _port, mode in layout.target_binds(ports):
+        assert host.startswith("127.")
+        assert mode in {"ok", "tls", "tls_hang", "slow", "hang", "refuse"}
+
+
+def test_top_lines_sums_self_and_total() -> None:
+    collapsed = "main (a.py:1);f (a.py:2);g (a.py:3) 3\nmain (a.py:1);f (a.py:2) 1\n"
+    text = top_lines(collapsed)
+    assert "4 samples" in text
+    assert " 75.00  g (a.py:3)" in text
+    assert "100.00  main (a.py:1)" in text
+    assert top_lines("") == "no samples\n"
+
+
+def test_report_names_met_and_missed_targets() -> None:
+    rec = {
+        "scenario": "http", "monitors": 10, "duration_s": 3.0, "interval_s": 3.0,
+        "probes_per_s": 3.3, "cpu_s_per_probe": 0.0002, "probes_per_cpu_s": 5000.0,
+        "error_rate": 0.0, "lateness_ms": {"p50": 1.0, "p99": 150.0, "max": 200.0},
+        "held": 1.0, "cpu_utilization": 0.1, "ratio_vs_baseline": 3.5,
+        "ratio_vs_limit": None, "rss_per_monitor_bytes": 900.0,
+    }
+    rec["targets"] = report.engine_targets(rec)
+    by_name = {t["name"]: t["met"] for t in rec["targets"]}
+    assert by_name["scheduler lateness p99"] is False
+    assert by_name["probe error rate"] is True
+    assert by_name["vs wrk Connection: close, per CPU s"] is None
+    text = report.table(rec)
+    assert "[MISSED] scheduler lateness p99" in text
+    assert "[n/a   ] vs wrk" in text

@@ -1,0 +1,84 @@
+"""``upwatch bench SCENARIO --quick --json`` end to end, so the command cannot rot.
+
+Each run starts its own database (or uses ``UPWATCH_TEST_DATABASE_URL``'s server for a fresh
+database), targets, engine, baseline and, when installed, ``wrk``; the test checks the
+record's shape and that its figures are sane, not that targets are met (a loaded CI machine
+may miss them; the figures belong in a report, not a test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+COMMON = (
+    "scenario", "monitors", "duration_s", "probes_per_s", "cpu_s_per_probe", "lateness_ms",
+    "rss_per_monitor_bytes", "error_rate", "baseline_probes_per_s", "baseline_cpu_s_per_probe",
+    "limit_per_s", "ratio_vs_limit", "ratio_vs_baseline", "targets",
+)
+
+
+def _bench(*args: str, timeout: float = 80) -> dict[str, Any]:
+    env = dict(os.environ)
+    external = os.environ.get("UPWATCH_TEST_DATABASE_URL")
+    if external:
+        env["UPWATCH_BENCH_DATABASE_URL"] = external
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine", "bench", *args, "--quick", "--json"],
+        capture_output=True, text=True, timeout=timeout, env=env, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stdout
+    rec: dict[str, Any] = json.loads(lines[0])
+    for key in COMMON:
+        assert key in rec, key
+    return rec
+
+
+@pytest.mark.timeout(100)
+def test_http_quick_reports_engine_baseline_and_limit() -> None:
+    rec = _bench("http")
+    assert rec["scenario"] == "http"
+    assert rec["monitors"] == 300
+    assert rec["probes_per_s"] > 0
+    assert 0 < rec["cpu_s_per_probe"] < 0.05
+    lat = rec["lateness_ms"]
+    assert 0 <= lat["p50"] <= lat["p99"] <= lat["max"]
+    assert rec["error_rate"] == 0.0  # healthy targets
+    assert rec["held"] > 0.9
+    assert rec["rss_per_monitor_bytes"] > 0
+    assert rec["rows_per_s"] > 0
+    assert rec["rows_capacity_per_s"] > 0
+    assert rec["baseline_probes_per_s"] > 0
+    assert rec["baseline_cpu_s_per_probe"] > 0
+    assert rec["baseline_error_rate"] == 0.0
+    assert rec["ratio_vs_baseline"] > 0
+    assert rec["capacity"]["probes_per_s"] > 0
+    if shutil.which("wrk"):
+        assert rec["limit_per_s"] > 0
+        assert rec["ratio_vs_limit"] > 0
+    else:
+        assert rec["limit_per_s"] is None
+        assert any("wrk" in note for note in rec["notes"])
+    assert {t["name"] for t in rec["targets"]} >= {"probe error rate", "scheduler lateness p99"}
+
+
+@pytest.mark.timeout(100)
+def test_api_quick_reports_request_rates_and_statistics_latency() -> None:
+    rec = _bench("api")
+    assert rec["scenario"] == "api"
+    assert rec["monitors"] == 100
+    assert rec["get_monitor_rps"] > 0
+    assert rec["list_monitors_rps"] > 0
+    stats = rec["statistics_ms"]
+    assert 0 < stats["p50"] <= stats["p99"]
+    assert rec["errors"] == 0
+    assert rec["history"]["result_rows"] >= 30 * 2880
+    assert rec["probes_per_s"] is None  # no probes in this scenario
