@@ -32,10 +32,22 @@ async def _serve(cfg: dict[str, Any]) -> None:
                            backlog=1024)
         await site.start()
         emit("ready")
+        profiler: Any = None
         async for msg in commands():
             if msg.get("cmd") == "mark":
-                emit("mark", tag=msg.get("tag"), wall=time.time(), cpu_s=cpu_seconds(),
-                     rss=rss_bytes())
+                tag = str(msg.get("tag"))
+                # UPWATCH_BENCH_CPROFILE: a deterministic profile of each load run, from
+                # its "start" mark to its "end" mark.
+                if profiler is not None and tag.endswith("end"):
+                    profiler.disable()
+                    profiler.dump_stats(f"{cfg['cprofile']}/api-{tag}.pstats")
+                    profiler = None
+                emit("mark", tag=tag, wall=time.time(), cpu_s=cpu_seconds(), rss=rss_bytes())
+                if cfg.get("cprofile") and tag.endswith("start"):
+                    import cProfile
+
+                    profiler = cProfile.Profile()
+                    profiler.enable()
             elif msg.get("cmd") == "stop":
                 break
     finally:

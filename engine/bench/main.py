@@ -262,7 +262,8 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0) -> 
     cfg = {"dsn": b.db.dsn, "settings": b.settings(time_scale=w.time_scale),
            "warmup_s": w.warmup, "duration_s": w.duration, "load_timeout_s": 300,
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
-           "cprofile": _cprofile_path(b, w)}
+           "cprofile": _cprofile_path(b, w),
+           "experiment": os.environ.get("UPWATCH_BENCH_EXPERIMENT")}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus)
     try:
         await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
@@ -375,10 +376,15 @@ def _engine_figures(res: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def _baseline_figures(base: dict[str, Any]) -> dict[str, Any]:
+    """The baseline's figures. CPU per probe counts successful probes only: an overloaded
+    baseline fails fast (timeouts waiting for a connection slot) and would otherwise look
+    cheaper the more it fails."""
+    good = base["probes"] - base["errors"]
     return {
         "probes_per_s": per(base["probes"], base["seconds"], 2),
-        "cpu_s_per_probe": per(base["cpu_s"], base["probes"]),
-        "probes_per_cpu_s": per(base["probes"], base["cpu_s"], 1),
+        "good_probes_per_s": per(good, base["seconds"], 2),
+        "cpu_s_per_probe": per(base["cpu_s"], good),
+        "probes_per_cpu_s": per(good, base["cpu_s"], 1),
         "cpu_utilization": per(base["cpu_s"], base["seconds"], 3),
         "lateness_ms": base["lateness_ms"],
         "rss_per_monitor_bytes": per(base["rss_loaded"] - base["rss_base"], base["scheduled"], 1),
@@ -488,8 +494,8 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             b, _capacity_window(b, "baseline at capacity", demand), ports, tls=tls,
             mixed=False))
         rec["baseline_capacity"] = {k: bcap[k] for k in (
-            "probes_per_s", "cpu_s_per_probe", "probes_per_cpu_s", "cpu_utilization",
-            "error_rate")}
+            "probes_per_s", "good_probes_per_s", "cpu_s_per_probe", "probes_per_cpu_s",
+            "cpu_utilization", "error_rate")}
         rec["capacity_ratio_vs_baseline"] = ratio(cfig["probes_per_cpu_s"],
                                                   bcap["probes_per_cpu_s"])
 
@@ -689,7 +695,8 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
     server = await b.procs.spawn(
         "apiserver", "apiserver",
         {"dsn": b.db.dsn, "host": layout.API_HOST, "port": port,
-         "settings": b.settings(rate_limit_per_second=0, base_url=base, port=port)},
+         "settings": b.settings(rate_limit_per_second=0, base_url=base, port=port),
+         "cprofile": os.environ.get("UPWATCH_BENCH_CPROFILE")},
         b.engine_cpus)
     await server.expect("ready", 60)
     auth = f"Bearer {token}"
@@ -708,7 +715,8 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
     async def load(path_or_script: Any, connections: int, label: str) -> tuple[float, int, float]:
         """(requests per second, errors, API CPU s per request) of one load run."""
         b.progress.phase(label, opts.duration)
-        before = await mark("start")
+        what = "get" if isinstance(path_or_script, Path) else "list"
+        before = await mark(f"{what}-start")
         if isinstance(path_or_script, Path):
             tool = await run_wrk(b.procs, base + "/", seconds=opts.duration,
                                  connections=connections, cpus=b.other_cpus,
@@ -718,7 +726,7 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
                                  connections=connections, cpus=b.other_cpus,
                                  headers=[f"Authorization: {auth}"])
         if tool is not None:
-            after = await mark("end")
+            after = await mark(f"{what}-end")
             rps = tool.per_s or 0.0
             return rps, tool.errors, per(after["cpu_s"] - before["cpu_s"], tool.operations) or 0.0
         # No wrk: the aiohttp load generator in another process.
@@ -732,7 +740,7 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
             res = await gen.expect("result", opts.duration + 60, tick=b.progress.tick)
         finally:
             await b.procs.stop(gen)
-        after = await mark("end")
+        after = await mark(f"{what}-end")
         return (res["rps"] or 0.0, res["errors"],
                 per(after["cpu_s"] - before["cpu_s"], res["requests"]) or 0.0)
 
