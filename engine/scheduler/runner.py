@@ -14,6 +14,14 @@ Shape (why it scales to 50,000+ checks on one core):
 - Probes whose outcome changes only status/error/meta/last_check_at are written in batches
   by the results writer (:mod:`engine.results`); transitions with effects (outages, webhook
   events, failure bookkeeping) are written at once, in one transaction each.
+- While the database is unavailable the engine goes on probing AND evaluating: a transition
+  it cannot write is held in memory (the backlog, in the order they happened, bounded by
+  ``BACKLOG_LIMIT``) and the check's state moves on in memory, so a site that goes down
+  during a database outage is confirmed and alerted from its first failed probe. Ids the
+  store would have created meanwhile (an outage opened, the incident's event) are negative
+  placeholders until the backlog is written, in order, once the database is back; the
+  webhook events are queued then. Past the bound, a transition is not held and the check's
+  state does not move: its next probe after the outage evaluates it again.
 - Configuration changes arrive by LISTEN ``upwatch_checks`` (reload by id within ~50 ms of
   the notification) and a periodic cheap resync of (id, config_version) pairs, which also
   runs after every (re)connection of the listener, so nothing the API does is missed.
@@ -27,10 +35,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -41,6 +51,7 @@ from engine.errors import DatabaseUnavailable
 from engine.evaluate import (
     PENDING,
     UPTIME,
+    CheckState,
     Outcome,
     Transition,
     evaluate_certificate,
@@ -71,6 +82,9 @@ RESULT_BATCH = 5000  # rows per results transaction (see engine.results)
 DRAIN_RESULTS = 2.0  # seconds the results writer gets to flush on stop
 FREEZE_AFTER = 5000  # checks adopted by reloads before the GC is told to skip them again
 UNWRITTEN_LOG_EVERY = 10.0  # seconds between warnings about state writes lost to an outage
+BACKLOG_LIMIT = 100_000  # transitions held in memory while the database is unavailable
+BACKLOG_RETRY_FIRST = 0.2  # seconds before the backlog is first tried again; doubles...
+BACKLOG_RETRY_MAX = 5.0  # ...up to this
 
 
 class EngineStore(Protocol):
@@ -96,6 +110,15 @@ class HttpProbe(Protocol):
 class CertProbe(Protocol):
     async def probe(self, host: str, port: int) -> CertOutcome: ...
     async def aclose(self) -> None: ...
+
+
+@dataclass(slots=True)
+class _Unwritten:
+    """A transition of ``check`` (under ``version``) held until the database is back."""
+
+    check: ScheduledCheck
+    version: int
+    tr: Transition
 
 
 async def _wait(stop: asyncio.Event, *events: asyncio.Event, timeout: float | None) -> None:
@@ -187,6 +210,13 @@ class Engine:
         self._adopted_unfrozen = 0
         self._soon_next = 0.0
         self._unwritten_logged = -UNWRITTEN_LOG_EVERY
+        # Transitions held while the database is unavailable (see the module docstring).
+        self._backlog: deque[_Unwritten] = deque()
+        self._backlog_of: dict[int, int] = {}  # check id -> entries it has in the backlog
+        self._backlog_tail: dict[int, _Unwritten] = {}  # a check's last entry, to coalesce
+        self._backlog_wake = asyncio.Event()
+        self._placeholders = itertools.count(-1, -1)
+        self._real_ids: dict[int, int] = {}  # placeholder -> id the store gave it
         self.loaded = asyncio.Event()  # set once the first full load is done
         # Prometheus children resolved once: labels() costs a dict lookup and a lock.
         phase = metrics.probe_phase
@@ -219,9 +249,16 @@ class Engine:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
+    @property
+    def backlog(self) -> int:
+        """Transitions held in memory, waiting for the database."""
+        return len(self._backlog)
+
     async def run(self, stop: asyncio.Event) -> None:
         writer_stop = asyncio.Event()
         writer = asyncio.create_task(self.results.run(writer_stop), name="engine-results")
+        replay_stop = asyncio.Event()
+        replayer = asyncio.create_task(self._replayer(replay_stop), name="engine-backlog")
         helpers: list[asyncio.Task[None]] = []
         try:
             await self._initial_load(stop)
@@ -238,6 +275,10 @@ class Engine:
                 h.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
             await self._drain_probes()
+            replay_stop.set()  # it stops between two writes, never in the middle of one
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(replayer, DRAIN_RESULTS)
+            await self._drain_backlog()
             writer_stop.set()
             with contextlib.suppress(Exception):
                 await writer
@@ -616,19 +657,39 @@ class Engine:
 
     async def _commit(self, c: ScheduledCheck, version: int, tr: Transition) -> bool:
         """Persist ``tr`` and advance the in-memory state; False when it was discarded
-        because the check changed meanwhile (the API wins; a reload follows)."""
+        because the check changed meanwhile (the API wins; a reload follows). While the
+        database is unavailable the transition is held in the backlog instead; when that is
+        full, DatabaseUnavailable propagates and the state does not move."""
         if not self._current(c, version):
             return False
         prev = c.state.status
-        if tr.durable:
-            state = await self._store.apply_transition(c.id, version, tr)
-            if state is None:
-                self._on_notify(c.id)
-                return False
-            if not self._current(c, version):
-                return False
-            self.results.forget(c.id)  # older than what was just written
-            c.state.copy_from(state)
+        held = False
+        self._resolve(tr)
+        if c.id in self._backlog_of or (tr.durable and self._backlog):
+            # Behind this check's held transitions (their order is kept), or the database
+            # is known to be away: no connection attempt per probe.
+            if not self._hold(c, version, tr):
+                raise DatabaseUnavailable("the database is unavailable and the backlog full")
+            held = True
+        elif tr.durable:
+            try:
+                state = await self._store.apply_transition(c.id, version, tr)
+            except DatabaseUnavailable as exc:
+                if not self._current(c, version):
+                    return False
+                if not self._hold(c, version, tr):
+                    raise
+                log.warning("cannot write check state, holding state changes in memory until "
+                            "the database is back: %s", exc)
+                held = True
+            else:
+                if state is None:
+                    self._on_notify(c.id)
+                    return False
+                if not self._current(c, version):
+                    return False
+                self.results.forget(c.id)  # older than what was just written
+                c.state.copy_from(state)
         else:
             s = tr.state
             assert s.last_check_at is not None
@@ -643,10 +704,135 @@ class Engine:
             )
         for ev in tr.events:
             log.warning(
-                "webhook queued: %s", ev.event,
+                "webhook held until the database is back: %s" if held else "webhook queued: %s",
+                ev.event,
                 extra={"monitor_id": c.monitor_id, "check_id": c.id, "event": ev.event},
             )
         return True
+
+
+    # -- the backlog: transitions held while the database is unavailable -------------------------
+
+    def _hold(self, c: ScheduledCheck, version: int, tr: Transition) -> bool:
+        """Hold ``tr`` for writing later and advance the in-memory state; False (nothing
+        held, state unchanged) when the backlog is full."""
+        tail = self._backlog_tail.get(c.id)
+        if not tr.durable and tail is not None and tail.check is c and not tail.tr.durable:
+            # Only status/error/meta/last_check_at changed, twice: the newer one stands.
+            tail.tr = tr
+        else:
+            if len(self._backlog) >= BACKLOG_LIMIT:
+                return False
+            # Ids the store would create now: placeholders until the backlog is written.
+            if tr.open_outage is not None:
+                tr.state.outage_id = next(self._placeholders)
+            if any(ev.opens_incident for ev in tr.events):
+                tr.state.incident_event_id = next(self._placeholders)
+            entry = _Unwritten(c, version, tr)
+            self._backlog.append(entry)
+            self._backlog_of[c.id] = self._backlog_of.get(c.id, 0) + 1
+            self._backlog_tail[c.id] = entry
+        self.results.forget(c.id)  # older than what is held
+        c.state.copy_from(tr.state)
+        self._backlog_wake.set()
+        return True
+
+    def _resolve(self, tr: Transition) -> None:
+        """Replace placeholders in ``tr`` whose real ids are known by now."""
+        ids = self._real_ids
+        if not ids:
+            return
+        if tr.close_outage_id is not None and tr.close_outage_id < 0:
+            tr.close_outage_id = ids.get(tr.close_outage_id, tr.close_outage_id)
+        _resolve_state(tr.state, ids)
+        for ev in tr.events:
+            if ev.parent_id is not None and ev.parent_id < 0:
+                ev.parent_id = ids.get(ev.parent_id, ev.parent_id)
+
+    async def _replayer(self, stop: asyncio.Event) -> None:
+        """Writes the backlog once the database is back, retrying with back-off."""
+        backoff = BACKLOG_RETRY_FIRST
+        while not stop.is_set():
+            if not self._backlog:
+                self._backlog_wake.clear()
+                await _wait(stop, self._backlog_wake, timeout=None)
+                backoff = BACKLOG_RETRY_FIRST
+                continue
+            await _wait(stop, timeout=backoff)  # held because a write just failed
+            if stop.is_set():
+                return
+            try:
+                await self._replay(stop)
+            except DatabaseUnavailable:
+                backoff = min(backoff * 2, BACKLOG_RETRY_MAX)
+            except Exception:  # this loop must outlive any one failure
+                log.exception("writing held state changes failed; retrying")
+                backoff = min(backoff * 2, BACKLOG_RETRY_MAX)
+
+    async def _replay(self, stop: asyncio.Event | None = None) -> None:
+        """Write the backlog in order, one transaction per transition, until it is empty
+        (or ``stop``); raises DatabaseUnavailable when the database is still away."""
+        written = 0
+        while self._backlog and not (stop is not None and stop.is_set()):
+            entry = self._backlog[0]
+            c = entry.check
+            if not self._current(c, entry.version):
+                # Dropped or reconfigured since: the API's change wins, as for a live probe.
+                self._forget_backlog(c.id)
+                continue
+            if self._backlog_tail.get(c.id) is entry:
+                del self._backlog_tail[c.id]  # being written: nothing may coalesce into it
+            tr = entry.tr
+            self._resolve(tr)
+            opened = tr.state.outage_id if tr.open_outage is not None else None
+            incident = (tr.state.incident_event_id
+                        if any(ev.opens_incident for ev in tr.events) else None)
+            state = await self._store.apply_transition(c.id, entry.version, tr)
+            self._backlog.popleft()
+            n = self._backlog_of.get(c.id, 1) - 1
+            if n > 0:
+                self._backlog_of[c.id] = n
+            else:
+                self._backlog_of.pop(c.id, None)
+            if state is None:  # the check changed in the database meanwhile
+                self._forget_backlog(c.id)
+                self._on_notify(c.id)
+                continue
+            written += 1
+            if opened is not None and opened < 0 and state.outage_id is not None:
+                self._real_ids[opened] = state.outage_id
+            if incident is not None and incident < 0 and state.incident_event_id is not None:
+                self._real_ids[incident] = state.incident_event_id
+            if self._current(c, entry.version):
+                _resolve_state(c.state, self._real_ids)
+        if written:
+            log.info("database back: wrote %d state changes held during the outage", written)
+        if not self._backlog and not self._in_flight:
+            self._real_ids.clear()  # no probe can hold a placeholder any more
+
+    def _forget_backlog(self, check_id: int) -> None:
+        """Drop every held transition of ``check_id``."""
+        if self._backlog_of.pop(check_id, None) is None:
+            return
+        self._backlog_tail.pop(check_id, None)
+        self._backlog = deque(e for e in self._backlog if e.check.id != check_id)
+
+    async def _drain_backlog(self) -> None:
+        """On stop: a last try to write what is held."""
+        if not self._backlog:
+            return
+        with contextlib.suppress(DatabaseUnavailable, TimeoutError):
+            await asyncio.wait_for(self._replay(), DRAIN_RESULTS)
+        if self._backlog:
+            log.error("stopping with %d state changes not written (the database is "
+                      "unavailable); the next probes evaluate them again", len(self._backlog))
+
+
+def _resolve_state(state: CheckState, ids: dict[int, int]) -> None:
+    if state.outage_id is not None and state.outage_id < 0:
+        state.outage_id = ids.get(state.outage_id, state.outage_id)
+    if state.incident_event_id is not None and state.incident_event_id < 0:
+        state.incident_event_id = ids.get(state.incident_event_id, state.incident_event_id)
 
 
 def _http_row(
