@@ -154,15 +154,20 @@ class ResultsWriter:
         self.dropped += n
         self._metrics.results_dropped.inc(n)
         self._dropped_unlogged += n
-        now = time.monotonic()
-        if now - self._last_drop_log >= _DROP_LOG_EVERY:
+        if time.monotonic() - self._last_drop_log >= _DROP_LOG_EVERY:
+            self._log_drops()
+
+    def _log_drops(self) -> None:
+        """One line for the drops since the last one (at most every ``_DROP_LOG_EVERY``, and
+        when the outage ends), so the lines add up to the counter."""
+        if self._dropped_unlogged:
             log.warning(
                 "database unavailable and result buffer full (%d rows): dropped the %d oldest"
                 " results", self._limit, self._dropped_unlogged,
                 extra={"dropped": self._dropped_unlogged},
             )
             self._dropped_unlogged = 0
-            self._last_drop_log = now
+            self._last_drop_log = time.monotonic()
 
     # -- the writer ---------------------------------------------------------------------------
 
@@ -262,6 +267,7 @@ class ResultsWriter:
         self._inflight = 0
         self._failures = 0
         if self._outage:
+            self._log_drops()
             log.info("results are being written again")
             self._outage = False
         self.written += n
