@@ -163,6 +163,23 @@ async def test_a_failure_seen_by_both_regions_alerts_once_naming_both(
         assert meta["http_status_code"] == 503
         assert body["monitor"]["id"] == monitor["id"]
 
+        # The event is queued in the transaction that records the confirmation: measure from
+        # the confirming probe's result to the queued row, and on to the receiver's 200.
+        timing = await fetch(
+            db_dsn,
+            "SELECT extract(epoch FROM e.created_at) AS queued, "
+            "       (SELECT extract(epoch FROM min(r.at)) FROM probe_results r "
+            "         WHERE r.check_id = $1 AND r.confirmation AND r.outcome = 2) AS confirmed "
+            "FROM webhook_events e WHERE e.check_id = $1 AND e.event = 'downtime'",
+            check_id,
+        )
+        queued_after = float(timing[0]["queued"]) - float(timing[0]["confirmed"])
+        delivered_after = hit.at - float(timing[0]["queued"])
+        assert -0.05 < queued_after < 1.0 and delivered_after < 1.0
+        print(f"confirmed failure -> queued webhook: {queued_after * 1000:.1f} ms; "
+              f"queued -> receiver: {delivered_after * 1000:.0f} ms; "
+              f"first failure -> receiver: {alert_latency:.2f} s")
+
         # Three more failing probes of the owner: still exactly one downtime event.
         await wait_for_probes(db_dsn, [check_id], 3, since=time.time())
         events = await fetch(
@@ -182,7 +199,6 @@ async def test_a_failure_seen_by_both_regions_alerts_once_naming_both(
         restored_hit = uptime_hits(receiver)[1]
         assert orjson.loads(restored_hit.body)["check"]["status"] == "ok"
         assert restored_hit.headers["X-Service-Parent-Webhook"] == hit.headers["X-Service-Webhook"]
-        print(f"confirmed failure to delivered webhook: {alert_latency:.2f} s")
 
 
 async def test_checks_are_split_without_overlap_and_a_killed_node_is_taken_over(
