@@ -155,23 +155,19 @@ class Hit:
     at: float
 
 
-class WebhookReceiver:
-    """A real HTTP receiver on loopback that records each POST; ``status`` is its answer."""
+class _LoopbackServer:
+    """An aiohttp app served on a free 127.0.0.1 port for the life of an ``async with``."""
 
     def __init__(self) -> None:
-        self.hits: list[Hit] = []
-        self.status = 200
         self._runner: web.AppRunner | None = None
         self.port = 0
 
-    async def _handle(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        self.hits.append(Hit(body, dict(request.headers), time.time()))
-        return web.Response(status=self.status, text="ok")
+    def _routes(self, app: web.Application) -> None:
+        raise NotImplementedError
 
-    async def __aenter__(self) -> WebhookReceiver:
+    async def __aenter__(self) -> Any:
         app = web.Application()
-        app.router.add_post("/hook", self._handle)
+        self._routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -183,22 +179,41 @@ class WebhookReceiver:
         if self._runner is not None:
             await self._runner.cleanup()
 
+
+class WebhookReceiver(_LoopbackServer):
+    """A real HTTP receiver on loopback that records each POST; ``status`` is its answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hits: list[Hit] = []
+        self.status = 200
+
+    def _routes(self, app: web.Application) -> None:
+        app.router.add_post("/hook", self._handle)
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        self.hits.append(Hit(body, dict(request.headers), time.time()))
+        return web.Response(status=self.status, text="ok")
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hook"
 
 
-class RegionalTarget:
+class RegionalTarget(_LoopbackServer):
     """A website whose status depends on the client address: ``failing_for`` holds the
     source addresses that get ``fail_status`` (0 = close the connection without answering);
     everyone else gets 200. Records which addresses probed it."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.failing_for: set[str] = set()
         self.fail_status = 503
         self.seen: list[tuple[str, float]] = []
-        self._runner: web.AppRunner | None = None
-        self.port = 0
+
+    def _routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{tail:.*}", self._handle)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         peer = request.remote or ""
@@ -210,20 +225,6 @@ class RegionalTarget:
                 raise web.HTTPInternalServerError
             return web.Response(status=self.fail_status, text="down")
         return web.Response(status=200, text="up")
-
-    async def __aenter__(self) -> RegionalTarget:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
