@@ -95,6 +95,33 @@ def with_database(dsn: str, database: str) -> str:
     return urlunsplit(parts._replace(path="/" + database))
 
 
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def server_cpu_seconds(pgdata: Path) -> float | None:
+    """User+system CPU seconds of an embedded server so far: the postmaster with its reaped
+    children, plus every live child (backends, writers). None when it cannot be read."""
+    try:
+        master = int((pgdata / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        pid, ppid = int(entry), int(fields[1])
+        if pid == master:
+            # utime, stime, cutime, cstime: fields 14-17 of stat (11-14 after the name)
+            total += sum(int(x) for x in fields[11:15]) / _CLK_TCK
+        elif ppid == master:
+            total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return total
+
+
 class BenchDatabase:
     """``await start()`` gives the DSN of a fresh, migrated database; ``await close()``
     drops it (and the embedded server)."""
@@ -110,6 +137,12 @@ class BenchDatabase:
     @property
     def embedded(self) -> bool:
         return self._external is None
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds the embedded server has used (None for an external server)."""
+        if self._server is None:
+            return None
+        return server_cpu_seconds(self._server.pgdata)
 
     async def start(self) -> str:
         from engine.db import migrate

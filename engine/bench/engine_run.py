@@ -166,13 +166,6 @@ async def _engine(cfg: dict[str, Any]) -> None:
     from engine.scheduler.runner import Engine
     from engine.settings import Settings
 
-    if cfg.get("experiment"):
-        # UPWATCH_BENCH_EXPERIMENT=FILE: a what-if for a proposed engine change, run before
-        # the engine is built (it may patch modules in this process only). Figures from
-        # such a run describe the proposal, not the engine as it is.
-        import runpy
-
-        runpy.run_path(cfg["experiment"], run_name="bench_experiment")
     settings = Settings(**cfg["settings"])
     store = await Store.connect(cfg["dsn"], min_size=2, max_size=10)
     try:

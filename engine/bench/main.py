@@ -262,8 +262,7 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0) -> 
     cfg = {"dsn": b.db.dsn, "settings": b.settings(time_scale=w.time_scale),
            "warmup_s": w.warmup, "duration_s": w.duration, "load_timeout_s": 300,
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
-           "cprofile": _cprofile_path(b, w),
-           "experiment": os.environ.get("UPWATCH_BENCH_EXPERIMENT")}
+           "cprofile": _cprofile_path(b, w)}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus)
     try:
         await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
@@ -692,11 +691,14 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
 
     port = layout.free_port(layout.API_HOST)
     base = f"http://{layout.API_HOST}:{port}"
+    cprofile_dir = os.environ.get("UPWATCH_BENCH_CPROFILE")
+    if cprofile_dir:
+        os.makedirs(cprofile_dir, exist_ok=True)
     server = await b.procs.spawn(
         "apiserver", "apiserver",
         {"dsn": b.db.dsn, "host": layout.API_HOST, "port": port,
          "settings": b.settings(rate_limit_per_second=0, base_url=base, port=port),
-         "cprofile": os.environ.get("UPWATCH_BENCH_CPROFILE")},
+         "cprofile": cprofile_dir},
         b.engine_cpus)
     await server.expect("ready", 60)
     auth = f"Bearer {token}"
@@ -712,10 +714,14 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         server.send(cmd="mark", tag=tag)
         return await server.expect("mark", 30)
 
+    db_cpu: dict[str, float | None] = {}
+
     async def load(path_or_script: Any, connections: int, label: str) -> tuple[float, int, float]:
-        """(requests per second, errors, API CPU s per request) of one load run."""
+        """(requests per second, errors, API CPU s per request) of one load run; the
+        database's CPU per request goes into ``db_cpu``."""
         b.progress.phase(label, opts.duration)
         what = "get" if isinstance(path_or_script, Path) else "list"
+        db0 = b.db.cpu_seconds()
         before = await mark(f"{what}-start")
         if isinstance(path_or_script, Path):
             tool = await run_wrk(b.procs, base + "/", seconds=opts.duration,
@@ -727,6 +733,9 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
                                  headers=[f"Authorization: {auth}"])
         if tool is not None:
             after = await mark(f"{what}-end")
+            db1 = b.db.cpu_seconds()
+            db_cpu[what] = per(db1 - db0, tool.operations) if db0 is not None and db1 else None
+            db_cpu[what + "_client"] = per(tool.cpu_s, tool.operations)
             rps = tool.per_s or 0.0
             return rps, tool.errors, per(after["cpu_s"] - before["cpu_s"], tool.operations) or 0.0
         # No wrk: the aiohttp load generator in another process.
@@ -766,6 +775,8 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         "statistics_ms": {"p50": stats["latency_ms"]["p50"], "p99": stats["latency_ms"]["p99"]},
         "statistics_requests": stats["requests"],
         "cpu_s_per_get": get_cpu, "cpu_s_per_list": list_cpu,
+        "db_cpu_s_per_get": db_cpu.get("get"), "db_cpu_s_per_list": db_cpu.get("list"),
+        "load_tool_cpu_s_per_get": db_cpu.get("get_client"),
         "errors": get_errors + list_errors + stats["errors"],
         "load_tool": "wrk" if wrk_available() else "aiohttp load generator",
         "history": history,

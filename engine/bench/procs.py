@@ -179,9 +179,10 @@ class Procs:
         self._seq += 1
         stem = f"{self._seq:02d}-{name}"
         config = self.workdir / f"{stem}.json"
-        config.write_bytes(
-            orjson.dumps({**cfg, "role": role, "cpus": sorted(cpus) if cpus else None})
-        )
+        config.write_bytes(orjson.dumps({
+            **cfg, "role": role, "cpus": sorted(cpus) if cpus else None,
+            "experiment": os.environ.get("UPWATCH_BENCH_EXPERIMENT") or None,
+        }))
         log = self.workdir / f"{stem}.log"
         with open(log, "wb") as err:  # noqa: ASYNC230 - a local temp file, opened at once
             proc = await asyncio.create_subprocess_exec(
