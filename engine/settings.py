@@ -123,6 +123,8 @@ class Settings(BaseSettings):
 
     # API
     rate_limit_per_second: float = Field(default=50.0, ge=0)
+    # Requests handled at once per process; more wait their turn (engine.web.concurrency).
+    api_concurrency: int = Field(default=8, ge=1, le=10_000)
     rate_limit_burst: int = Field(default=200, ge=1)
 
     # Plans: name -> limits. Accounts name their plan; the default plan allows everything.

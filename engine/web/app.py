@@ -6,9 +6,12 @@ Request path through the middlewares (outermost first):
    logged 500 without details) and counts it in ``upwatch_http_requests_total``.
 2. ``body_limit_middleware``: a declared body over 64 KiB is a 413 before anything reads it
    (chunked bodies hit aiohttp's ``client_max_size`` of the same size on read).
-3. ``auth_middleware``: Bearer token on ``/webapi/*`` except the OpenAPI document; the
+3. ``ApiSlots.middleware``: at most ``api_concurrency`` requests handled at once, so the
+   engine sharing the event loop keeps its schedule under an API flood
+   (:mod:`engine.web.concurrency`).
+4. ``auth_middleware``: Bearer token on ``/webapi/*`` except the OpenAPI document; the
    account lands in ``request["account"]``.
-4. ``rate_limit_middleware``: a token bucket per account (429 with ``Retry-After``).
+5. ``rate_limit_middleware``: a token bucket per account (429 with ``Retry-After``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from engine.errors import DatabaseUnavailable, LimitReached, NotFound, Validatio
 from engine.metrics import Metrics
 from engine.settings import Settings
 from engine.web import api, nodes_api, openapi, status_page, webhooks_api
+from engine.web.concurrency import ApiSlots
 from engine.web.jsonio import json_response, message_response
 from engine.web.keys import ACCOUNT, METRICS, OPENAPI_DOCUMENT, RATE_LIMITER, SETTINGS, STORE
 from engine.web.ratelimit import RateLimiter, retry_after_header
@@ -239,7 +243,8 @@ def create_app(
             "keepalive_timeout": KEEPALIVE_TIMEOUT_S,
         },
         middlewares=[
-            error_middleware, body_limit_middleware, auth_middleware, rate_limit_middleware,
+            error_middleware, body_limit_middleware, ApiSlots(settings.api_concurrency).middleware,
+            auth_middleware, rate_limit_middleware,
         ],
     )
     app[STORE] = store

@@ -15,6 +15,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from engine.errors import ValidationFailed
+from engine.web.concurrency import body_wait
 from engine.web.validation import parse_body
 
 JSON = "application/json"
@@ -46,7 +47,8 @@ async def read_body(request: web.Request) -> dict[str, Any]:
     is broken, raises ValidationFailed under ``body``. A body slower than
     :data:`BODY_READ_TIMEOUT_S` is a 408."""
     try:
-        async with asyncio.timeout(BODY_READ_TIMEOUT_S):
+        # A slow body holds the connection, not one of the API's slots (engine.web.concurrency).
+        async with body_wait(request), asyncio.timeout(BODY_READ_TIMEOUT_S):
             raw = await request.read()
     except TimeoutError:
         raise web.HTTPRequestTimeout() from None
