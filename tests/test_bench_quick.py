@@ -82,3 +82,48 @@ def test_api_quick_reports_request_rates_and_statistics_latency() -> None:
     assert rec["errors"] == 0
     assert rec["history"]["result_rows"] >= 30 * 2880
     assert rec["probes_per_s"] is None  # no probes in this scenario
+
+
+def _cmdlines() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, command line) of every process now."""
+    out: dict[int, tuple[int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        out[int(entry)] = (ppid, cmd)
+    return out
+
+
+@pytest.mark.timeout(100)
+def test_an_interrupted_run_leaves_nothing_behind() -> None:
+    import re
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine", "bench", "http", "--monitors", "2000"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    workdir = None
+    deadline = time.monotonic() + 60
+    while workdir is None and time.monotonic() < deadline and proc.poll() is None:
+        for ppid, cmd in _cmdlines().values():
+            m = re.search(r"engine\.bench\.child (/\S*/upwatch-bench-[^/\s]+)/\S*engine\.json", cmd)
+            if ppid == proc.pid and m:
+                workdir = m.group(1)
+        time.sleep(0.2)
+    assert workdir is not None, "the engine child never started"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    left = [cmd for _, cmd in _cmdlines().values() if workdir in cmd]
+    assert left == []
+    assert not os.path.exists(workdir)

@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -455,6 +456,9 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
         rec["held"] = per(fig2["probes"], n * res2["seconds"] / load.interval, 4)
         rec["rows_per_s"] = per(await _rows_in_window(b, res2["wall_start"], res2["wall_end"]),
                                 res2["seconds"], 1)
+        healthy_n = sum(1 for i in range(n) if layout.hostile_kind(i) is None)
+        rec["healthy_held"] = per(groups2["healthy"]["rows"],
+                                  healthy_n * res2["seconds"] / load.interval, 4)
         rec["reference_lateness_ms"] = groups["healthy"]["lateness_ms"]
         rec["healthy_lateness_ms"] = groups2["healthy"]["lateness_ms"]
         rec["lateness_rows_ms"] = groups2["healthy"]["lateness_ms"]
@@ -792,7 +796,42 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
 # -- entry ---------------------------------------------------------------------------------------
 
 
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived; everything the run started has been stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 async def _run(opts: Options, progress: Progress) -> dict[str, Any]:
+    """One scenario run. SIGINT and SIGTERM cancel it once (a second signal is ignored so the
+    cleanup, bounded in time, is not cut short): children, database and files are released
+    on the way out either way."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    received: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        if not received:
+            received.append(signum)
+            main.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        return await _scenario(opts, progress)
+    except asyncio.CancelledError:
+        if received:
+            raise Interrupted(received[0]) from None
+        raise
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
     async with Bench(opts, progress) as b:
         if opts.scenario == "webhooks":
             rec = await scenario_webhooks(b)
@@ -824,10 +863,10 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress()
     try:
         rec = uvloop.run(_run(opts, progress))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted) as exc:
         progress.clear()
         sys.stderr.write("upwatch bench: interrupted; everything it started is stopped\n")
-        return 130
+        return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
     except (BenchError, ChildFailed, RuntimeError, OSError) as exc:
         progress.clear()
         sys.stderr.write(f"upwatch bench: {exc}\n")

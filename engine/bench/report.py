@@ -34,14 +34,20 @@ def _lat(d: dict[str, Any] | None, key: str) -> float | None:
 
 
 def engine_targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Targets of the http, tls and mixed scenarios (issues 3 and 7)."""
+    """Targets of the http, tls and mixed scenarios (issues 3 and 7). In the mixed scenario
+    the general targets are judged on the healthy probes: hostile ones must fail, and the
+    per-host limit must hold them back."""
+    scenario = rec["scenario"]
+    mixed = scenario == "mixed"
+    lateness = rec.get("healthy_lateness_ms") if mixed else rec.get("lateness_ms")
+    which = "healthy " if mixed else ""
     out = [
-        target("probe error rate", rec.get("error_rate"), "==", 0.0),
-        target("scheduler lateness p99", _lat(rec.get("lateness_ms"), "p99"), "<", 100.0, "ms"),
-        target("probes held (done / scheduled)", rec.get("held"), ">=", 0.98),
+        target(f"{which}probe error rate", rec.get("error_rate"), "==", 0.0),
+        target(f"{which}scheduler lateness p99", _lat(lateness, "p99"), "<", 100.0, "ms"),
+        target(f"{which}probes held (done / scheduled)",
+               rec.get("healthy_held") if mixed else rec.get("held"), ">=", 0.98),
         target("engine CPU (cores)", rec.get("cpu_utilization"), "<", 1.0),
     ]
-    scenario = rec["scenario"]
     if scenario == "http":
         out += [
             target("vs baseline, per CPU s at load (issue 3)", rec.get("ratio_vs_baseline"),
@@ -70,7 +76,6 @@ def engine_targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
         out += [
             target("healthy p99 lateness, hostile/clean", rec.get("healthy_p99_ratio"), "<", 2.0,
                    "x"),
-            target("healthy probe error rate", rec.get("healthy_error_rate"), "==", 0.0),
         ]
     return out
 
