@@ -11,6 +11,7 @@ Absent tools are not an error: the figures are None and the report says why.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 from dataclasses import dataclass
@@ -144,19 +145,32 @@ async def run_wrk(
 
 
 async def run_s_time(
-    procs: Procs, host: str, port: int, *, seconds: float, cpus: set[int] | None, cafile: Path
+    procs: Procs, host: str, port: int, *, seconds: float, cpus: set[int] | None, cafile: Path,
+    parallel: int = 4,
 ) -> ToolRun | None:
-    """``openssl s_time -new``: full handshakes, one connection at a time, for ``seconds``;
-    None when openssl is not installed."""
+    """``openssl s_time -new``: full handshakes for ``seconds``; None when openssl is not
+    installed.
+
+    One s_time makes one connection at a time and sleeps while the server answers, so its
+    CPU per handshake includes a wake-up per round trip. ``parallel`` copies on the same
+    core keep it busy, as the engine's concurrent probes keep theirs: handshakes and CPU
+    seconds are summed over the copies."""
     exe = openssl_available()
     if exe is None:
         return None
     argv = [exe, "s_time", "-connect", f"{host}:{port}", "-new",
             "-time", str(max(1, round(seconds))), "-CAfile", str(cafile)]
-    run = await procs.run_measured("s_time", argv, cpus=cpus, timeout=seconds + 30)
-    parsed = parse_s_time(run.stdout)
-    if run.returncode != 0 and not parsed["handshakes"]:
-        raise RuntimeError(f"openssl s_time failed ({run.returncode}): "
-                           f"{(run.stderr or run.stdout).strip()[-500:]}")
-    # The tool's own wall time: s_time prints whole seconds only.
-    return ToolRun("openssl s_time -new", parsed["handshakes"], run.wall_s, run.cpu_s, 0)
+    runs = await asyncio.gather(*(
+        procs.run_measured("s_time", argv, cpus=cpus, timeout=seconds + 30)
+        for _ in range(max(1, parallel))
+    ))
+    handshakes = 0
+    for run in runs:
+        parsed = parse_s_time(run.stdout)
+        if run.returncode != 0 and not parsed["handshakes"]:
+            raise RuntimeError(f"openssl s_time failed ({run.returncode}): "
+                               f"{(run.stderr or run.stdout).strip()[-500:]}")
+        handshakes += parsed["handshakes"]
+    # The tools' own wall time: s_time prints whole seconds only.
+    return ToolRun(f"openssl s_time -new x{len(runs)}", handshakes,
+                   max(r.wall_s for r in runs), sum(r.cpu_s for r in runs), 0)

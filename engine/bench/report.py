@@ -129,7 +129,7 @@ def _fmt(v: Any, unit: str = "") -> str:
 def _lat_text(d: dict[str, Any] | None) -> str:
     if not d or d.get("p50") is None:
         return "-"
-    return f"{d['p50']:.2f} / {d['p99']:.2f} / {d['max']:.1f} ms"
+    return f"{d['p50']:.1f}/{d['p99']:.1f}/{d['max']:.0f} ms"
 
 
 def _targets_text(targets: list[dict[str, Any]]) -> list[str]:
@@ -152,7 +152,7 @@ def table(rec: dict[str, Any]) -> str:
     lines = [head + " =="]
     if sc in ("http", "tls", "mixed"):
         def row(label: str, a: Any, b: Any, c: Any) -> None:
-            lines.append(f"  {label:<30}{a:>22}{b:>22}{c:>22}")
+            lines.append(f"  {label:<30}{a:>24}{b:>24}{c:>24}")
 
         tool = rec.get("limit_tool") or "limit"
         row("", "engine", "naive baseline", tool)
