@@ -165,14 +165,24 @@ async def test_a_failure_seen_by_both_regions_alerts_once_naming_both(
 
         # The event is queued in the transaction that records the confirmation: measure from
         # the confirming probe's result to the queued row, and on to the receiver's 200.
-        timing = await fetch(
-            db_dsn,
-            "SELECT extract(epoch FROM e.created_at) AS queued, "
-            "       (SELECT extract(epoch FROM min(r.at)) FROM probe_results r "
-            "         WHERE r.check_id = $1 AND r.confirmation AND r.outcome = 2) AS confirmed "
-            "FROM webhook_events e WHERE e.check_id = $1 AND e.event = 'downtime'",
-            check_id,
-        )
+        # (Result rows are written in batches, so the confirming probe's row may land after
+        # the event: wait for it.)
+        timing: list[Any] = []
+
+        async def timed() -> bool:
+            nonlocal timing
+            timing = await fetch(
+                db_dsn,
+                "SELECT extract(epoch FROM e.created_at) AS queued, "
+                "       (SELECT extract(epoch FROM min(r.at)) FROM probe_results r "
+                "         WHERE r.check_id = $1 AND r.confirmation AND r.outcome = 2) "
+                "       AS confirmed "
+                "FROM webhook_events e WHERE e.check_id = $1 AND e.event = 'downtime'",
+                check_id,
+            )
+            return timing[0]["confirmed"] is not None
+
+        await wait_until(timed, 10, "the confirming probe's result row")
         queued_after = float(timing[0]["queued"]) - float(timing[0]["confirmed"])
         delivered_after = hit.at - float(timing[0]["queued"])
         assert -0.05 < queued_after < 1.0 and delivered_after < 1.0
