@@ -19,6 +19,8 @@ ratios taken at the same moment compare. Layout of the package:
 ``layout``            which monitor points at which loopback address, port and path
 ``certs``             a throw-away CA and server certificate for the TLS targets
 ``stats``             percentiles, CPU and RSS readings, the progress bar
+``profile``           optional py-spy recordings of the measured windows
+``RESULTS.md``        figures on the development machine, profiles, proposals
 ====================  =============================================================
 
 Only loopback (127.0.0.0/8) is ever contacted. Every child is started in its own session

@@ -12,8 +12,9 @@
       ``metrics.lateness`` (:class:`LatenessRecorder`) that forwards each observation to the
       real histogram, so the engine does the same work it does in production; nothing in
       the engine is changed or patched.
+    * The cyclic GC's collections and their time over the window (``gc.callbacks``).
     * Optionally, the capacity of the results path: the engine's own ResultsWriter fed as
-      fast as one core allows, rows committed per second.
+      fast as one core allows, rows committed per second; and a cProfile of the window.
 
 ``inflight``
     Memory per in-flight HTTPS uptime probe: the engine's HttpProber holding K probes open
