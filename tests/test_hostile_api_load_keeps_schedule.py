@@ -2,8 +2,10 @@
 ``upwatch run`` process: the probes keep their schedule and the API keeps answering.
 
 5,000 monitors (inserted with one round of SQL) probe healthy loopback sites served by a
-child process over 20 hosts (so the per-host limit is not what is measured). Time runs 10x
-fast: a 30 s interval is 3 s, ~1,700 probes a second. The test measures how late probes
+child process over 20 hosts (so the per-host limit is not what is measured). Time runs 5x
+fast: a 30 s interval is 6 s, ~830 probes a second (5x what 5,000 monitors make in real time;
+at 10x the engine, the sites, PostgreSQL and wrk together saturate a 2-core machine, and any
+other job on it made the measurement flaky). The test measures how late probes
 start for 10 s with the API idle, then for 10 s while ``wrk`` (one thread, 32 connections)
 fetches random monitors through the API as fast as it can; the p99 lateness under load stays
 within 2x of the idle one (with a 50 ms floor for scheduler noise on a loaded 2-core
@@ -35,7 +37,7 @@ from tests.hostile_support import add_monitors, hostile_fleet, percentile
 from tests.instances import Instance, fetch, wait_until
 
 MONITORS = 5000
-SCALE = 0.1
+SCALE = 0.2
 INTERVAL = 30 * SCALE  # seconds between probes of one check
 HOSTS = [f"127.0.1.{i}" for i in range(1, 21)]
 WINDOW = 10.0  # seconds per measurement window
