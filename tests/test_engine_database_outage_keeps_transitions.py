@@ -2,7 +2,8 @@
 once it is back: an outage that starts and ends during a database outage is on record with
 its real start and end and both webhooks (the restored one pointing at its downtime), and a
 check that was down before recovers with the outage closed at the recovery, not at the
-reconnection. Shown on the real engine, with a TCP proxy that cuts the database."""
+reconnection; a check disabled meanwhile (the API wins) gets none of its held changes
+written. Shown on the real engine, with a TCP proxy that cuts the database."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from engine.metrics import Metrics
 from tests.engine_support import (
     DbProxy,
     add_monitor,
+    disable_check,
     fast_settings,
     fetch,
     running_engine,
@@ -35,9 +37,10 @@ async def test_transitions_during_a_database_outage_are_written_after_it(
     engine_store = await Store.connect(proxy.dsn, min_size=1, max_size=5)
     settings = fast_settings(tmp_path, resync_interval=0.5)
     try:
-        async with HttpTarget() as a_site, HttpTarget() as b_site:
+        async with HttpTarget() as a_site, HttpTarget() as b_site, HttpTarget() as c_site:
             _, a, _ = await add_monitor(store, acc.id, a_site.url("/"))
             _, b, _ = await add_monitor(store, acc.id, b_site.url("/"))
+            _, c, _ = await add_monitor(store, acc.id, c_site.url("/"))
             async with running_engine(engine_store, settings, metrics=Metrics()) as engine:
                 await wait_status(store, a, "ok")
                 b_site.status = 500  # b is down before the database goes away
@@ -46,7 +49,11 @@ async def test_transitions_during_a_database_outage_are_written_after_it(
                 proxy.sever()
                 cut_at = time.time()
                 await wait_until(lambda: _true(engine.results.in_outage), what="the outage")
-                # a goes down and comes back, b comes back: all while nothing can be written.
+                # a goes down and comes back, b comes back, c goes down and is disabled by the
+                # API (straight to the database): all while the engine can write nothing.
+                c_site.status = 500
+                await wait_until(lambda: _true(_status(engine, c) == "down"), what="c down")
+                await disable_check(store, c)
                 a_site.status = 500
                 await wait_until(lambda: _true(_status(engine, a) == "down"), what="a down")
                 a_site.status = 200
@@ -61,6 +68,11 @@ async def test_transitions_during_a_database_outage_are_written_after_it(
                                  what="the held transitions written")
                 assert (await wait_status(store, a, "ok"))["outage_id"] is None
                 await wait_status(store, b, "ok")
+                await wait_until(lambda: _true(engine.check(c) is None), timeout=10,
+                                 what="the disabled check dropped")
+        assert (await wait_status(store, c, "paused"))["outage_id"] is None
+        assert await fetch(store, "SELECT * FROM webhook_events WHERE check_id = $1", c) == []
+        assert await fetch(store, "SELECT * FROM outages WHERE check_id = $1", c) == []
 
         for check_id in (a, b):
             events = await fetch(store, "SELECT * FROM webhook_events WHERE check_id = $1"

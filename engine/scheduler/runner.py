@@ -792,7 +792,7 @@ class Engine:
             c = entry.check
             if not self._current(c, entry.version):
                 # Dropped or reconfigured since: the API's change wins, as for a live probe.
-                self._forget_backlog(c.id)
+                self._forget_backlog(c)
                 continue
             if self._backlog_tail.get(c.id) is entry:
                 del self._backlog_tail[c.id]  # being written: nothing may coalesce into it
@@ -809,7 +809,7 @@ class Engine:
             else:
                 self._backlog_of.pop(c.id, None)
             if state is None:  # the check changed in the database meanwhile
-                self._forget_backlog(c.id)
+                self._forget_backlog(c)
                 self._on_notify(c.id)
                 continue
             written += 1
@@ -824,12 +824,20 @@ class Engine:
         if not self._backlog and not self._in_flight:
             self._real_ids.clear()  # no probe can hold a placeholder any more
 
-    def _forget_backlog(self, check_id: int) -> None:
-        """Drop every held transition of ``check_id``."""
-        if self._backlog_of.pop(check_id, None) is None:
+    def _forget_backlog(self, check: ScheduledCheck) -> None:
+        """Drop every held transition of this entry of the check (not those of an entry
+        that replaced it: they were evaluated from the state the database gave it)."""
+        if check.id not in self._backlog_of:
             return
-        self._backlog_tail.pop(check_id, None)
-        self._backlog = deque(e for e in self._backlog if e.check.id != check_id)
+        tail = self._backlog_tail.get(check.id)
+        if tail is not None and tail.check is check:
+            del self._backlog_tail[check.id]
+        self._backlog = deque(e for e in self._backlog if e.check is not check)
+        left = sum(1 for e in self._backlog if e.check.id == check.id)
+        if left:
+            self._backlog_of[check.id] = left
+        else:
+            del self._backlog_of[check.id]
 
     async def _drain_backlog(self) -> None:
         """On stop: a last try to write what is held."""
