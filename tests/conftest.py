@@ -8,6 +8,7 @@ another server; otherwise an embedded PostgreSQL is started in a temporary direc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -128,14 +129,11 @@ async def account(store: Store) -> tuple[Any, str]:
     return await store.create_account("test")
 
 
-@pytest.fixture
-async def api(store: Store, settings: Settings) -> AsyncIterator[str]:
-    """Base URL of the API served by a real aiohttp server on a free loopback port."""
+@contextlib.asynccontextmanager
+async def serve(app: Any) -> AsyncIterator[str]:
+    """Serve an aiohttp app on a free loopback port; yields its base URL."""
     from aiohttp import web
 
-    from engine.web.app import create_app
-
-    app = create_app(store, settings)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -145,6 +143,31 @@ async def api(store: Store, settings: Settings) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
+
+
+@pytest.fixture
+async def status_page_url(store: Store) -> AsyncIterator[str]:
+    """Only the status page routes over ``store``, served on a real loopback port."""
+    from aiohttp import web
+
+    from engine.web import status_page
+    from engine.web.keys import STORE
+
+    app = web.Application()
+    app[STORE] = store
+    app.router.add_routes(status_page.routes)
+    async with serve(app) as url:
+        yield url
+
+
+@pytest.fixture
+async def api(store: Store, settings: Settings) -> AsyncIterator[str]:
+    """Base URL of the API served by a real aiohttp server on a free loopback port."""
+
+    from engine.web.app import create_app
+
+    async with serve(create_app(store, settings)) as url:
+        yield url
 
 
 @pytest.fixture

@@ -14,12 +14,9 @@ from datetime import UTC, datetime, timedelta
 
 import aiohttp
 import pytest
-from aiohttp import web
 from status_page_seed import certificate_valid_to, insert_monitor, seed_site
 
 from engine.db.store import Store
-from engine.web import status_page
-from engine.web.keys import STORE
 
 HOSTILE_ALIAS = (
     "<script>alert(1)</script> \"quoted\" 'single' & "
@@ -29,20 +26,8 @@ HOSTILE_ALIAS = (
 
 
 @pytest.fixture
-async def base_url(store: Store) -> AsyncIterator[str]:
-    """A minimal app holding the store and only the status page routes, on a real port."""
-    app = web.Application()
-    app[STORE] = store
-    app.router.add_routes(status_page.routes)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+def base_url(status_page_url: str) -> str:
+    return status_page_url
 
 
 @pytest.fixture

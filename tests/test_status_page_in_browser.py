@@ -12,18 +12,14 @@ import asyncio
 import os
 import re
 import shutil
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 from status_page_seed import certificate_valid_to, insert_monitor, seed_site
 
 from engine.db.store import Store
-from engine.web import status_page
-from engine.web.keys import STORE
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium")
                                         else None)
@@ -112,20 +108,8 @@ async def screenshot(tmp_path: Path, url: str, name: str, size: str) -> Path:
 
 
 @pytest.fixture
-async def base_url(store: Store) -> AsyncIterator[str]:
-    """The status page routes over ``store``, served on a real loopback port."""
-    app = web.Application()
-    app[STORE] = store
-    app.router.add_routes(status_page.routes)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+def base_url(status_page_url: str) -> str:
+    return status_page_url
 
 
 async def test_a_person_sees_the_status_page(
