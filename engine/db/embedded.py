@@ -139,6 +139,13 @@ class EmbeddedPostgres:
         if not self.initialized():
             return False
         res = self._cmd([_bin("pg_ctl"), "-D", str(self.pgdata), "status"], timeout=10)
+        if res.returncode not in (0, 3):
+            # 3 is "no server running"; anything else (4: data directory not accessible)
+            # means we cannot tell, which must not pass for "stopped" silently.
+            log.warning(
+                "pg_ctl status failed (exit %d): %s",
+                res.returncode, res.stderr.strip() or res.stdout.strip(),
+            )
         return res.returncode == 0
 
     def start(self, timeout: float = 60) -> None:
@@ -206,7 +213,7 @@ class EmbeddedPostgres:
     def stop(self, mode: str = "fast", timeout: float = 30) -> None:
         if not self.running():
             return
-        self._cmd(
+        res = self._cmd(
             [
                 _bin("pg_ctl"),
                 "-D",
@@ -220,6 +227,13 @@ class EmbeddedPostgres:
             ],
             timeout=timeout + 10,
         )
+        if res.returncode != 0:
+            # Not raised: stop runs on the way out, and the next start reuses a server that
+            # is still up. The operator still needs to know it was left running.
+            log.warning(
+                "embedded PostgreSQL in %s did not stop (pg_ctl exit %d): %s",
+                self.pgdata, res.returncode, res.stderr.strip() or res.stdout.strip(),
+            )
 
     def destroy(self) -> None:
         self.stop(mode="immediate")
