@@ -25,6 +25,7 @@ from engine.db.store import Store
 from engine.db.webhook_queue import insert_event
 from engine.metrics import Metrics
 from engine.settings import Settings
+from engine.webhooks import deliverer as deliverer_module
 from engine.webhooks import payloads, policy
 from engine.webhooks.deliverer import Deliverer
 from engine.webhooks.signing import verify
@@ -56,7 +57,8 @@ class Hit:
         return int(orjson.loads(self.body)["monitor"]["id"])
 
 
-# A behaviour picks the answer for one request: "ok", "500", "redirect", "hang", "close".
+# A behaviour picks the answer for one request: "ok", "500", "redirect", "hang" (until
+# release is set), "hold" (until its own gate in holds is set), "close".
 Behaviour = Callable[[Hit], str]
 
 
@@ -66,6 +68,7 @@ class Receiver:
         self.answered: list[tuple[Hit, str]] = []
         self.behaviour: Behaviour = lambda hit: "ok"
         self.release = asyncio.Event()
+        self.holds: list[asyncio.Event] = []
         self.base = ""
 
     def url(self, path: str = "/hook") -> str:
@@ -80,6 +83,11 @@ class Receiver:
         answer = self.behaviour(hit)
         if answer == "hang":
             await self.release.wait()
+            answer = "ok"
+        elif answer == "hold":
+            gate = asyncio.Event()
+            self.holds.append(gate)
+            await gate.wait()
             answer = "ok"
         self.answered.append((hit, answer))
         if answer == "ok":
@@ -110,6 +118,8 @@ async def receiver() -> AsyncIterator[Receiver]:
         yield rec
     finally:
         rec.release.set()
+        for gate in rec.holds:
+            gate.set()
         await runner.cleanup()
 
 
@@ -574,3 +584,41 @@ async def test_many_hanging_tries_leave_slots_for_other_accounts(
         assert time.monotonic() - started < 2.0
         assert len([h for h in receiver.hits if h.path == "/slow"]) == 6
         receiver.release.set()
+
+
+async def test_a_lone_account_uses_every_slot_and_frees_them_for_another_account(
+    store: Store, receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tries are held open for as long as the test needs, not just under the quick-answer
+    # window, so that the claim's share rule is what is tested (not a try's age).
+    monkeypatch.setattr(deliverer_module, "QUICK_ANSWER", 60.0)
+    lone, _ = await store.create_account("lone", webhook_url=receiver.url("/lone"))
+    other, _ = await store.create_account("other", webhook_url=receiver.url("/other"))
+    settings = make_settings(tmp_path, webhook_concurrency=8, webhook_timeout=60.0)
+    async with running(store, settings):
+        # One quick 200 first: the receiver answers, so it may have more than its share.
+        first = await queue(store, lone.id, 1)
+        await wait_until(status_is(store, first, "delivered"), what="the first event")
+        receiver.behaviour = lambda hit: "hold"
+        lone_events = [await queue(store, lone.id, m) for m in range(2, 22)]
+        # Alone, it takes all 8 slots, not just its share of 6.
+        await wait_until(lambda: len(receiver.holds) == 8, what="every slot in use")
+        others = [await queue(store, other.id, 100 + i) for i in range(3)]
+        await asyncio.sleep(0.2)
+        assert len(receiver.holds) == 8  # no slot is free, so the other account waits
+
+        def hits(path: str) -> int:
+            return sum(h.path == path for h in receiver.hits)
+
+        # As the lone account's tries end, their slots go to the other account (which has
+        # due events) until the lone account is back at its share of 6.
+        for n in (1, 2):
+            receiver.holds[n - 1].set()
+            await wait_until(lambda n=n: hits("/other") == n, what=f"other account try {n}")  # type: ignore[misc]
+            await asyncio.sleep(0.1)
+            assert hits("/lone") == 1 + 8 and hits("/other") == n
+        receiver.behaviour = lambda hit: "ok"
+        for gate in receiver.holds:
+            gate.set()
+        for e in [*lone_events, *others]:
+            await wait_until(status_is(store, e, "delivered"), what=f"event {e}")

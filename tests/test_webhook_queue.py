@@ -123,6 +123,22 @@ async def test_per_account_limit_leaves_room_for_other_accounts(store: Store, ac
     assert len(claimed) == 1 and claimed[0].account_id == acc
 
 
+async def test_an_account_that_may_exceed_its_limit_gets_only_the_slots_left_over(
+    store: Store, acc: int
+) -> None:
+    other, _ = await store.create_account("b", webhook_url="http://127.0.0.1:9/b")
+    for m in range(1, 11):
+        await queue(store, acc, m)
+    b = await queue(store, other.id, 100)
+    # At its limit, acc gets nothing while b's event waits; then the slots that are left.
+    claimed = await store.claim_due(8, 60, per_account_limit=3, in_flight={acc: 3},
+                                    may_exceed={acc})
+    assert claimed[0].id == b
+    assert [e.account_id for e in claimed[1:]] == [acc] * 7
+    # Without may_exceed the limit holds even though slots are free.
+    assert await store.claim_due(8, 60, per_account_limit=3, in_flight={acc: 3}) == []
+
+
 async def test_release_hands_a_claim_back_at_once(store: Store, acc: int) -> None:
     e = await queue(store, acc, 1)
     (c,) = await store.claim_due(1, 600)

@@ -28,7 +28,7 @@ Invariants the methods below keep:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -339,6 +339,7 @@ class WebhookQueueMixin(StoreBase):
         per_account_limit: int | None = None,
         in_flight: Mapping[int, int] | None = None,
         account_limits: Mapping[int, int] | None = None,
+        may_exceed: Collection[int] = (),
     ) -> list[ClaimedEvent]:
         """Claim up to ``limit`` due events for one try each, oldest due first.
 
@@ -352,6 +353,12 @@ class WebhookQueueMixin(StoreBase):
         ``per_account_limit - in_flight[account]`` events; ``account_limits`` sets a
         different limit for some accounts. Candidates passed over stay pending and
         unlocked once this short transaction commits.
+
+        ``may_exceed`` makes the share work-conserving: those accounts may go past their
+        limit, up to ``limit``, but only with slots that are left once every account has had
+        its share, that is when no other account has a due event that fits its limit. Each
+        claim gives the shares out first, so as slots free up another account's due events
+        are taken before any more of the accounts past their limit.
         """
         if limit <= 0:
             return []
@@ -361,15 +368,24 @@ class WebhookQueueMixin(StoreBase):
         def cap(account: int) -> int | None:
             return overrides.get(account, per_account_limit)
 
+        spare = frozenset(may_exceed)
+        # True once every account had its share and slots are still free (see below).
+        overflow = False
+
         def full(account: int) -> bool:
+            if overflow and account in spare:
+                return False
             c = cap(account)
             return c is not None and busy.get(account, 0) >= c
 
         chosen: list[int] = []
         async with self._tx() as conn:
-            # Each round skips accounts at their limit; a second or third round fetches
-            # more when this batch filled an account up and left slots for others.
-            for _ in range(3):
+            # Each round skips accounts at their limit; another round fetches more when this
+            # batch filled an account up and left slots for others. Once a round within the
+            # limits leaves slots free with nothing skipped, no other account has anything
+            # due, and one last round lets the may_exceed accounts have the rest. Bounded:
+            # four queries at most.
+            for _ in range(4):
                 excluded = [acc for acc in busy if full(acc)]
                 want = limit - len(chosen)
                 candidates = await conn.fetch(
@@ -383,8 +399,14 @@ class WebhookQueueMixin(StoreBase):
                         continue
                     busy[acc] = busy.get(acc, 0) + 1
                     chosen.append(row["id"])
-                if len(chosen) >= limit or not skipped:
+                if len(chosen) >= limit or overflow:
                     break
+                if not skipped:
+                    # Everything due within the limits is taken. Slots are left: give them
+                    # to the accounts that may exceed theirs, if one of them is held back.
+                    if not any(full(acc) for acc in spare):
+                        break
+                    overflow = True
             if not chosen:
                 return []
             rows = await conn.fetch(SQL_CLAIM_TAKE, chosen, now, float(lease_seconds))

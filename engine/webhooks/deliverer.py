@@ -17,9 +17,14 @@ Contract (decisions.md "Webhooks"):
   which aiohttp never resolves), on every try, so a DNS change after the URL was accepted
   cannot reach an internal address.
 - A dead or slow receiver costs at most one concurrency slot per try for at most
-  ``webhook_timeout``. One account may use three quarters of the slots while its receiver
+  ``webhook_timeout``. One account's share is three quarters of the slots while its receiver
   answers, and an eighth once a try of it got no answer at all, so the others always find
-  free slots; nothing here blocks the event loop, so probing goes on.
+  free slots; nothing here blocks the event loop, so probing goes on. The share is
+  work-conserving for a receiver that answers 200 quickly: such an account may also take the
+  slots no other account has a due event for (the usual self-hosted instance has one
+  account), and every claim serves the other accounts' shares first, so as its tries end
+  their slots go to the others. A receiver that turns slow loses the extra slots at once;
+  the ones it holds come back within ``webhook_timeout``.
 - Results of finished tries are written in one batch before each claim, so the next event
   of a monitor only becomes claimable once the previous one's result is committed.
 
@@ -76,6 +81,10 @@ MAX_CONNECT_TIMEOUT = 5.0
 # While tries are in flight, a wake-up waits this long for more of them to finish, so their
 # results are written and their slots refilled in one round trip instead of one each.
 BATCH_WINDOW = 0.005
+# A receiver whose last try got a 200 within this long (and none of whose tries in flight has
+# taken longer) may use slots beyond its account's share. Short, so that a receiver that turns
+# slow can only be holding extra slots it took while it was fast.
+QUICK_ANSWER = 1.0
 
 # deliveries_total{result=...}: one per try, plus gave_up/expired once per event that ends
 # failed (by the deliverer after its last try, or by the expiry sweep).
@@ -199,7 +208,10 @@ class Deliverer:
         self._per_account = max(1, self._concurrency - self._concurrency // 4)
         self._per_struggling_account = max(1, self._concurrency // 8)
         self._struggling: set[int] = set()
+        # Accounts whose last try got a quick 200: candidates for slots beyond their share.
+        self._quick: set[int] = set()
         self._timeout = settings.webhook_timeout
+        self._quick_answer = min(QUICK_ANSWER, settings.webhook_timeout / 2)
         self._lease = settings.webhook_timeout + LEASE_MARGIN
         scale = settings.time_scale
         # Own retries have exact timers; the poll only catches other instances' work.
@@ -208,6 +220,8 @@ class Deliverer:
         self._max_age = policy.max_age(scale).total_seconds()
         self._wake = asyncio.Event()
         self._tasks: dict[asyncio.Task[None], ClaimedEvent] = {}
+        # When each try in flight started (monotonic), and its account.
+        self._started: dict[asyncio.Task[None], tuple[float, int]] = {}
         self._by_account: collections.Counter[int] = collections.Counter()
         self._timers: set[asyncio.TimerHandle] = set()
         # Results of finished tries, written before the next claim (see _settle).
@@ -310,6 +324,7 @@ class Deliverer:
                         account_limits=dict.fromkeys(
                             self._struggling, self._per_struggling_account
                         ),
+                        may_exceed=self._may_exceed(),
                     )
                     for event in claimed:
                         self._start(event, claim_started)
@@ -327,6 +342,18 @@ class Deliverer:
                 await _pause(stop, backoff)
                 continue
             await self._sleep(stop, self._poll)
+
+    def _may_exceed(self) -> set[int]:
+        """Accounts that may take slots beyond their share this claim: the last try got a
+        quick 200, and none of their tries in flight has been running for longer."""
+        if not self._quick:
+            return set()
+        quick = set(self._quick)
+        too_old = time.monotonic() - self._quick_answer
+        for started, account in self._started.values():
+            if started < too_old:
+                quick.discard(account)
+        return quick
 
     async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
         """Wait for a wake-up (notification, timer, finished try, stop) or ``seconds``."""
@@ -395,11 +422,13 @@ class Deliverer:
             self._deliver(event, claim_started), name=f"webhook-{event.id}"
         )
         self._tasks[task] = event
+        self._started[task] = (claim_started, event.account_id)
         self._by_account[event.account_id] += 1
         task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         event = self._tasks.pop(task, None)
+        self._started.pop(task, None)
         if event is not None:
             self._by_account[event.account_id] -= 1
             if self._by_account[event.account_id] <= 0:
@@ -427,13 +456,18 @@ class Deliverer:
             await self._record(self._store.release_claim, event.id, event.tries, undo_try=True)
             return
         outcome = await self._attempt(event)
+        elapsed = time.monotonic() - claim_started
         # Time on the database's clock, which created_at and next_try_at are in.
-        now = event.claimed_at + timedelta(seconds=time.monotonic() - claim_started)
+        now = event.claimed_at + timedelta(seconds=elapsed)
         self._metrics.deliveries.labels(result=outcome.result).inc()
         if outcome.status_code is None:
             self._struggling.add(event.account_id)
         else:
             self._struggling.discard(event.account_id)
+        if outcome.delivered and elapsed <= self._quick_answer:
+            self._quick.add(event.account_id)
+        else:
+            self._quick.discard(event.account_id)
         if outcome.delivered:
             self._results.append(TryResult(event.id, event.tries, "delivered", 200))
             return
