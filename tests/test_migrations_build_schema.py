@@ -59,3 +59,37 @@ async def test_concurrent_first_runs_do_not_race(pg_admin_dsn: str) -> None:
     finally:
         await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         await admin.close()
+
+
+async def test_rollup_sums_are_read_from_the_primary_key_alone(db_dsn: str) -> None:
+    """0002: the rollups' primary key carries the summed columns, so 30 days of one check's
+    figures are an index-only scan (a heap page per hourly row before, once vacuum has
+    marked the pages all-visible), and the engine's upsert still finds its conflict target."""
+    conn = await asyncpg.connect(db_dsn)
+    try:
+        await conn.execute("""
+            INSERT INTO accounts (name, token, token_sha256) VALUES ('a', 't', '\\x00');
+            INSERT INTO monitors (account_id, identifier, alias, url, scheme, host)
+            VALUES (1, 'ident-0000001', 'a', 'http://a/', 'http', 'a');
+            INSERT INTO checks (monitor_id, kind, interval_s) VALUES (1, 'uptime', 30);
+            INSERT INTO check_rollups_hourly (check_id, hour, probes, responses, response_ms_sum)
+            SELECT 1, h, 120, 120, 4800
+            FROM generate_series(now() - interval '30 days', now(), interval '1 hour') AS h;
+        """)
+        await conn.execute("ANALYZE check_rollups_hourly")
+        await conn.execute("SET enable_seqscan = off; SET enable_bitmapscan = off")
+        plan = "\n".join(r[0] for r in await conn.fetch(
+            "EXPLAIN (COSTS OFF) SELECT sum(probes), sum(responses), sum(failures),"
+            " sum(response_ms_sum) FROM check_rollups_hourly"
+            " WHERE check_id = 1 AND hour >= now() - interval '30 days'"))
+        # Before 0002 this could only be a heap scan: the sums were not in any index.
+        assert "Index Only Scan using check_rollups_hourly_pkey" in plan, plan
+        hour = await conn.fetchval("SELECT max(hour) FROM check_rollups_hourly")
+        await conn.execute(
+            "INSERT INTO check_rollups_hourly AS r (check_id, hour, probes) VALUES (1, $1, 1)"
+            " ON CONFLICT (check_id, hour) DO UPDATE SET probes = r.probes + EXCLUDED.probes",
+            hour)
+        assert await conn.fetchval(
+            "SELECT probes FROM check_rollups_hourly WHERE check_id = 1 AND hour = $1", hour) == 121
+    finally:
+        await conn.close()
