@@ -1,0 +1,71 @@
+"""The uptime probe's fast URL splitter agrees with the general (urlsplit) one."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.probes._net import ProbeFailure
+from engine.probes.http import _PLAIN_URL, _Target
+
+URLS = [
+    "http://example.com/",
+    "http://example.com",
+    "https://example.com/a/b?c=d&e=f",
+    "https://example.com?x",
+    "http://example.com/p?",
+    "http://example.com/p?a?b",
+    "http://example.com:80/p",
+    "https://example.com:443/p",
+    "http://example.com:443/p",
+    "https://example.com:8443/p",
+    "http://example.com:00080/p",
+    "http://example.com:0/p",
+    "http://example.com:65535/p",
+    "http://example.com:65536/p",
+    "http://example.com:/p",
+    "http://127.0.1.5:18080/m/1234",
+    "http://10.0.0.1/",
+    "http://a..b/p",
+    "http://-/p",
+    "http://example.com/%7Euser/%zz",
+    "http://example.com/p#frag",
+    "http://Example.COM/p",
+    "HTTP://example.com/p",
+    "http://[::1]:8080/p",
+    "http://user@example.com/p",
+    "http://example.com/p q",
+    "http://exa_mple.com/p",
+    "http://example.com/\u00e9",
+    "ftp://example.com/p",
+    "http:///p",
+    "http://example.com/a\\b",
+    "http://example.com/p;x=1",
+]
+
+
+def _split(make: str, url: str) -> tuple[object, ...] | str:
+    t = _Target.__new__(_Target)
+    try:
+        if make == "plain":
+            m = _PLAIN_URL.match(url)
+            if m is None:
+                return "no match"
+            t._plain(m)
+        else:
+            t._general(url)
+    except ProbeFailure as exc:
+        return f"failure: {exc}"
+    return (t.tls, t.ip, t.host, t.port, t.host_header, t.target)
+
+
+@pytest.mark.parametrize("url", URLS)
+def test_plain_form_splits_as_urlsplit_does(url: str) -> None:
+    fast = _split("plain", url)
+    if fast == "no match":
+        return  # taken by the general splitter
+    assert fast == _split("general", url)
+
+
+def test_api_form_takes_the_plain_splitter() -> None:
+    for url in ("http://example.com/", "https://example.com:8443/a?b=c", "http://127.0.0.1/x"):
+        assert _PLAIN_URL.match(url) is not None
