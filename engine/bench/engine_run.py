@@ -296,10 +296,17 @@ async def _deliverer(cfg: dict[str, Any]) -> None:
     metrics = Metrics()
     stop = asyncio.Event()
     task = asyncio.create_task(Deliverer(store, settings, metrics=metrics).run(stop))
+    profiler: Any = None
     try:
         emit("ready")
         async for msg in commands():
             if msg.get("cmd") == "mark":
+                # cProfile (UPWATCH_BENCH_CPROFILE) covers the window between these marks.
+                if msg.get("tag") == "start":
+                    profiler = _cprofile_start(cfg)
+                elif msg.get("tag") == "end":
+                    _cprofile_stop(profiler, cfg)
+                    profiler = None
                 counts = _counter_values(metrics.deliveries)
                 emit("mark", tag=msg.get("tag"), wall=time.time(), cpu_s=cpu_seconds(),
                      delivered=counts.get("delivered", 0.0), tries=sum(counts.values()))

@@ -563,9 +563,11 @@ async def scenario_webhooks(b: Bench) -> dict[str, Any]:
     await receiver.expect("ready", 30)
     account, _ = await b.store.create_account(
         "bench-hooks", webhook_url=f"http://{layout.RECEIVER_HOST}:{port}/hook")
+    window = Window("window", opts.warmup, opts.duration, 1.0)
     deliverer = await b.procs.spawn(
         "deliverer", "deliverer",
-        {"dsn": b.db.dsn, "settings": b.settings(time_scale=1.0)}, b.engine_cpus)
+        {"dsn": b.db.dsn, "settings": b.settings(time_scale=1.0),
+         "cprofile": _cprofile_path(b, window)}, b.engine_cpus)
     await deliverer.expect("ready", 60)
 
     start_wall = time.time() + 1.0
@@ -575,6 +577,9 @@ async def scenario_webhooks(b: Bench) -> dict[str, Any]:
         "producer", "producer",
         {"dsn": b.db.dsn, "account_id": account.id, "monitors": m, "rate": rate,
          "start_wall": start_wall, "end_wall": w1}, b.other_cpus)
+    # py-spy over the window (UPWATCH_BENCH_PROFILE); cProfile runs between the marks.
+    profiling = _profile_window(b, deliverer, Window(
+        window.name, start_wall - time.time() + opts.warmup, opts.duration, 1.0))
 
     async def mark_at(wall: float, tag: str) -> dict[str, Any]:
         while (left := wall - time.time()) > 0:
@@ -588,6 +593,7 @@ async def scenario_webhooks(b: Bench) -> dict[str, Any]:
     m1 = await mark_at(w1, "end")
     produced = await producer.expect("result", 60)
     await b.procs.stop(producer)
+    await _finish_profile(profiling)
 
     async def pending() -> int:
         return int(await b.store.pool.fetchval(
