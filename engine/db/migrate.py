@@ -12,6 +12,8 @@ from importlib import resources
 
 import asyncpg
 
+from engine.db.pool import mark_session_state
+
 log = logging.getLogger(__name__)
 
 _LOCK_KEY = 0x5570_7761_7463_68  # "Upwatch"
@@ -35,6 +37,9 @@ def available() -> list[tuple[int, str, str]]:
 async def apply(conn: asyncpg.Connection) -> list[str]:
     """Apply pending migrations on ``conn``; returns the file names applied."""
     applied_now: list[str] = []
+    # A session lock: if the unlock below never runs, a pooled connection must not go back
+    # to the pool still holding it.
+    mark_session_state(conn)
     await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
     try:
         await conn.execute(

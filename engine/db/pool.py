@@ -1,4 +1,19 @@
-"""Connection pool: orjson codecs for json/jsonb, UTC sessions."""
+"""Connection pool: orjson codecs for json/jsonb, UTC sessions, and a reset on release only
+for connections that took session state.
+
+asyncpg's default release sends ``SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
+RESET ALL`` after every use: one more database round trip for each store call, about as much
+database work as a small read. The store leaves no session state on the connections it
+releases: its transactions are ``async with conn.transaction()`` (asyncpg rolls back any
+transaction left open before the reset hook runs, whatever the hook does), it sends no SET
+and opens no cursors, and the two things that do outlive a transaction mark their
+connection so that it still gets the full reset:
+
+- LISTEN, through :meth:`UpwatchConnection.add_listener` (the engine's and deliverer's
+  listeners hold a pooled connection for as long as they listen);
+- session advisory locks, which the taker marks with :func:`mark_session_state` (the
+  migration lock).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +21,39 @@ from typing import Any
 
 import asyncpg
 import orjson
+from asyncpg.pool import PoolConnectionProxy
+
+
+class UpwatchConnection(asyncpg.Connection):
+    """asyncpg's connection, remembering whether it holds session state (see the module)."""
+
+    __slots__ = ("upwatch_session_state",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.upwatch_session_state = False
+
+    async def add_listener(self, channel: str, callback: Any) -> None:
+        self.upwatch_session_state = True
+        await super().add_listener(channel, callback)
+
+
+def mark_session_state(conn: Any) -> None:
+    """Say that ``conn`` (a pooled connection, or its proxy) took session state that outlives
+    a transaction, such as a session advisory lock: its release then runs the full reset.
+    A connection made outside the pool is left alone (it is closed, not reused)."""
+    raw = conn._con if isinstance(conn, PoolConnectionProxy) else conn
+    # Not isinstance: asyncpg's connection metaclass answers True for any connection.
+    if UpwatchConnection in type(raw).__mro__:
+        raw.upwatch_session_state = True
+
+
+async def _reset(conn: UpwatchConnection) -> None:
+    """The pool's reset on release. asyncpg has already rolled back an open transaction and
+    dropped listener callbacks; the reset query runs only where session state was taken."""
+    if conn.upwatch_session_state:
+        conn.upwatch_session_state = False
+        await conn.execute(conn.get_reset_query())
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -21,11 +69,13 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 async def create_pool(
     dsn: str, *, min_size: int = 2, max_size: int = 20, **kw: Any
 ) -> asyncpg.Pool:
+    kw.setdefault("reset", _reset)
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,
         max_size=max_size,
         init=_init_connection,
+        connection_class=UpwatchConnection,
         server_settings={"timezone": "UTC", "application_name": "upwatch"},
         command_timeout=60,
         **kw,
