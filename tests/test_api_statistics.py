@@ -171,27 +171,33 @@ class CountingConnection:
         return attr
 
 
-async def test_the_list_takes_a_fixed_number_of_queries(
+async def test_the_list_and_a_get_take_one_query_each(
     store: Store, account: tuple[Any, str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Monitors and their figures come in one statement (one round trip, no BEGIN/COMMIT),
+    whatever the number of monitors."""
     acc, _ = account
     statements: list[str] = []
-    real_tx = store._tx
+    real_conn = store._conn
 
     @contextlib.asynccontextmanager
-    async def counting_tx() -> AsyncIterator[Any]:
-        async with real_tx() as conn:
+    async def counting_conn() -> AsyncIterator[Any]:
+        async with real_conn() as conn:
             yield CountingConnection(conn, statements)
 
-    monkeypatch.setattr(store, "_tx", counting_tx)
-    await new_monitor(store, acc.id, "first.example")
+    monkeypatch.setattr(store, "_conn", counting_conn)
+    first = await new_monitor(store, acc.id, "first.example")
     statements.clear()
     assert len(await store.list_monitors(acc.id)) == 1
-    with_one = len(statements)
+    assert len(statements) == 1
     for i in range(25):
         await new_monitor(store, acc.id, f"m{i}.example")
     statements.clear()
     listed = await store.list_monitors(acc.id)
     assert len(listed) == 26
-    assert len(statements) == with_one == 2
+    assert len(statements) == 1
     assert all(m.uptime is not None for m in listed)
+    statements.clear()
+    got = await store.get_monitor(acc.id, first.id)
+    assert got.id == first.id and got.uptime is not None
+    assert len(statements) == 1

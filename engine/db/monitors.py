@@ -44,64 +44,79 @@ _CHECK_COLUMNS = (
 
 # --- reads ---------------------------------------------------------------------------------
 
-SQL_MONITORS_OF_ACCOUNT = f"""
-SELECT {_MONITOR_COLUMNS}, {_CHECK_COLUMNS.replace("c.id,", "c.id AS check_id,", 1)}
-FROM monitors m JOIN checks c ON c.monitor_id = m.id
-WHERE m.account_id = $1
-ORDER BY m.id, c.kind DESC
+# The 30-day figures of the uptime check ``c`` over the window [{start}, {now}]: probes and
+# responses from the rollups (an index-only scan of their primary key, migration 0002),
+# confirmed outage seconds and enabled seconds clipped to the window (an open outage or
+# period runs to now), and the start of the open outage. "c.kind = 'uptime'" is a one-time
+# filter: nothing is read for a certificate check's row.
+_FIGURE_LATERALS = """
+LEFT JOIN LATERAL (
+    SELECT sum(probes)::bigint AS probes, sum(responses)::bigint AS responses,
+           sum(response_ms_sum)::double precision AS ms_sum
+    FROM check_rollups_hourly
+    WHERE check_id = c.id AND c.kind = 'uptime' AND hour >= {start}
+) r ON true
+LEFT JOIN LATERAL (
+    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
+                                  - GREATEST(started_at, {start})))::double precision AS seconds
+    FROM outages
+    WHERE check_id = c.id AND c.kind = 'uptime'
+      AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
+) o ON true
+LEFT JOIN LATERAL (
+    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
+                                  - GREATEST(started_at, {start})))::double precision AS seconds
+    FROM check_periods
+    WHERE check_id = c.id AND c.kind = 'uptime'
+      AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
+) p ON true
+LEFT JOIN LATERAL (
+    SELECT started_at FROM outages
+    WHERE check_id = c.id AND c.kind = 'uptime' AND ended_at IS NULL
+    ORDER BY started_at DESC LIMIT 1
+) open_outage ON true
 """
 
-SQL_MONITOR_OF_ACCOUNT = f"""
-SELECT {_MONITOR_COLUMNS}, {_CHECK_COLUMNS.replace("c.id,", "c.id AS check_id,", 1)}
-FROM monitors m JOIN checks c ON c.monitor_id = m.id
-WHERE m.account_id = $1 AND m.id = $2
-ORDER BY c.kind DESC
-"""
-
-# Per uptime check ($1: ids) over the window [$2, $3 = now]: probes and responses from the
-# rollups, confirmed outage seconds and enabled seconds clipped to the window (an open
-# outage or period runs to now), and the start of the open outage.
-SQL_UPTIME_FIGURES = """
-SELECT ids.id AS check_id,
+_FIGURE_COLUMNS = """
        COALESCE(r.probes, 0) AS probes,
        COALESCE(r.responses, 0) AS responses,
        COALESCE(r.ms_sum, 0) AS ms_sum,
        COALESCE(o.seconds, 0) AS outage_seconds,
        COALESCE(p.seconds, 0) AS enabled_seconds,
-       open_outage.started_at AS offline_since
-FROM unnest($1::bigint[]) AS ids(id)
-LEFT JOIN LATERAL (
-    SELECT sum(probes)::bigint AS probes, sum(responses)::bigint AS responses,
-           sum(response_ms_sum)::double precision AS ms_sum
-    FROM check_rollups_hourly
-    WHERE check_id = ids.id AND hour >= $2
-) r ON true
-LEFT JOIN LATERAL (
-    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, $3), $3) - GREATEST(started_at, $2)))
-               ::double precision AS seconds
-    FROM outages
-    WHERE check_id = ids.id AND started_at < $3 AND (ended_at IS NULL OR ended_at > $2)
-) o ON true
-LEFT JOIN LATERAL (
-    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, $3), $3) - GREATEST(started_at, $2)))
-               ::double precision AS seconds
-    FROM check_periods
-    WHERE check_id = ids.id AND started_at < $3 AND (ended_at IS NULL OR ended_at > $2)
-) p ON true
-LEFT JOIN LATERAL (
-    SELECT started_at FROM outages
-    WHERE check_id = ids.id AND ended_at IS NULL
-    ORDER BY started_at DESC LIMIT 1
-) open_outage ON true
+       open_outage.started_at AS offline_since"""
+
+# Monitors with both checks, the uptime check's figures on its row: ONE statement, so one
+# round trip and one snapshot for a list or a get.
+_MONITORS_WITH_FIGURES = f"""
+SELECT {_MONITOR_COLUMNS}, {_CHECK_COLUMNS.replace("c.id,", "c.id AS check_id,", 1)},
+{_FIGURE_COLUMNS}
+FROM monitors m JOIN checks c ON c.monitor_id = m.id
+"""
+
+# Every monitor of account $1 (by id), window [$2, $3 = now].
+SQL_MONITORS_OF_ACCOUNT = f"""{_MONITORS_WITH_FIGURES}
+{_FIGURE_LATERALS.format(start="$2", now="$3")}
+WHERE m.account_id = $1
+ORDER BY m.id, c.kind DESC
+"""
+
+# Monitor $2 of account $1, window [$3, $4 = now].
+SQL_MONITOR_OF_ACCOUNT = f"""{_MONITORS_WITH_FIGURES}
+{_FIGURE_LATERALS.format(start="$3", now="$4")}
+WHERE m.account_id = $1 AND m.id = $2
+ORDER BY c.kind DESC
+"""
+
+# The uptime check of monitor $2 of account $1 with its figures, window [$3, $4 = now].
+SQL_UPTIME_FIGURES_OF_MONITOR = f"""
+SELECT c.id AS check_id, {_FIGURE_COLUMNS}
+FROM monitors m JOIN checks c ON c.monitor_id = m.id AND c.kind = 'uptime'
+{_FIGURE_LATERALS.format(start="$3", now="$4")}
+WHERE m.account_id = $1 AND m.id = $2
 """
 
 SQL_CHECK_IDS_OF_MONITOR = """
 SELECT c.kind, c.id FROM monitors m JOIN checks c ON c.monitor_id = m.id
-WHERE m.account_id = $1 AND m.id = $2
-"""
-
-SQL_UPTIME_CHECK_OF_MONITOR = """
-SELECT c.id FROM monitors m JOIN checks c ON c.monitor_id = m.id AND c.kind = 'uptime'
 WHERE m.account_id = $1 AND m.id = $2
 """
 
@@ -369,59 +384,56 @@ class StatisticsRecord:
     outages: list[OutageRecord]
 
 
-def _group_monitors(
-    rows: list[asyncpg.Record], figures: dict[int, UptimeFigures]
-) -> list[MonitorRecord]:
-    """Rows of monitor x check (ordered by monitor) into records."""
+def _group_monitors(rows: list[asyncpg.Record]) -> list[MonitorRecord]:
+    """Rows of monitor x check, ordered by monitor, the uptime check's row carrying the
+    figures, into records."""
     out: list[MonitorRecord] = []
-    by_monitor: dict[int, list[asyncpg.Record]] = {}
+    group: list[asyncpg.Record] = []
     for row in rows:
-        by_monitor.setdefault(row["id"], []).append(row)
-    for group in by_monitor.values():
-        checks = [CheckRecord.from_row(r, "check_id") for r in group]
-        uptime = next((c for c in checks if c.kind == "uptime"), None)
-        out.append(MonitorRecord.from_rows(
-            group[0], checks,
-            figures.get(uptime.id, UptimeFigures.empty()) if uptime else UptimeFigures.empty(),
-        ))
+        if group and row["id"] != group[0]["id"]:
+            out.append(_monitor_of(group))
+            group = []
+        group.append(row)
+    if group:
+        out.append(_monitor_of(group))
     return out
+
+
+def _monitor_of(group: list[asyncpg.Record]) -> MonitorRecord:
+    checks = [CheckRecord.from_row(r, "check_id") for r in group]
+    uptime = next(
+        (UptimeFigures.from_row(r) for r in group if r["kind"] == "uptime"),
+        UptimeFigures.empty(),
+    )
+    return MonitorRecord.from_rows(group[0], checks, uptime)
 
 
 class MonitorsMixin(StoreBase):
     # --- reads -----------------------------------------------------------------------------
-
-    async def _uptime_figures(
-        self, conn: asyncpg.Connection, check_ids: list[int], now: datetime
-    ) -> dict[int, UptimeFigures]:
-        if not check_ids:
-            return {}
-        rows = await conn.fetch(SQL_UPTIME_FIGURES, check_ids, now - STATS_WINDOW, now)
-        return {r["check_id"]: UptimeFigures.from_row(r) for r in rows}
+    #
+    # Reads are single statements outside any explicit transaction: BEGIN and COMMIT would be
+    # two more round trips and, at READ COMMITTED, give two statements no common snapshot.
 
     async def list_monitors(
         self, account_id: int, *, now: datetime | None = None
     ) -> list[MonitorRecord]:
         """Every monitor of the account (by id) with checks and 30-day uptime figures, in
-        two queries whatever the number of monitors."""
+        one query whatever the number of monitors."""
         now = now or utcnow()
-        async with self._tx() as conn:
-            rows = await conn.fetch(SQL_MONITORS_OF_ACCOUNT, account_id)
-            ids = [r["check_id"] for r in rows if r["kind"] == "uptime"]
-            figures = await self._uptime_figures(conn, ids, now)
-        return _group_monitors(rows, figures)
+        rows = await self._fetch(SQL_MONITORS_OF_ACCOUNT, account_id, now - STATS_WINDOW, now)
+        return _group_monitors(rows)
 
     async def get_monitor(
         self, account_id: int, monitor_id: int, *, now: datetime | None = None
     ) -> MonitorRecord:
-        """One monitor as in :meth:`list_monitors`; NotFound when not the account's."""
+        """One monitor as in :meth:`list_monitors`, in one query; NotFound when not the
+        account's."""
         now = now or utcnow()
-        async with self._tx() as conn:
-            rows = await conn.fetch(SQL_MONITOR_OF_ACCOUNT, account_id, monitor_id)
-            if not rows:
-                raise NotFound("Monitor not found.")
-            ids = [r["check_id"] for r in rows if r["kind"] == "uptime"]
-            figures = await self._uptime_figures(conn, ids, now)
-        return _group_monitors(rows, figures)[0]
+        rows = await self._fetch(
+            SQL_MONITOR_OF_ACCOUNT, account_id, monitor_id, now - STATS_WINDOW, now)
+        if not rows:
+            raise NotFound("Monitor not found.")
+        return _monitor_of(rows)
 
     async def get_check_ids(self, account_id: int, monitor_id: int) -> dict[str, int]:
         """The monitor's check ids by kind (a cheap existence test); NotFound when the
@@ -439,18 +451,18 @@ class MonitorsMixin(StoreBase):
     ) -> StatisticsRecord:
         """30-day statistics of the monitor's uptime check (decisions.md "Statistics")."""
         now = now or utcnow()
-        async with self._tx() as conn:
-            check_id = await conn.fetchval(SQL_UPTIME_CHECK_OF_MONITOR, account_id, monitor_id)
-            if check_id is None:
+        since = now - STATS_WINDOW
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                SQL_UPTIME_FIGURES_OF_MONITOR, account_id, monitor_id, since, now)
+            if row is None:
                 raise NotFound("Monitor not found.")
-            figures = (await self._uptime_figures(conn, [check_id], now)).get(
-                check_id, UptimeFigures.empty())
             rows = await conn.fetch(
-                SQL_OUTAGES_IN_WINDOW, check_id, now - STATS_WINDOW, MAX_OUTAGES_LISTED)
+                SQL_OUTAGES_IN_WINDOW, row["check_id"], since, MAX_OUTAGES_LISTED)
         outages = [
             OutageRecord(r["started_at"], r["ended_at"], r["http_status_code"]) for r in rows
         ]
-        return StatisticsRecord(now=now, figures=figures, outages=outages)
+        return StatisticsRecord(now=now, figures=UptimeFigures.from_row(row), outages=outages)
 
     async def get_check(self, account_id: int, check_id: int) -> CheckRecord:
         """One check of the account; NotFound otherwise."""
