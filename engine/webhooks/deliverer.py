@@ -12,10 +12,10 @@ Contract (decisions.md "Webhooks"):
 - Per-monitor order and one-sender-per-try come from the store's claim
   (:meth:`engine.db.webhook_queue.WebhookQueueMixin.claim_due`); several deliverers, in one
   process or many, can run against one database.
-- The private-address rule is applied to the addresses the connection is made to: a
-  resolver that checks every address it hands the connector (and a check of IP literals,
-  which aiohttp never resolves), on every try, so a DNS change after the URL was accepted
-  cannot reach an internal address.
+- The private-address rule is applied to the addresses the connection is made to: the host
+  is resolved on every try and every address checked before connecting to one of them (IP
+  literals are checked as they are), so a DNS change after the URL was accepted cannot
+  reach an internal address (:mod:`engine.webhooks.http`).
 - A dead or slow receiver costs at most one concurrency slot per try for at most
   ``webhook_timeout``. One account's share is three quarters of the slots while its receiver
   answers, and an eighth once a try of it got no answer at all, so the others always find
@@ -40,24 +40,30 @@ import asyncio
 import collections
 import contextlib
 import logging
-import socket
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import aiohttp
 import asyncpg
-from aiohttp.abc import AbstractResolver, ResolveResult
-from yarl import URL
 
 from engine import USER_AGENT
 from engine.db.webhook_queue import ClaimedEvent, TryResult, WebhookQueueMixin
 from engine.errors import DatabaseUnavailable
 from engine.metrics import Metrics
-from engine.netpolicy import Resolver, is_public_ip, literal_ip, resolve
+from engine.netpolicy import Resolver
 from engine.settings import Settings
 from engine.webhooks import policy
+from engine.webhooks.http import (
+    MAX_RESPONSE_BODY,
+    BadUrl,
+    BlockedTarget,
+    ConnectError,
+    NoAnswer,
+    ResolveError,
+    WebhookClient,
+    parse_url,
+)
 from engine.webhooks.signing import sign
 
 log = logging.getLogger(__name__)
@@ -71,9 +77,7 @@ _DB_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.PostgresConnectionError,
 )
 
-# The response body is read only to quote it in last_error, and never beyond this.
-MAX_RESPONSE_BODY = 64 * 1024
-_ERROR_SNIPPET = 200
+__all__ = ["MAX_RESPONSE_BODY", "BlockedTarget", "Deliverer", "Outcome", "delivery_headers"]
 # The lease covers one try (bounded by webhook_timeout) plus recording its result.
 LEASE_MARGIN = 5.0
 # Connect timeout, within the total: a receiver that does not accept in this long is down.
@@ -96,62 +100,6 @@ RESULT_CONNECTION_ERROR = "connection_error"
 RESULT_BLOCKED = "blocked"
 RESULT_GAVE_UP = "gave_up"
 RESULT_EXPIRED = "expired"
-
-
-class BlockedTarget(OSError):
-    """The webhook URL resolves to an address the private-address rule forbids.
-
-    An OSError so that aiohttp's connector passes it through as the cause of its connection
-    error, where :meth:`Deliverer._attempt` finds it.
-    """
-
-
-class GuardedResolver(AbstractResolver):
-    """Resolves names for the connector and refuses non-public answers (unless allowed).
-
-    The connector only ever connects to addresses this returns, so the rule holds for the
-    address actually connected to. Any non-public address in the answer refuses the whole
-    name, as the API does when the URL is set: a name that mixes public and private
-    addresses is a rebinding attempt, not a receiver.
-    """
-
-    def __init__(
-        self, *, allow_private: bool, timeout: float, resolver: Resolver | None = None
-    ) -> None:
-        self._allow_private = allow_private
-        self._timeout = timeout
-        self._resolver = resolver  # None: the system resolver (engine.netpolicy.resolve)
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        if self._resolver is None:
-            addresses = await resolve(host, port, timeout=self._timeout)
-        else:
-            async with asyncio.timeout(self._timeout):
-                addresses = await self._resolver(host, port)
-        if not addresses:
-            raise OSError(f"{host} has no address")
-        if not self._allow_private:
-            for address in addresses:
-                if not is_public_ip(address):
-                    raise BlockedTarget(
-                        f"the webhook host resolves to a non-public address ({address})"
-                    )
-        return [
-            {
-                "hostname": host,
-                "host": address,
-                "port": port,
-                "family": socket.AF_INET6 if ":" in address else socket.AF_INET,
-                "proto": 0,
-                "flags": socket.AI_NUMERICHOST,
-            }
-            for address in addresses
-        ]
-
-    async def close(self) -> None:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +125,23 @@ def delivery_headers(event: ClaimedEvent) -> dict[str, str]:
         "X-Service-Parent-Webhook": str(event.parent_webhook),
         "X-Service-Signature": sign(event.body, event.token),
     }
+
+
+# The same for every try; Accept as any client sends it. No Accept-Encoding: a body is only
+# quoted, never decompressed.
+_FIXED_HEADERS = (
+    f"Content-Type: application/json\r\nUser-Agent: {USER_AGENT}\r\nAccept: */*\r\n"
+).encode("latin-1")
+
+
+def _header_lines(event: ClaimedEvent) -> bytes:
+    """:func:`delivery_headers` as the request's header lines, made without a dict."""
+    return _FIXED_HEADERS + (
+        b"X-Service-Webhook: %d\r\nX-Service-Current-Try: %d\r\n"
+        b"X-Service-Parent-Webhook: %d\r\nX-Service-Signature: %s\r\n"
+        % (event.id, event.tries, event.parent_webhook,
+           sign(event.body, event.token).encode("ascii"))
+    )
 
 
 class Deliverer:
@@ -226,14 +191,16 @@ class Deliverer:
         self._timers: set[asyncio.TimerHandle] = set()
         # Results of finished tries, written before the next claim (see _settle).
         self._results: list[TryResult] = []
-        self._session: aiohttp.ClientSession | None = None
+        self._client = WebhookClient(
+            allow_private=settings.allow_private_targets, resolver=resolver
+        )
+        self._connect_timeout = min(self._timeout, MAX_CONNECT_TIMEOUT)
         self._stopping = False
 
     # --- lifecycle -------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until ``stop`` is set, then drain (see the class docstring)."""
-        self._session = self._make_session()
         helpers = [
             asyncio.create_task(self._relay(stop), name="webhooks-stop-relay"),
             asyncio.create_task(self._listen(stop), name="webhooks-listen"),
@@ -252,29 +219,6 @@ class Deliverer:
             for timer in self._timers:
                 timer.cancel()
             self._timers.clear()
-            await self._session.close()
-            self._session = None
-
-    def _make_session(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(
-            resolver=GuardedResolver(
-                allow_private=self._settings.allow_private_targets, timeout=self._timeout,
-                resolver=self._resolver,
-            ),
-            # Resolve (and so re-check) on every try; never reuse a connection, so every try
-            # is checked against the address it really goes to.
-            use_dns_cache=False,
-            force_close=True,
-            limit=0,  # the deliverer bounds concurrency itself
-        )
-        return aiohttp.ClientSession(
-            connector=connector,
-            # One session serves every account: a cookie set by one receiver must never be
-            # sent to another.
-            cookie_jar=aiohttp.DummyCookieJar(),
-            auto_decompress=False,
-            trust_env=False,
-        )
 
     async def _relay(self, stop: asyncio.Event) -> None:
         await stop.wait()
@@ -516,64 +460,41 @@ class Deliverer:
 
     async def _attempt(self, event: ClaimedEvent) -> Outcome:
         """One POST of ``event``; never raises (apart from cancellation)."""
-        assert self._session is not None and event.webhook_url is not None
+        assert event.webhook_url is not None
         try:
-            url = URL(event.webhook_url)
-        except (ValueError, TypeError):
-            return Outcome(RESULT_CONNECTION_ERROR, error="the webhook URL is not a valid URL")
-        if url.scheme not in ("http", "https") or not url.raw_host:
+            target = parse_url(event.webhook_url)
+        except BadUrl as exc:
+            return Outcome(RESULT_CONNECTION_ERROR, error=str(exc))
+        try:
+            # One deadline for the whole try: resolving, connecting, sending and the answer.
+            async with asyncio.timeout(self._timeout):
+                answer = await self._client.post(
+                    target, _header_lines(event), event.body,
+                    connect_timeout=self._connect_timeout,
+                )
+        except BlockedTarget as exc:
+            return Outcome(RESULT_BLOCKED, error=f"{exc}; refused")
+        except ResolveError as exc:
             return Outcome(RESULT_CONNECTION_ERROR,
-                           error="the webhook URL is not an absolute http(s) URL")
-        # aiohttp connects to an IP literal without asking the resolver: check it here.
-        literal = literal_ip(url.raw_host)
-        if (literal is not None and not self._settings.allow_private_targets
-                and not is_public_ip(literal)):
-            return Outcome(
-                RESULT_BLOCKED,
-                error=f"the webhook URL is a non-public address ({literal}); refused",
-            )
-        timeout = aiohttp.ClientTimeout(
-            total=self._timeout, connect=min(self._timeout, MAX_CONNECT_TIMEOUT)
-        )
-        try:
-            # The outer bound also covers the resolver and anything aiohttp does not time.
-            async with asyncio.timeout(self._timeout + 1.0):
-                async with self._session.post(
-                    url,
-                    data=event.body,
-                    headers=delivery_headers(event),
-                    allow_redirects=False,
-                    timeout=timeout,
-                ) as resp:
-                    status = resp.status
-                    if status == 200:
-                        # The answer is all that counts; its body is not needed.
-                        return Outcome(RESULT_DELIVERED, status_code=200)
-                    location = resp.headers.get("Location")
-                    snippet = await _read_snippet(resp)
-        except aiohttp.ClientConnectorError as exc:
-            cause = exc.os_error
-            if isinstance(cause, BlockedTarget):
-                return Outcome(RESULT_BLOCKED, error=f"{cause}; refused")
-            if isinstance(exc, aiohttp.ClientConnectorDNSError):
-                return Outcome(RESULT_CONNECTION_ERROR,
-                               error=f"cannot resolve the webhook host: {cause}")
-            return Outcome(RESULT_CONNECTION_ERROR, error=f"cannot connect: {cause}")
-        except (TimeoutError, aiohttp.ServerTimeoutError):
+                           error=f"cannot resolve the webhook host: {exc}")
+        except ConnectError as exc:
+            return Outcome(RESULT_CONNECTION_ERROR, error=f"cannot connect: {exc}")
+        except NoAnswer as exc:
+            return Outcome(RESULT_CONNECTION_ERROR, error=str(exc))
+        except TimeoutError:  # before OSError: TimeoutError is one
             return Outcome(RESULT_TIMEOUT,
                            error=f"no answer within {self._timeout:g}s (timed out)")
-        except aiohttp.ServerDisconnectedError:
-            return Outcome(RESULT_CONNECTION_ERROR,
-                           error="the receiver closed the connection without an answer")
-        except aiohttp.ClientError as exc:
-            return Outcome(RESULT_CONNECTION_ERROR,
-                           error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         except OSError as exc:
             return Outcome(RESULT_CONNECTION_ERROR, error=f"connection error: {exc}")
+        status = answer.status
+        if status == 200:
+            return Outcome(RESULT_DELIVERED, status_code=200)
         if 300 <= status < 400:
-            where = f" to {location}" if location else ""
+            where = f" to {answer.location}" if answer.location else ""
             return Outcome(RESULT_REDIRECT, status_code=status,
                            error=f"HTTP {status}: redirect{where} not followed")
+        # One line in a log and a table cell.
+        snippet = " ".join(answer.snippet.decode("utf-8", "replace").split())
         detail = f": {snippet}" if snippet else ""
         return Outcome(RESULT_HTTP_ERROR, status_code=status, error=f"HTTP {status}{detail}")
 
@@ -584,23 +505,3 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(seconds):
             await stop.wait()
-
-
-async def _read_snippet(resp: aiohttp.ClientResponse) -> str:
-    """At most 64 KiB of the response body, of which the start is quoted in last_error.
-
-    A failure while reading only loses the quote: the status already decided the try.
-    """
-    head = bytearray()
-    read = 0
-    with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
-        while read < MAX_RESPONSE_BODY:
-            chunk = await resp.content.read(MAX_RESPONSE_BODY - read)
-            if not chunk:
-                break
-            read += len(chunk)
-            if len(head) < _ERROR_SNIPPET:
-                head += chunk[: _ERROR_SNIPPET - len(head)]
-    text = head.decode("utf-8", "replace")
-    # One line in a log and a table cell.
-    return " ".join(text.split())
