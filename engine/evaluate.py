@@ -223,6 +223,24 @@ def _downtime_event(
 # -- uptime ------------------------------------------------------------------------------
 
 
+def steady_uptime(prev: CheckState, cls: Outcome) -> bool:
+    """True when :func:`evaluate_uptime` of an outcome of class ``cls`` would change nothing
+    but ``error``, ``meta`` and ``last_check_at``: not a failure, the status stays what it
+    is (ok -> ok, degraded -> degraded) and no failure bookkeeping is left to clear. Its
+    transition is then non-durable, with the state ``prev`` with those three fields set
+    (tests compare the two); the runner takes this path for most probes without building
+    one."""
+    return (
+        cls is not Outcome.FAILURE
+        and prev.status == _STATUS_OF[cls]
+        and prev.outage_id is None
+        and prev.failing_since is None
+        and prev.detected_by is None
+        and prev.verified_via is None
+        and prev.incident_event_id is None
+    )
+
+
 def evaluate_uptime(
     prev: CheckState,
     outcome: HttpOutcome,

@@ -142,6 +142,17 @@ class ResultsWriter:
         if len(self._buf) >= self._batch:
             self._wake.set()
 
+    def offer(self, row: ResultRow) -> bool:
+        """Queue one row if there is room now; False (nothing queued) when :meth:`put` would
+        have to wait or drop. Saves probes a coroutine per row in the common case."""
+        buf = self._buf
+        if len(buf) + self._inflight >= self._limit:
+            return False
+        buf.append(row)
+        if len(buf) >= self._batch:
+            self._wake.set()
+        return True
+
     def touch(self, check_id: int, touch: Touch) -> None:
         """Record the newest status/error/meta/last_check_at of a check for the next flush."""
         self._touches[check_id] = touch
