@@ -2,6 +2,14 @@
 
 Tokens are made with :mod:`secrets`, looked up through their SHA-256 and compared in constant
 time; they are never logged. The token itself is kept because it keys webhook signatures.
+
+Authentication is remembered for :data:`AUTH_CACHE_SECONDS` (token digest -> account), so a
+burst of API requests costs one database lookup per account and window instead of one per
+request. A change made through this store (rotating the token, a new webhook URL, operator
+rights) drops the account's entries at once. A token rotated by ANOTHER process (``upwatch
+account rotate-token`` against a running API) keeps working in this one until its entry
+expires: at most :data:`AUTH_CACHE_SECONDS` after the rotation, since entries are never
+extended by use. Unknown tokens are never remembered.
 """
 
 from __future__ import annotations
@@ -9,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,6 +27,10 @@ import asyncpg
 from engine.db.base import CHANNEL_WEBHOOKS, StoreBase
 
 TOKEN_PREFIX = "uw_"
+# How long a successful authentication is remembered, and for how many tokens at most. Small:
+# this is the longest a token rotated by another process stays usable here.
+AUTH_CACHE_SECONDS = 2.0
+AUTH_CACHE_MAX_ENTRIES = 10_000
 
 _ACCOUNT_COLUMNS = "id, name, plan, webhook_url, is_operator, created_at"
 
@@ -74,7 +88,60 @@ def token_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
+class AuthCache:
+    """Token digest -> account for ``ttl`` seconds after the database said so.
+
+    Keyed by digest, not token: the token never sits in another structure, and a lookup
+    compares digests an attacker cannot choose. ``generation`` moves on every drop, so an
+    authentication that read the database before a rotation committed cannot store the
+    old token's account after the drop (:meth:`put` refuses a stale generation).
+    """
+
+    def __init__(
+        self,
+        ttl: float = AUTH_CACHE_SECONDS,
+        max_entries: int = AUTH_CACHE_MAX_ENTRIES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self.clock = clock
+        self.generation = 0
+        self._entries: dict[bytes, tuple[Account, float]] = {}
+
+    def get(self, digest: bytes) -> Account | None:
+        entry = self._entries.get(digest)
+        if entry is None:
+            return None
+        if self.clock() >= entry[1]:
+            del self._entries[digest]
+            return None
+        return entry[0]
+
+    def put(self, digest: bytes, account: Account, generation: int) -> None:
+        if self.ttl <= 0 or generation != self.generation:
+            return
+        now = self.clock()
+        if len(self._entries) >= self.max_entries:
+            self._entries = {d: e for d, e in self._entries.items() if e[1] > now}
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+        self._entries[digest] = (account, now + self.ttl)
+
+    def drop_account(self, account_id: int) -> None:
+        self.generation += 1
+        for digest in [d for d, (acc, _) in self._entries.items() if acc.id == account_id]:
+            del self._entries[digest]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class AccountsMixin(StoreBase):
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__(pool)
+        self.auth_cache = AuthCache()
+
     async def create_account(
         self,
         name: str,
@@ -93,12 +160,19 @@ class AccountsMixin(StoreBase):
         return Account.from_row(row), token
 
     async def authenticate(self, token: str) -> Account | None:
-        """The account whose token this is, or None. Constant-time on the digest."""
+        """The account whose token this is, or None. Constant-time on the digest. Remembered
+        for a moment (see the module)."""
         digest = token_digest(token)
+        cached = self.auth_cache.get(digest)
+        if cached is not None:
+            return cached
+        generation = self.auth_cache.generation
         row = await self._fetchrow(SQL_ACCOUNT_BY_TOKEN_HASH, digest)
         if row is None or not hmac.compare_digest(bytes(row["token_sha256"]), digest):
             return None
-        return Account.from_row(row)
+        account = Account.from_row(row)
+        self.auth_cache.put(digest, account, generation)
+        return account
 
     async def get_account(self, account_id: int) -> Account | None:
         row = await self._fetchrow(SQL_ACCOUNT_BY_ID, account_id)
@@ -118,6 +192,7 @@ class AccountsMixin(StoreBase):
             if url is not None:
                 # Events kept while no URL was set become deliverable now.
                 await self._notify(conn, CHANNEL_WEBHOOKS)
+        self.auth_cache.drop_account(account_id)
         assert row is not None
         return Account.from_row(row)
 
@@ -125,9 +200,11 @@ class AccountsMixin(StoreBase):
         token = new_token()
         async with self._tx() as conn:
             row = await conn.fetchrow(SQL_SET_TOKEN, account_id, token, token_digest(token))
+        self.auth_cache.drop_account(account_id)  # the old token stops working here at once
         return (Account.from_row(row), token) if row else None
 
     async def set_operator(self, account_id: int, is_operator: bool) -> Account | None:
         async with self._tx() as conn:
             row = await conn.fetchrow(SQL_SET_OPERATOR, account_id, is_operator)
+        self.auth_cache.drop_account(account_id)
         return Account.from_row(row) if row else None
