@@ -75,7 +75,7 @@ async def post(server: Server, path: str = "/hook", *, body: bytes = b'{"a":1}',
     client = client or WebhookClient(allow_private=True)
     async with asyncio.timeout(5):
         return await client.post(parse_url(f"http://127.0.0.1:{server.port}{path}"), HEADERS,
-                                 body, connect_timeout=2)
+                                 body, timeout=5, connect_timeout=2)
 
 
 async def test_the_request_is_the_exact_body_with_its_length_and_connection_close(
@@ -141,7 +141,7 @@ async def test_a_refused_connection_is_a_connect_error() -> None:
         port = s.getsockname()[1]
     with pytest.raises(ConnectError):
         await WebhookClient(allow_private=True).post(
-            parse_url(f"http://127.0.0.1:{port}/"), HEADERS, b"{}", connect_timeout=2)
+            parse_url(f"http://127.0.0.1:{port}/"), HEADERS, b"{}", timeout=5, connect_timeout=2)
 
 
 async def test_private_addresses_are_refused_before_connecting(server: Server) -> None:
@@ -154,10 +154,10 @@ async def test_private_addresses_are_refused_before_connecting(server: Server) -
     strict = WebhookClient(allow_private=False, resolver=rebinding)
     with pytest.raises(BlockedTarget, match=r"resolves to a non-public address \(127.0.0.1\)"):
         await strict.post(parse_url(f"http://hooks.example:{server.port}/"), HEADERS, b"{}",
-                          connect_timeout=2)
+                          timeout=5, connect_timeout=2)
     with pytest.raises(BlockedTarget, match="is a non-public address"):
         await strict.post(parse_url(f"http://127.0.0.1:{server.port}/"), HEADERS, b"{}",
-                          connect_timeout=2)
+                          timeout=5, connect_timeout=2)
     assert calls == ["hooks.example"] and server.requests == []
 
     async def nothing(host: str, port: int) -> list[str]:
@@ -165,7 +165,7 @@ async def test_private_addresses_are_refused_before_connecting(server: Server) -
 
     with pytest.raises(ResolveError):
         await WebhookClient(allow_private=True, resolver=nothing).post(
-            parse_url("http://hooks.example/"), HEADERS, b"{}", connect_timeout=2)
+            parse_url("http://hooks.example/"), HEADERS, b"{}", timeout=5, connect_timeout=2)
 
 
 def test_urls_are_split_into_host_port_and_request_head() -> None:
@@ -180,3 +180,17 @@ def test_urls_are_split_into_host_port_and_request_head() -> None:
     for bad in ("ftp://x/", "/relative", "http://", "http://bad host/", "http://x:99999/"):
         with pytest.raises(BadUrl):
             parse_url(bad)
+
+
+async def test_a_receiver_that_never_answers_times_out_on_the_total_deadline(
+    server: Server,
+) -> None:
+    server.handler = answer(b"HTTP/1.1 ", hang=True)  # half a status line, then nothing
+    client = WebhookClient(allow_private=True)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(TimeoutError):
+        await client.post(parse_url(f"http://127.0.0.1:{server.port}/"), HEADERS, b"{}",
+                          timeout=0.5, connect_timeout=0.2)
+    # Connected within the connect deadline, so the total one applies.
+    assert 0.45 < loop.time() - started < 2.0

@@ -340,6 +340,7 @@ class WebhookQueueMixin(StoreBase):
         in_flight: Mapping[int, int] | None = None,
         account_limits: Mapping[int, int] | None = None,
         may_exceed: Collection[int] = (),
+        results: Sequence[TryResult] = (),
     ) -> list[ClaimedEvent]:
         """Claim up to ``limit`` due events for one try each, oldest due first.
 
@@ -359,8 +360,15 @@ class WebhookQueueMixin(StoreBase):
         its share, that is when no other account has a due event that fits its limit. Each
         claim gives the shares out first, so as slots free up another account's due events
         are taken before any more of the accounts past their limit.
+
+        ``results`` (finished tries, as for :meth:`record_tries`) are recorded first, in the
+        same transaction: the next event of a monitor whose event was just delivered can be
+        claimed at once, and a round of the deliverer costs one commit, not two. If anything
+        fails, neither the results nor the claim are written.
         """
         if limit <= 0:
+            if results:
+                await self.record_tries(results)
             return []
         busy = dict(in_flight or {})
         overrides = dict(account_limits or {})
@@ -380,6 +388,7 @@ class WebhookQueueMixin(StoreBase):
 
         chosen: list[int] = []
         async with self._tx() as conn:
+            await _record_tries(conn, results)
             # Each round skips accounts at their limit; another round fetches more when this
             # batch filled an account up and left slots for others. Once a round within the
             # limits leaves slots free with nothing skipped, no other account has anything
@@ -457,28 +466,10 @@ class WebhookQueueMixin(StoreBase):
         guards as :meth:`record_delivered`, :meth:`record_failed_try` and
         :meth:`mark_failed`. A deliverer calls this before its next claim, so the next event
         of a monitor is only claimable once the previous one's result is committed."""
-        delivered = [r for r in results if r.outcome == "delivered"]
-        retry = [r for r in results if r.outcome == "retry"]
-        failed = [r for r in results if r.outcome == "failed"]
+        if not results:
+            return
         async with self._tx() as conn:
-            if delivered:
-                await conn.execute(
-                    SQL_RECORD_DELIVERED_MANY,
-                    [r.id for r in delivered], [r.status_code or 200 for r in delivered],
-                )
-            if retry:
-                await conn.execute(
-                    SQL_RECORD_FAILED_TRIES,
-                    [r.id for r in retry], [r.tries for r in retry],
-                    [r.status_code for r in retry], [_clip(r.error) for r in retry],
-                    [r.next_try_at for r in retry],
-                )
-            if failed:
-                await conn.execute(
-                    SQL_MARK_FAILED_MANY,
-                    [r.id for r in failed], [r.tries for r in failed],
-                    [r.status_code for r in failed], [_clip(r.error) for r in failed],
-                )
+            await _record_tries(conn, results)
 
     async def release_claim(
         self, event_id: int, tries: int, *, undo_try: bool, error: str | None = None
@@ -575,6 +566,39 @@ class WebhookQueueMixin(StoreBase):
             await self._notify(conn, CHANNEL_WEBHOOKS)
         assert updated is not None
         return WebhookRecord.from_row(updated)
+
+
+async def _record_tries(conn: asyncpg.Connection, results: Sequence[TryResult]) -> None:
+    """The writes of :meth:`WebhookQueueMixin.record_tries`, on the caller's transaction."""
+    if not results:
+        return
+    delivered = [r for r in results if r.outcome == "delivered"]
+    if len(delivered) == len(results):  # the usual round: every try got its 200
+        await conn.execute(
+            SQL_RECORD_DELIVERED_MANY,
+            [r.id for r in delivered], [r.status_code or 200 for r in delivered],
+        )
+        return
+    retry = [r for r in results if r.outcome == "retry"]
+    failed = [r for r in results if r.outcome == "failed"]
+    if delivered:
+        await conn.execute(
+            SQL_RECORD_DELIVERED_MANY,
+            [r.id for r in delivered], [r.status_code or 200 for r in delivered],
+        )
+    if retry:
+        await conn.execute(
+            SQL_RECORD_FAILED_TRIES,
+            [r.id for r in retry], [r.tries for r in retry],
+            [r.status_code for r in retry], [_clip(r.error) for r in retry],
+            [r.next_try_at for r in retry],
+        )
+    if failed:
+        await conn.execute(
+            SQL_MARK_FAILED_MANY,
+            [r.id for r in failed], [r.tries for r in failed],
+            [r.status_code for r in failed], [_clip(r.error) for r in failed],
+        )
 
 
 # last_error is for people reading the log; a receiver's error page must not bloat the row.

@@ -25,8 +25,9 @@ Contract (decisions.md "Webhooks"):
   account), and every claim serves the other accounts' shares first, so as its tries end
   their slots go to the others. A receiver that turns slow loses the extra slots at once;
   the ones it holds come back within ``webhook_timeout``.
-- Results of finished tries are written in one batch before each claim, so the next event
-  of a monitor only becomes claimable once the previous one's result is committed.
+- Results of finished tries are written in one batch, in the claim's transaction and before
+  its queries, so the next event of a monitor only becomes claimable once the previous one's
+  result is written (and both are committed together).
 
 Wake-ups: LISTEN ``upwatch_webhooks`` (new events, a URL set, a manual retry), a timer at
 each retry this deliverer scheduled, the end of every try (a slot freed, and the next event of
@@ -251,25 +252,34 @@ class Deliverer:
                 if time.monotonic() >= next_maintenance:
                     await self._maintain()
                     next_maintenance = time.monotonic() + self._maintenance_every
-                # Results first: a delivered event must be committed before its monitor's
-                # next event can be claimed.
-                await self._settle()
                 free = self._concurrency - len(self._tasks)
-                if free > 0:
+                if free <= 0:
+                    await self._settle()
+                else:
                     # Taken before the claim's transaction starts, so the time elapsed since
                     # claimed_at is over- rather than underestimated: retries come a hair
                     # late, never early.
                     claim_started = time.monotonic()
-                    claimed = await self._store.claim_due(
-                        free,
-                        self._lease,
-                        per_account_limit=self._per_account,
-                        in_flight=self._by_account,
-                        account_limits=dict.fromkeys(
-                            self._struggling, self._per_struggling_account
-                        ),
-                        may_exceed=self._may_exceed(),
-                    )
+                    # Results go first, in the claim's transaction: a delivered event must
+                    # be written before its monitor's next event can be claimed.
+                    batch, self._results = self._results, []
+                    try:
+                        claimed = await self._store.claim_due(
+                            free,
+                            self._lease,
+                            per_account_limit=self._per_account,
+                            in_flight=self._by_account,
+                            account_limits=dict.fromkeys(
+                                self._struggling, self._per_struggling_account
+                            ),
+                            may_exceed=self._may_exceed(),
+                            results=batch,
+                        )
+                    except BaseException:
+                        # Kept for the next round; their leases keep the events from being
+                        # claimed again meanwhile.
+                        self._results = batch + self._results
+                        raise
                     for event in claimed:
                         self._start(event, claim_started)
                 backoff = 0.0
@@ -467,11 +477,10 @@ class Deliverer:
             return Outcome(RESULT_CONNECTION_ERROR, error=str(exc))
         try:
             # One deadline for the whole try: resolving, connecting, sending and the answer.
-            async with asyncio.timeout(self._timeout):
-                answer = await self._client.post(
-                    target, _header_lines(event), event.body,
-                    connect_timeout=self._connect_timeout,
-                )
+            answer = await self._client.post(
+                target, _header_lines(event), event.body,
+                timeout=self._timeout, connect_timeout=self._connect_timeout,
+            )
         except BlockedTarget as exc:
             return Outcome(RESULT_BLOCKED, error=f"{exc}; refused")
         except ResolveError as exc:

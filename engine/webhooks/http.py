@@ -302,11 +302,13 @@ class WebhookClient:
         return addresses
 
     async def post(self, target: Target, headers: bytes, body: bytes, *,
-                   connect_timeout: float) -> Answer:
+                   timeout: float, connect_timeout: float) -> Answer:
         """POST ``body`` to ``target`` with ``headers`` (complete ``Name: value\\r\\n``
-        lines); the caller bounds the whole try. Raises BlockedTarget, ResolveError,
-        ConnectError, NoAnswer or TimeoutError (connect_timeout ran out)."""
+        lines). Raises BlockedTarget, ResolveError, ConnectError, NoAnswer, or TimeoutError
+        when the answer took longer than ``timeout`` or resolving, connecting and the TLS
+        handshake longer than ``connect_timeout``."""
         loop = asyncio.get_running_loop()
+        start = loop.time()
         request = b"".join((
             target.head, headers,
             b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body), body,
@@ -314,7 +316,10 @@ class WebhookClient:
         done: asyncio.Future[Answer] = loop.create_future()
         exchange = _Exchange(request, done)
         tls = self._tls_context() if target.scheme == "https" else None
-        async with asyncio.timeout(connect_timeout):
+        # One timer for the whole try, moved from the connect deadline to the total one once
+        # connected (a second asyncio.timeout would cost a timer of its own per try).
+        deadline = asyncio.timeout_at(start + min(connect_timeout, timeout))
+        async with deadline:
             addresses = await self.addresses(target, connect_timeout)
             error: BaseException | None = None
             # Every address of the answer, in order, until one takes the connection.
@@ -332,8 +337,9 @@ class WebhookClient:
                     error = exc
             else:
                 raise ConnectError(str(error) if error is not None else "no address")
-        try:
-            return await done
-        finally:
-            # Cancelled (the caller's deadline) or answered: the connection goes either way.
-            exchange.abandon()
+            deadline.reschedule(start + timeout)
+            try:
+                return await done
+            finally:
+                # Timed out, cancelled or answered: the connection goes either way.
+                exchange.abandon()
