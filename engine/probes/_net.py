@@ -137,8 +137,7 @@ async def resolve_checked(
     non-public address (<ip>)``).
     """
     if literal is not None:
-        addrs = [literal]
-        dns_ms = None
+        return checked_literal(host, literal, allow_private), None
     else:
         t = perf_counter()
         try:
@@ -169,6 +168,16 @@ async def resolve_checked(
                     f"blocked: {short(host)} resolves to a non-public address ({a})"
                 )
     return addrs, dns_ms
+
+
+def checked_literal(host: str, literal: str, allow_private: bool) -> list[str]:
+    """:func:`resolve_checked` for an IP literal, without a coroutine: nothing to look up,
+    only the private-address rule to apply."""
+    if not allow_private and not public_address(literal):
+        raise ProbeFailure(
+            f"blocked: {short(host)} resolves to a non-public address ({literal})"
+        )
+    return [literal]
 
 
 def source_family(source_address: str | None) -> int:
@@ -218,12 +227,18 @@ class Deadlines:
         self._fired: set[asyncio.Task[object]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def arm(self, timeout: float) -> tuple[asyncio.Task[object], set[asyncio.Task[object]], int]:
-        """Register the current task; returns (task, its slot, its cancel count now)."""
-        task = asyncio.current_task()
+    def arm(
+        self, timeout: float, loop: asyncio.AbstractEventLoop | None = None
+    ) -> tuple[asyncio.Task[object], set[asyncio.Task[object]], int]:
+        """Register the current task; returns (task, its slot, its cancel count now).
+
+        ``loop`` is the running loop when the caller has it already: on Python 3.11 each
+        lookup of the running loop costs a ``getpid`` system call."""
+        task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("probes must run inside an asyncio task")
-        loop = task.get_loop()
+        if loop is None:
+            loop = task.get_loop()
         if loop is not self._loop:
             # A new event loop (tests make one per test): slots of the old one are dead and
             # must not swallow this loop's deadlines.

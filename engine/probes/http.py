@@ -91,6 +91,7 @@ from engine.probes._net import (
     ClientConn,
     Deadlines,
     ProbeFailure,
+    checked_literal,
     ip_literal,
     os_error_words,
     resolve_checked,
@@ -400,9 +401,10 @@ class HttpProber:
         """Probe ``url``; never raises except CancelledError, never exceeds the timeout."""
         out = HttpOutcome(None, None, 0.0, None, None, None, None)
         t0 = perf_counter()
-        task, slot, cancelling = self._deadlines.arm(self._timeout)
+        loop = asyncio.get_running_loop()
+        task, slot, cancelling = self._deadlines.arm(self._timeout, loop)
         try:
-            await self._run(url, out)
+            await self._run(loop, url, out)
         except asyncio.CancelledError:
             if not self._deadlines.expired(task, cancelling):
                 raise
@@ -421,16 +423,18 @@ class HttpProber:
         out.total_ms = (perf_counter() - t0) * 1000.0
         return out
 
-    async def _run(self, url: str, out: HttpOutcome) -> None:
-        loop = asyncio.get_running_loop()
+    async def _run(self, loop: asyncio.AbstractEventLoop, url: str, out: HttpOutcome) -> None:
         while True:
             hop, request = self._hop(url)
             out.dns_ms = out.connect_ms = out.tls_ms = out.ttfb_ms = None
             out.remote_ip = None
-            addrs, out.dns_ms = await resolve_checked(
-                hop.host, hop.port, literal=hop.ip, family=self._family,
-                allow_private=self._allow_private, resolver=self._resolver,
-            )
+            if hop.ip is not None:
+                addrs = checked_literal(hop.host, hop.ip, self._allow_private)
+            else:
+                addrs, out.dns_ms = await resolve_checked(
+                    hop.host, hop.port, literal=None, family=self._family,
+                    allow_private=self._allow_private, resolver=self._resolver,
+                )
             conn = await self._exchange(loop, hop, addrs, request, out)
             if conn.error is not None:
                 raise ProbeFailure(conn.error)

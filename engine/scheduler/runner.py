@@ -203,11 +203,13 @@ class Engine:
         self._wheel: TimingWheel[int] = TimingWheel(
             tick=WHEEL_TICK, slots=WHEEL_SLOTS, start=time.monotonic()
         )
-        self._in_flight: set[int] = set()
+        # Check id -> its running probe task; the task takes itself out as it finishes
+        # (_finish), so no done callback is scheduled per probe.
+        self._in_flight: dict[int, asyncio.Task[None]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._host_busy: dict[str, int] = {}
         self._host_wait: dict[str, deque[ScheduledCheck]] = {}
         self._ready: deque[ScheduledCheck] = deque()
-        self._tasks: set[asyncio.Task[None]] = set()
         self._reload_ids: set[int] = set()
         self._reload_wake = asyncio.Event()
         self._resync_wake = asyncio.Event()
@@ -262,6 +264,7 @@ class Engine:
         return len(self._backlog)
 
     async def run(self, stop: asyncio.Event) -> None:
+        self._loop = asyncio.get_running_loop()
         writer_stop = asyncio.Event()
         writer = asyncio.create_task(self.results.run(writer_stop), name="engine-results")
         replay_stop = asyncio.Event()
@@ -304,7 +307,7 @@ class Engine:
         nothing is lost by that, the checks are simply probed again after a restart."""
         self._ready.clear()
         self._host_wait.clear()
-        tasks = list(self._tasks)
+        tasks = list(self._in_flight.values())
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=DRAIN_PROBES)
@@ -553,16 +556,16 @@ class Engine:
             self._start(c, now)
 
     def _start(self, c: ScheduledCheck, now: float) -> None:
-        self._in_flight.add(c.id)
         self._host_busy[c.host] = self._host_busy.get(c.host, 0) + 1
         late = now - c.due
         self._metrics.lateness.observe(late if late > 0 else 0.0)
-        task = asyncio.get_running_loop().create_task(self._probe(c))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        self._in_flight[c.id] = loop.create_task(self._probe(c))
 
     def _finish(self, c: ScheduledCheck) -> None:
-        self._in_flight.discard(c.id)
+        self._in_flight.pop(c.id, None)
         host = c.host
         n = self._host_busy.get(host, 1) - 1
         if n > 0:
