@@ -11,9 +11,12 @@ def fmt(ts: datetime | None) -> str | None:
     """Format an aware or naive-UTC datetime as ``YYYY-MM-DD HH:MM:SS`` (None stays None)."""
     if ts is None:
         return None
-    if ts.tzinfo is not None:
+    if ts.tzinfo is not None and ts.tzinfo is not UTC:
         ts = ts.astimezone(UTC)
-    return ts.strftime("%Y-%m-%d %H:%M:%S")
+    # isoformat is C and about half the cost of strftime, on a path (every timestamp of
+    # every monitor of a list) where that shows; "YYYY-MM-DD HH:MM:SS" is its first 19
+    # characters whatever follows (microseconds are cut by "seconds", then the offset).
+    return ts.isoformat(" ", "seconds")[:19]
 
 
 def hms(seconds: float) -> str:
