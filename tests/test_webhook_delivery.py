@@ -57,8 +57,9 @@ class Hit:
         return int(orjson.loads(self.body)["monitor"]["id"])
 
 
-# A behaviour picks the answer for one request: "ok", "500", "redirect", "hang" (until
-# release is set), "hold" (until its own gate in holds is set), "close".
+# A behaviour picks the answer for one request: "ok", "slow" (200 after 0.3 s), "500",
+# "redirect", "hang" (until release is set), "hold" (until its own gate in holds is set),
+# "close".
 Behaviour = Callable[[Hit], str]
 
 
@@ -69,6 +70,8 @@ class Receiver:
         self.behaviour: Behaviour = lambda hit: "ok"
         self.release = asyncio.Event()
         self.holds: list[asyncio.Event] = []
+        self.inside = 0  # requests being answered now, and the most there were at once
+        self.most_inside = 0
         self.base = ""
 
     def url(self, path: str = "/hook") -> str:
@@ -81,6 +84,17 @@ class Receiver:
         hit = Hit(request.path, dict(request.headers), await request.read(), time.monotonic())
         self.hits.append(hit)
         answer = self.behaviour(hit)
+        self.inside += 1
+        self.most_inside = max(self.most_inside, self.inside)
+        try:
+            return await self._answer(request, hit, answer)
+        finally:
+            self.inside -= 1
+
+    async def _answer(self, request: web.Request, hit: Hit, answer: str) -> web.StreamResponse:
+        if answer == "slow":
+            await asyncio.sleep(0.3)
+            answer = "ok"
         if answer == "hang":
             await self.release.wait()
             answer = "ok"
@@ -622,3 +636,20 @@ async def test_a_lone_account_uses_every_slot_and_frees_them_for_another_account
             gate.set()
         for e in [*lone_events, *others]:
             await wait_until(status_is(store, e, "delivered"), what=f"event {e}")
+
+
+async def test_a_receiver_that_answers_slowly_keeps_to_its_share(
+    store: Store, receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 200s that take longer than the quick-answer window earn no slots beyond the share.
+    monkeypatch.setattr(deliverer_module, "QUICK_ANSWER", 0.1)
+    slow, _ = await store.create_account("slow", webhook_url=receiver.url("/slow"))
+    receiver.behaviour = lambda hit: "slow"
+    settings = make_settings(tmp_path, webhook_concurrency=8, webhook_timeout=5.0)
+    async with running(store, settings):
+        first = await queue(store, slow.id, 1)
+        await wait_until(status_is(store, first, "delivered"), what="the first event")
+        events = [await queue(store, slow.id, m) for m in range(2, 32)]
+        await wait_until(status_is(store, events[-1], "delivered"), timeout=20,
+                         what="all delivered")
+    assert receiver.most_inside == 6  # three quarters of 8, never all of them

@@ -495,6 +495,11 @@ class Deliverer:
                            error=f"no answer within {self._timeout:g}s (timed out)")
         except OSError as exc:
             return Outcome(RESULT_CONNECTION_ERROR, error=f"connection error: {exc}")
+        except Exception as exc:
+            # Not expected; still a failed try with its words, not a crashed task whose
+            # event would only come back after its lease.
+            log.exception("webhooks: unexpected error in a try of webhook %d", event.id)
+            return Outcome(RESULT_CONNECTION_ERROR, error=f"{type(exc).__name__}: {exc}")
         status = answer.status
         if status == 200:
             return Outcome(RESULT_DELIVERED, status_code=200)

@@ -287,7 +287,7 @@ class WebhookClient:
                         addresses = await self._resolver(target.host, target.port)
             except TimeoutError:
                 raise
-            except OSError as exc:
+            except Exception as exc:  # a resolver's failure, whatever its kind, is a DNS one
                 raise ResolveError(str(exc) or type(exc).__name__) from exc
             if not addresses:
                 raise ResolveError(f"{target.host} has no address")
