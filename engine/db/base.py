@@ -36,6 +36,39 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+def _unavailable(exc: BaseException) -> DatabaseUnavailable:
+    return DatabaseUnavailable(str(exc) or type(exc).__name__)
+
+
+class _Acquired:
+    """The pool's acquire context with database loss mapped to DatabaseUnavailable.
+
+    A class rather than an ``asynccontextmanager`` generator: every store call goes through
+    it, and the generator machinery cost more than the rest of a cached-plan read's Python.
+    """
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._ctx = pool.acquire()
+
+    async def __aenter__(self) -> asyncpg.Connection:
+        try:
+            return await self._ctx.__aenter__()
+        except UNAVAILABLE_ERRORS as exc:
+            raise _unavailable(exc) from exc
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        try:
+            await self._ctx.__aexit__(exc_type, exc, tb)
+        except UNAVAILABLE_ERRORS as release_exc:
+            raise _unavailable(release_exc) from release_exc
+        if exc is not None and isinstance(exc, UNAVAILABLE_ERRORS):
+            raise _unavailable(exc) from exc
+
+
 class StoreBase:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -44,13 +77,10 @@ class StoreBase:
     def pool(self) -> asyncpg.Pool:
         return self._pool
 
-    @contextlib.asynccontextmanager
-    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
-        try:
-            async with self._pool.acquire() as conn:
-                yield conn
-        except UNAVAILABLE_ERRORS as exc:
-            raise DatabaseUnavailable(str(exc) or type(exc).__name__) from exc
+    def _conn(self) -> _Acquired:
+        """``async with self._conn() as conn``: a pooled connection for the block; losing
+        the database (on acquire, in the block or on release) raises DatabaseUnavailable."""
+        return _Acquired(self._pool)
 
     @contextlib.asynccontextmanager
     async def _tx(self) -> AsyncIterator[asyncpg.Connection]:
