@@ -10,7 +10,7 @@ Request path through the middlewares (outermost first):
    engine sharing the event loop keeps its schedule under an API flood
    (:mod:`engine.web.concurrency`).
 4. ``auth_middleware``: Bearer token on ``/webapi/*`` except the OpenAPI document; the
-   account lands in ``request["account"]``.
+   account lands in ``request[ACCOUNT]`` (:mod:`engine.web.keys`).
 5. ``rate_limit_middleware``: a token bucket per account (429 with ``Retry-After``).
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import warnings
 from collections.abc import Awaitable, Callable
 
 import asyncpg
@@ -33,7 +32,15 @@ from engine.settings import Settings
 from engine.web import api, nodes_api, openapi, status_page, webhooks_api
 from engine.web.concurrency import ApiSlots
 from engine.web.jsonio import json_response, message_response
-from engine.web.keys import ACCOUNT, METRICS, OPENAPI_DOCUMENT, RATE_LIMITER, SETTINGS, STORE
+from engine.web.keys import (
+    ACCOUNT,
+    HTTP_COUNTERS,
+    METRICS,
+    OPENAPI_DOCUMENT,
+    RATE_LIMITER,
+    SETTINGS,
+    STORE,
+)
 from engine.web.ratelimit import RateLimiter, retry_after_header
 
 log = logging.getLogger(__name__)
@@ -150,8 +157,20 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         # The body says nothing about the cause: the log has it.
         log.exception("unhandled error in %s %s", request.method, request.rel_url.raw_path)
         response = message_response("Server error.", 500)
-    request.app[METRICS].http_requests.labels(_route_label(request), str(response.status)).inc()
+    _count_request(request, response.status)
     return response
+
+
+def _count_request(request: web.Request, status: int) -> None:
+    """``upwatch_http_requests_total`` += 1. The labelled child is looked up once per route and
+    status (``labels()`` validates and locks on every call); the keys are as bounded as the
+    metric's own label values."""
+    counters = request.app[HTTP_COUNTERS]
+    key = (_route_label(request), status)
+    child = counters.get(key)
+    if child is None:
+        child = counters[key] = request.app[METRICS].http_requests.labels(key[0], str(status))
+    child.inc()
 
 
 @web.middleware
@@ -193,11 +212,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     account = await request.app[STORE].authenticate(token)
     if account is None:
         return _unauthenticated()
-    # The contract with every handler module is the plain key "account"; aiohttp recommends
-    # typed RequestKeys and warns on strings, which here is noise, not a defect.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", web.NotAppKeyWarning)
-        request[ACCOUNT] = account
+    request[ACCOUNT] = account
     return await handler(request)
 
 
@@ -250,6 +265,7 @@ def create_app(
     app[STORE] = store
     app[SETTINGS] = settings
     app[METRICS] = metrics if metrics is not None else Metrics()
+    app[HTTP_COUNTERS] = {}
     app[RATE_LIMITER] = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
     app[OPENAPI_DOCUMENT] = orjson.dumps(
         openapi.build_document(
