@@ -201,7 +201,10 @@ def bearer_token(header: str | None) -> str | None:
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     if not _needs_auth(request.path):
         return await handler(request)
-    if any(name.lower() in TOKEN_QUERY_PARAMETERS for name in request.query):
+    # query_string first: most requests have none, and parsing the query costs more.
+    if request.query_string and any(
+        name.lower() in TOKEN_QUERY_PARAMETERS for name in request.query
+    ):
         return _unauthenticated()
     # Exactly one header: with two, a proxy in front may have checked a different one than
     # the one read here.
