@@ -415,6 +415,15 @@ class ProbingMixin(StoreBase):
                 # Sorted by id: concurrent writers lock rows in one order.
                 t_ids = sorted(touches)
                 ts = [touches[i] for i in t_ids]
+                # Many touches share one meta object (the runner's per-status-code dicts):
+                # each is encoded once.
+                metas: dict[int, str] = {}
+                meta_text = []
+                for t in ts:
+                    text = metas.get(id(t.meta))
+                    if text is None:
+                        text = metas[id(t.meta)] = orjson.dumps(t.meta).decode()
+                    meta_text.append(text)
                 await conn.execute(
                     SQL_TOUCH_CHECKS,
                     t_ids,
@@ -422,7 +431,7 @@ class ProbingMixin(StoreBase):
                     [t.at for t in ts],
                     [t.status for t in ts],
                     [t.error for t in ts],
-                    [orjson.dumps(t.meta).decode() for t in ts],
+                    meta_text,
                 )
 
     # -- retention ---------------------------------------------------------------------------

@@ -93,6 +93,12 @@ BACKLOG_RETRY_FIRST = 0.2  # seconds before the backlog is first tried again; do
 BACKLOG_RETRY_MAX = 5.0  # ...up to this
 
 
+# The meta of a steady uptime probe, one shared (never modified) dict per status code: no
+# dict per probe, and the results writer encodes each once per batch.
+_UPTIME_META: dict[int | None, dict[str, Any]] = {}
+_UPTIME_META_MAX = 1000  # status codes are three digits; a bound all the same
+
+
 class EngineStore(Protocol):
     async def load_checks_page(self, after_id: int, limit: int) -> list[ScheduledCheck]: ...
     async def load_checks(self, ids: Iterable[int]) -> list[ScheduledCheck]: ...
@@ -647,9 +653,13 @@ class Engine:
         self._observe_phases(outcome)
         state.error = error
         state.last_check_at = now
-        self.results.touch(
-            c.id, Touch(version, now, state.status, error, uptime_meta(outcome))
-        )
+        code = outcome.status_code
+        meta = _UPTIME_META.get(code)
+        if meta is None:
+            meta = uptime_meta(outcome)
+            if len(_UPTIME_META) < _UPTIME_META_MAX:
+                _UPTIME_META[code] = meta
+        self.results.touch(c.id, Touch(version, now, state.status, error, meta))
         return True
 
     async def _probe_uptime(self, c: ScheduledCheck, version: int, outcome: HttpOutcome) -> None:
