@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.probes._net import ProbeFailure
-from engine.probes.http import _PLAIN_URL, _Target
+from engine.probes.http import _PLAIN_URL, HttpProber, _Target
 
 URLS = [
     "http://example.com/",
@@ -69,3 +69,31 @@ def test_plain_form_splits_as_urlsplit_does(url: str) -> None:
 def test_api_form_takes_the_plain_splitter() -> None:
     for url in ("http://example.com/", "https://example.com:8443/a?b=c", "http://127.0.0.1/x"):
         assert _PLAIN_URL.match(url) is not None
+
+
+def _request(url: str) -> bytes | str:
+    """The request line and Host header the general splitter gives for ``url``."""
+    t = _Target.__new__(_Target)
+    try:
+        t._general(url)
+    except ProbeFailure as exc:
+        return f"failure: {exc}"
+    return b"GET %s HTTP/1.1\r\nHost: %s" % (t.target.encode(), t.host_header.encode())
+
+
+@pytest.mark.parametrize("first", URLS)
+def test_known_authorities_give_the_same_requests(first: str) -> None:
+    """Whatever URL taught the prober an authority, every URL gets the request urlsplit
+    would give."""
+    p = HttpProber(timeout=1.0, user_agent="t", allow_private=True)
+    for url in [first, *URLS, first + "x", first + "?", first + "??", first + "/a?b"]:
+        try:
+            hop, request = p._hop(url)
+        except ProbeFailure as exc:
+            assert _request(url) == f"failure: {exc}"
+            continue
+        head = request.split(b"\r\nUser-Agent:")[0]
+        assert head == _request(url), url
+        t = _Target.__new__(_Target)
+        t._general(url)
+        assert (hop.tls, hop.host, hop.port, hop.ip) == (t.tls, t.host, t.port, t.ip), url
