@@ -79,7 +79,6 @@ import asyncio
 import logging
 import re
 import ssl
-from collections.abc import Callable
 from time import perf_counter
 from typing import Final
 from urllib.parse import quote, urljoin, urlsplit
@@ -133,12 +132,10 @@ class _HttpConn(ClientConn):
     __slots__ = (
         "body_seen",
         "hdr_seen",
-        "headers",
         "headers_done",
         "location",
         "max_body",
         "max_header",
-        "on_header",
         "parser",
         "redirecting",
         "request",
@@ -170,12 +167,6 @@ class _HttpConn(ClientConn):
         self.location: bytes | None = None
         self.t_sent: float | None = None
         self.t_first: float | None = None
-        # httptools calls on_header(name, value) for every header line. Only a redirect's
-        # Location matters, so the callback is the headers dict's own C __setitem__: no
-        # Python frame per header (a site sends 10-20); Location is looked up once the
-        # status is known (on_headers_complete).
-        self.headers: dict[bytes, bytes] = {}
-        self.on_header: Callable[[bytes, bytes], None] = self.headers.__setitem__
         self.parser: HttpResponseParser | None = HttpResponseParser(self)
 
     def __call__(self) -> _HttpConn:
@@ -231,21 +222,24 @@ class _HttpConn(ClientConn):
 
     # -- httptools callbacks --------------------------------------------------------------
 
+    # One Python call per header line. (Collecting headers in a dict through its C
+    # __setitem__ instead was a little faster, but a hostile target could make a probe hold
+    # thousands of entries within the 64 KiB header limit.)
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) == 8 and name.lower() == b"location":
+            self.location = value
+
     def on_headers_complete(self) -> None:
         assert self.parser is not None
         status = self.parser.get_status_code()
         if status < 200:
             if status == 101:  # a protocol switch we never asked for
                 self.finish("invalid HTTP response")
-            self.headers.clear()  # interim response (100, 103): the real one follows
+            self.location = None  # interim response (100, 103): the real one follows
             return
         self.status = status
         self.headers_done = True
-        if status in _REDIRECT_STATUSES:
-            for name, value in self.headers.items():
-                if len(name) == 8 and name.lower() == b"location":
-                    self.location = value  # the last one, as header order goes
-        if self.location is not None:
+        if status in _REDIRECT_STATUSES and self.location is not None:
             self.redirecting = True
             self.finish()  # no need for the body of a redirect
 
