@@ -2,9 +2,10 @@
 
 Probes hand their rows to :meth:`ResultsWriter.put` and go on; a writer task (``run``)
 flushes every ``flush_interval`` or as soon as ``batch_rows`` rows wait, each flush one
-transaction of COPY into ``probe_results``, an upsert of the hourly rollups and one UPDATE
-for the checks whose probe changed nothing but status/error/meta/last_check_at ("touches",
-which coalesce per check: only the newest matters).
+transaction on a connection the writer holds (the store's results session): COPY of the rows,
+from which the database derives ``probe_results`` and the hourly rollups, and of the checks
+whose probe changed nothing but status/error/meta/last_check_at ("touches", which coalesce
+per check: only the newest matters).
 
 Bounds, so that memory never grows without limit:
 
@@ -23,10 +24,10 @@ import asyncio
 import logging
 import time
 from collections import deque
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
-from engine.db.probing import RollupCell, Rollups, Touch
+from engine.db.probing import Touch
 from engine.errors import DatabaseUnavailable
 from engine.metrics import Metrics
 
@@ -43,50 +44,19 @@ ResultRow = tuple[
     float | None, float | None, str, bool, str | None,
 ]
 
-_HOUR = timedelta(hours=1)
 _BACKOFF_FIRST = 0.2
 _BACKOFF_MAX = 5.0
 _GIVE_UP_AFTER = 3  # tries of a batch that fails for a reason other than an unreachable DB
 _DROP_LOG_EVERY = 10.0
 
 
+class ResultsSink(Protocol):
+    async def write(self, rows: Any, touches: dict[int, Touch]) -> None: ...
+    async def close(self) -> None: ...
+
+
 class ResultsStore(Protocol):
-    async def write_results(
-        self, rows: Any, rollups: Rollups, touches: dict[int, Touch]
-    ) -> None: ...
-
-
-def aggregate(rows: list[ResultRow]) -> Rollups:
-    """Hourly rollups of a batch: uptime probes only, confirmation probes left out (they
-    re-measure a failure already counted, and ``checks_run_30d`` counts scheduled runs)."""
-    out = Rollups()
-    cells = out.cells
-    # A batch covers a second or so: its rows fall in one or two hours. The hour of a row
-    # within [lo, hi) is known without converting its time (a few hundred ns a row).
-    lo = hi = None
-    hour = 0
-    for row in rows:
-        if row[2] != KIND_UPTIME or row[11]:
-            continue
-        at = row[1]
-        if lo is None or hi is None or not lo <= at < hi:
-            hour = int(at.timestamp()) // 3600
-            lo = datetime.fromtimestamp(hour * 3600, UTC)
-            hi = lo + _HOUR
-        key = (row[0], hour)
-        cell = cells.get(key)
-        if cell is None:
-            cell = cells[key] = RollupCell()
-        cell.probes += 1
-        if row[3] == 2:
-            cell.failures += 1
-        if row[4] is not None:
-            cell.responses += 1
-            ms = row[5] or 0.0
-            cell.ms_sum += ms
-            if ms > cell.ms_max:
-                cell.ms_max = ms
-    return out
+    def results_session(self) -> ResultsSink: ...
 
 
 class ResultsWriter:
@@ -127,6 +97,8 @@ class ResultsWriter:
         self._last_drop_log = 0.0
         self.written = 0
         self.dropped = 0
+        # Taken at the first write, closed by aclose (run does it on its way out).
+        self._session: ResultsSink | None = None
 
     # -- producers ---------------------------------------------------------------------------
 
@@ -194,6 +166,12 @@ class ResultsWriter:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Flush until ``stop``; then drain what is left within the drain timeout."""
+        try:
+            await self._run(stop)
+        finally:
+            await self.aclose()
+
+    async def _run(self, stop: asyncio.Event) -> None:
         stop_waiter = asyncio.create_task(stop.wait())
         stop_waiter.add_done_callback(lambda _t: self._wake.set())
         backoff = 0.0
@@ -299,7 +277,16 @@ class ResultsWriter:
         return True
 
     async def _write(self, batch: list[ResultRow], touches: dict[int, Touch]) -> None:
-        await self._store.write_results(batch, aggregate(batch), touches)
+        session = self._session
+        if session is None:
+            session = self._session = self._store.results_session()
+        await session.write(batch, touches)
+
+    async def aclose(self) -> None:
+        """Give back the writer's connection (the pool cannot close while it is held)."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
     def _put_back(self, batch: list[ResultRow], touches: dict[int, Touch]) -> None:
         self._buf.extendleft(reversed(batch))

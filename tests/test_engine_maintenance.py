@@ -11,7 +11,6 @@ from typing import Any
 from engine.db.probing import partition_name
 from engine.db.store import Store
 from engine.maintenance import Maintenance
-from engine.results import aggregate
 from tests.engine_support import add_monitor, fast_settings, fetch, fetchval
 
 
@@ -38,7 +37,7 @@ async def test_partitions_ahead_retention_and_rollups(
     old_day = today - timedelta(days=40)
     ancient = datetime.combine(old_day, datetime.min.time(), UTC) + timedelta(hours=3)
     rows = [_row(check_id, early), _row(check_id, ancient)]
-    await store.write_results(rows, aggregate(rows), {})
+    await store.write_results(rows, {})
     assert await partition_of(store, check_id, early) == "probe_results_default"
 
     settings = fast_settings(tmp_path, results_retention_days=8, rollup_retention_days=31)
@@ -62,7 +61,7 @@ async def test_partitions_ahead_retention_and_rollups(
     # A second pass is a no-op; a pass 10 days later drops the partitions past retention.
     assert (await m.run_once(now))["created"] == 0
     later = now + timedelta(days=10)
-    await store.write_results([_row(check_id, now)], aggregate([]), {})
+    await store.write_results([_row(check_id, now)], {})
     done = await m.run_once(later)
     later_day = later.date()
     days = await store.result_partitions()

@@ -7,11 +7,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from engine.db.probing import Touch
 from engine.db.store import Store
-from engine.results import aggregate
+from engine.metrics import Metrics
+from engine.results import ResultsWriter
 from tests.engine_support import (
     add_monitor,
     check_row,
@@ -93,10 +95,10 @@ async def test_batch_skips_rollups_of_deleted_checks_and_aggregates_per_hour(
         _row(check_id, h + timedelta(hours=1, minutes=5), ms=20.0),
         _row(987654, h, ms=1.0),  # a check deleted meanwhile
     ]
-    await store.write_results(rows, aggregate(rows), {})
+    await store.write_results(rows, {})
     # A second batch adds to the same hour.
     more = [_row(check_id, h + timedelta(minutes=40), ms=50.0)]
-    await store.write_results(more, aggregate(more), {})
+    await store.write_results(more, {})
     roll = await fetch(store, "SELECT * FROM check_rollups_hourly ORDER BY check_id, hour")
     assert [(r["check_id"], r["hour"], r["probes"], r["responses"], r["failures"],
              r["response_ms_sum"], r["response_ms_max"]) for r in roll] == [
@@ -112,16 +114,77 @@ async def test_batched_check_updates_are_fenced(store: Store, account: tuple[Any
     t1 = datetime.now(UTC)
     t0 = t1 - timedelta(seconds=5)
     newer = Touch(1, t1, "degraded", "HTTP 404", {"http_status_code": 404})
-    await store.write_results([], aggregate([]), {check_id: newer})
+    await store.write_results([], {check_id: newer})
     row = await check_row(store, check_id)
     assert (row["status"], row["error"], row["meta"], row["last_check_at"]) == (
         "degraded", "HTTP 404", {"http_status_code": 404}, t1)
     assert row["state_version"] == 1
     # Older than what the row holds: ignored.
     older = Touch(1, t0, "ok", None, {"http_status_code": 200})
-    await store.write_results([], aggregate([]), {check_id: older})
+    await store.write_results([], {check_id: older})
     assert (await check_row(store, check_id))["status"] == "degraded"
     # Under a config_version the API has moved past: ignored.
     stale = Touch(0, t1 + timedelta(seconds=1), "ok", None, {"http_status_code": 200})
-    await store.write_results([], aggregate([]), {check_id: stale})
+    await store.write_results([], {check_id: stale})
     assert (await check_row(store, check_id))["status"] == "degraded"
+
+
+async def test_rollups_count_scheduled_uptime_probes_only(
+    store: Store, account: tuple[Any, str]
+) -> None:
+    acc, _ = account
+    _, check_id, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/")
+    h = datetime(2026, 3, 1, 10, 30, tzinfo=UTC)
+    rows = [
+        _row(check_id, h, ms=1.0),
+        _row(check_id, h, outcome=2, code=None, ms=3.0),
+        _row(check_id, h, outcome=2, code=None, ms=3.0, confirmation=True),
+        (check_id, h, 2, 0, None, 9.0, None, None, None, None, "local", False, None),
+    ]
+    await store.write_results(rows, {})
+    roll = await fetch(store, "SELECT * FROM check_rollups_hourly")
+    assert [(r["hour"], r["probes"], r["responses"], r["failures"], r["response_ms_sum"],
+             r["response_ms_max"]) for r in roll] == [(h.replace(minute=0), 2, 1, 1, 1.0, 1.0)]
+    assert await fetchval(store, "SELECT count(*) FROM probe_results") == 4
+
+
+async def test_results_writer_takes_a_new_connection_when_its_own_dies(
+    store: Store, account: tuple[Any, str], db_dsn: str
+) -> None:
+    acc, _ = account
+    _, check_id, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/")
+    h = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    w = ResultsWriter(store, metrics=Metrics(), limit=100, flush_interval=60)
+    try:
+        await _write_across_a_lost_connection(w, check_id, h, db_dsn)
+    finally:
+        await w.aclose()  # the pool can close: the connection went back
+    roll = await fetch(store, "SELECT probes, response_ms_sum FROM check_rollups_hourly")
+    assert [(r["probes"], r["response_ms_sum"]) for r in roll] == [(2, 30.0)]
+    assert await fetchval(store, "SELECT count(*) FROM probe_results") == 2
+    assert (await check_row(store, check_id))["last_check_at"] == h + timedelta(minutes=1)
+    # Nothing of the session is left on the pooled connections.
+    assert await fetchval(
+        store, "SELECT count(*) FROM pg_class WHERE relname LIKE '%staging'") == 0
+
+
+async def _write_across_a_lost_connection(
+    w: ResultsWriter, check_id: int, h: datetime, db_dsn: str
+) -> None:
+    w.offer(_row(check_id, h, ms=10.0))
+    assert await w.flush_once()
+    # Every other backend of this database goes, the writer's held connection among them.
+    killer = await asyncpg.connect(db_dsn)
+    try:
+        await killer.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    finally:
+        await killer.close()
+    w.offer(_row(check_id, h + timedelta(minutes=1), ms=20.0))
+    w.touch(check_id, Touch(1, h + timedelta(minutes=1), "ok", None, {"http_status_code": 200}))
+    # The first try may meet the dead connection (batch put back); the next one writes.
+    if not await w.flush_once():
+        assert w.depth == 1
+        assert await w.flush_once()
+    assert not w.in_outage and w.depth == 0

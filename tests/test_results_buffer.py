@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from engine.db.probing import Rollups, Touch
+from engine.db.probing import Touch
 from engine.errors import DatabaseUnavailable
 from engine.metrics import Metrics
-from engine.results import ResultRow, ResultsWriter, aggregate
+from engine.results import ResultRow, ResultsWriter
 
 AT = datetime(2026, 3, 1, 10, 30, tzinfo=UTC)
 
@@ -29,8 +29,15 @@ class FakeStore:
         self.refuse = 0
         self.gate: asyncio.Event | None = None
         self.calls = 0
+        self.closed = 0
 
-    async def write_results(self, rows: Any, rollups: Rollups, touches: dict[int, Touch]) -> None:
+    def results_session(self) -> FakeStore:
+        return self
+
+    async def close(self) -> None:
+        self.closed += 1
+
+    async def write(self, rows: Any, touches: dict[int, Touch]) -> None:
         self.calls += 1
         if self.gate is not None:
             await self.gate.wait()
@@ -165,6 +172,7 @@ async def test_stop_drains_within_the_limit() -> None:
     stop.set()
     await asyncio.wait_for(task, 2)
     assert store.written == list(range(250))
+    assert store.closed == 1  # the writer's connection went back
 
 
 async def test_stop_gives_up_after_the_drain_limit_when_the_database_is_gone() -> None:
@@ -180,16 +188,3 @@ async def test_stop_gives_up_after_the_drain_limit_when_the_database_is_gone() -
     await asyncio.wait_for(w.run(stop), 2)
     assert loop.time() - t0 < 1.0
     assert w.depth == 1
-
-
-def test_aggregate_counts_uptime_probes_only() -> None:
-    rows = [
-        row(1),
-        (1, AT, 1, 2, None, 3.0, None, None, None, None, "local", False, "refused"),
-        (1, AT, 1, 2, None, 3.0, None, None, None, None, "other", True, "refused"),
-        (1, AT, 2, 0, None, 9.0, None, None, None, None, "local", False, None),
-    ]
-    [(key, cell)] = aggregate(rows).cells.items()  # type: ignore[arg-type]
-    assert key == (1, int(AT.timestamp()) // 3600)
-    assert (cell.probes, cell.responses, cell.failures, cell.ms_sum, cell.ms_max) == (
-        2, 1, 1, 1.0, 1.0)

@@ -18,7 +18,7 @@ import logging
 import re
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -26,7 +26,9 @@ import asyncpg
 import orjson
 
 from engine.db.base import CHANNEL_CHECKS, UNAVAILABLE_ERRORS, StoreBase
+from engine.db.pool import mark_session_state
 from engine.db.webhook_queue import insert_event
+from engine.errors import DatabaseUnavailable
 from engine.evaluate import CheckState, Transition
 from engine.webhooks import payloads
 
@@ -96,20 +98,51 @@ RESULT_COLUMNS = (
     "check_id", "at", "kind", "outcome", "status_code", "total_ms", "dns_ms", "connect_ms",
     "tls_ms", "ttfb_ms", "region", "confirmation", "error",
 )
-# Rows of checks deleted meanwhile are skipped by the join (the foreign key would refuse them).
-# The numbers arrive as array literals in text ("{1,2,3}"; hours since the epoch): asyncpg's
-# binary array encoder calls collections.abc isinstance checks on every element (~0.3 us
-# each, seven per rollup cell), str() of numbers is C-fast, and PostgreSQL parses them
-# exactly (floats are written with repr, which round-trips).
-SQL_UPSERT_ROLLUPS = """
+# A results batch goes through two TEMP staging tables on a connection the results writer
+# holds (see ResultsSession): the rows are COPYed once, and probe_results, the hourly rollups
+# and the "touches" are derived from them in SQL, so the engine does no per-row aggregation
+# and no per-value array encoding. ON COMMIT DELETE ROWS empties them with each transaction
+# (and a rolled-back batch leaves nothing behind).
+# total_ms is double precision here (real in probe_results) so the rollup sums add the
+# probe's own figures, as the engine's aggregation did, not their rounded copies.
+SQL_CREATE_RESULTS_STAGING = """
+CREATE TEMP TABLE IF NOT EXISTS results_staging (
+    check_id bigint, at timestamptz, kind smallint, outcome smallint, status_code smallint,
+    total_ms double precision, dns_ms real, connect_ms real, tls_ms real, ttfb_ms real,
+    region text, confirmation boolean, error text
+) ON COMMIT DELETE ROWS
+"""
+# meta is staged as text: the writer encodes each distinct meta object once (many touches
+# share the runner's per-status-code dicts).
+SQL_CREATE_TOUCH_STAGING = """
+CREATE TEMP TABLE IF NOT EXISTS touch_staging (
+    id bigint, version bigint, at timestamptz, status text, error text, meta text
+) ON COMMIT DELETE ROWS
+"""
+# Left on a connection handed back to the pool: it must come back as it was lent.
+SQL_DROP_STAGING = "DROP TABLE IF EXISTS pg_temp.results_staging, pg_temp.touch_staging"
+RESULTS_STAGING = "results_staging"
+TOUCH_STAGING = "touch_staging"
+TOUCH_COLUMNS = ("id", "version", "at", "status", "error", "meta")
+SQL_RESULTS_FROM_STAGING = f"""
+INSERT INTO probe_results ({", ".join(RESULT_COLUMNS)})
+SELECT {", ".join(RESULT_COLUMNS)} FROM results_staging
+"""
+# Uptime probes only; confirmation probes re-measure a failure already counted, and
+# checks_run_30d counts scheduled runs. Rows of checks deleted meanwhile are skipped by the
+# join (the foreign key would refuse them). Sorted, so that writers lock rows in one order.
+SQL_ROLLUPS_FROM_STAGING = """
 INSERT INTO check_rollups_hourly AS r
     (check_id, hour, probes, responses, failures, response_ms_sum, response_ms_max)
-SELECT u.check_id, to_timestamp(u.hour * 3600), u.probes, u.responses, u.failures, u.ms_sum,
-       u.ms_max::real
-FROM unnest($1::text::bigint[], $2::text::bigint[], $3::text::int[], $4::text::int[],
-            $5::text::int[], $6::text::float8[], $7::text::float8[])
-     AS u(check_id, hour, probes, responses, failures, ms_sum, ms_max)
-JOIN checks c ON c.id = u.check_id
+SELECT s.check_id, date_trunc('hour', s.at, 'UTC'), count(*), count(s.status_code),
+       count(*) FILTER (WHERE s.outcome = 2),
+       coalesce(sum(coalesce(s.total_ms, 0)) FILTER (WHERE s.status_code IS NOT NULL), 0),
+       GREATEST(0, max(coalesce(s.total_ms, 0)) FILTER (WHERE s.status_code IS NOT NULL))::real
+FROM results_staging s
+JOIN checks c ON c.id = s.check_id
+WHERE s.kind = 1 AND NOT s.confirmation
+GROUP BY 1, 2
+ORDER BY 1, 2
 ON CONFLICT (check_id, hour) DO UPDATE SET
     probes = r.probes + EXCLUDED.probes,
     responses = r.responses + EXCLUDED.responses,
@@ -117,15 +150,13 @@ ON CONFLICT (check_id, hour) DO UPDATE SET
     response_ms_sum = r.response_ms_sum + EXCLUDED.response_ms_sum,
     response_ms_max = GREATEST(r.response_ms_max, EXCLUDED.response_ms_max)
 """
-# Probes that changed nothing but status/error/meta/last_check_at, many checks per statement.
-# Ids and versions arrive as array literals in text, as in SQL_UPSERT_ROLLUPS.
-SQL_TOUCH_CHECKS = """
+# Probes that changed nothing but status/error/meta/last_check_at, many checks per statement
+# (the writer coalesces them: one per check).
+SQL_TOUCHES_FROM_STAGING = """
 UPDATE checks AS c SET
     status = u.status, error = u.error, meta = u.meta::jsonb, last_check_at = u.at,
     state_version = c.state_version + 1, updated_at = now()
-FROM unnest($1::text::bigint[], $2::text::bigint[], $3::timestamptz[], $4::text[], $5::text[],
-            $6::text[])
-     AS u(id, version, at, status, error, meta)
+FROM touch_staging AS u
 WHERE c.id = u.id AND c.config_version = u.version
   AND (c.last_check_at IS NULL OR c.last_check_at < u.at)
 """
@@ -263,25 +294,6 @@ class Touch:
     meta: dict[str, Any]
 
 
-@dataclass(slots=True)
-class RollupCell:
-    """Aggregate of one (check, hour) within a batch."""
-
-    probes: int = 0
-    responses: int = 0
-    failures: int = 0
-    ms_sum: float = 0.0
-    ms_max: float = 0.0
-
-
-@dataclass(slots=True)
-class Rollups:
-    cells: dict[tuple[int, int], RollupCell] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.cells)
-
-
 _BUILDERS: dict[str, Callable[..., bytes]] = {
     payloads.DOWNTIME: payloads.downtime,
     payloads.UPTIME_RESTORED: payloads.uptime_restored,
@@ -291,9 +303,110 @@ _BUILDERS: dict[str, Callable[..., bytes]] = {
 }
 
 
-def _pg_array(values: Iterable[object]) -> str:
-    """A PostgreSQL array literal of numbers (ints, or floats already in repr form)."""
-    return "{" + ",".join(map(str, values)) + "}"
+# The database gone, or a statement timed out (its connection is then in an unknown state).
+_LOST: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, TimeoutError)
+
+
+class ResultsSession:
+    """The results writer's own connection, held from the pool across batches because it
+    keeps the TEMP staging tables (session state: marked as such, per engine.db.pool's rule,
+    and the tables dropped before it goes back, since the pool's reset does not drop them).
+
+    A connection lost with the database is dropped; the next write takes another one and
+    re-creates the tables, so reconnection needs nothing from the caller.
+    """
+
+    __slots__ = ("_conn", "_pool")
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self._conn: Any = None
+
+    async def _connection(self) -> Any:
+        conn = self._conn
+        if conn is not None:
+            if not conn.is_closed():
+                return conn
+            self._drop()
+        conn = await self._pool.acquire()
+        try:
+            mark_session_state(conn)
+            await conn.execute(SQL_CREATE_RESULTS_STAGING)
+            await conn.execute(SQL_CREATE_TOUCH_STAGING)
+        except BaseException:
+            # Held only once its tables exist; a half-set-up connection is not kept.
+            with contextlib.suppress(Exception):
+                conn.terminate()
+            raise
+        self._conn = conn
+        return conn
+
+    def _drop(self) -> None:
+        """Forget the held connection, closing it: its state (an interrupted COPY, a broken
+        socket) is unknown. Closing it hands its pool slot back."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.terminate()
+
+    async def write(self, rows: Sequence[tuple[Any, ...]], touches: Mapping[int, Touch]) -> None:
+        """One transaction: ``rows`` (columns :data:`RESULT_COLUMNS`) into probe_results,
+        their hourly rollups into check_rollups_hourly, ``touches`` onto their checks rows.
+        Losing the database raises DatabaseUnavailable."""
+        try:
+            conn = await self._connection()
+            async with conn.transaction():
+                if rows:
+                    # The staging table's columns are RESULT_COLUMNS, in that order.
+                    await conn.copy_records_to_table(RESULTS_STAGING, records=rows)
+                    await conn.execute(SQL_RESULTS_FROM_STAGING)
+                    await conn.execute(SQL_ROLLUPS_FROM_STAGING)
+                if touches:
+                    await conn.copy_records_to_table(
+                        TOUCH_STAGING, records=_touch_records(touches)
+                    )
+                    await conn.execute(SQL_TOUCHES_FROM_STAGING)
+        except asyncpg.PostgresError:
+            raise  # refused by the server: rolled back, the connection is fine
+        except _LOST as exc:
+            self._drop()
+            if isinstance(exc, TimeoutError):
+                raise
+            raise DatabaseUnavailable(str(exc) or type(exc).__name__) from exc
+        except BaseException:
+            # Cancelled mid-statement, or asyncpg's own state error on a connection that died
+            # under a COPY: the connection cannot be trusted any more.
+            self._drop()
+            raise
+
+    async def close(self) -> None:
+        """Drop the staging tables and give the connection back to the pool."""
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            await conn.execute(SQL_DROP_STAGING)
+            self._conn = None
+            await self._pool.release(conn)
+        except BaseException as exc:
+            self._drop()
+            if not isinstance(exc, (*UNAVAILABLE_ERRORS, asyncpg.PostgresError, TimeoutError)):
+                raise
+
+
+def _touch_records(touches: Mapping[int, Touch]) -> list[tuple[Any, ...]]:
+    """Rows of touch_staging (:data:`TOUCH_COLUMNS`), by check id so that concurrent writers
+    lock checks rows in one order. Many touches share one meta object (the runner's
+    per-status-code dicts): each is encoded once."""
+    metas: dict[int, str] = {}
+    out = []
+    for check_id in sorted(touches):
+        t = touches[check_id]
+        meta = metas.get(id(t.meta))
+        if meta is None:
+            meta = metas[id(t.meta)] = orjson.dumps(t.meta).decode()
+        out.append((check_id, t.config_version, t.at, t.status, t.error, meta))
+    return out
 
 
 class ProbingMixin(StoreBase):
@@ -397,54 +510,19 @@ class ProbingMixin(StoreBase):
 
     # -- result batches --------------------------------------------------------------------
 
+    def results_session(self) -> ResultsSession:
+        """A :class:`ResultsSession` for the results writer (to be closed when done)."""
+        return ResultsSession(self._pool)
+
     async def write_results(
-        self,
-        rows: Sequence[tuple[Any, ...]],
-        rollups: Rollups,
-        touches: Mapping[int, Touch],
+        self, rows: Sequence[tuple[Any, ...]], touches: Mapping[int, Touch]
     ) -> None:
-        """One transaction: COPY ``rows`` (columns :data:`RESULT_COLUMNS`) into probe_results,
-        add ``rollups`` to check_rollups_hourly, apply ``touches`` to their checks rows."""
-        async with self._tx() as conn:
-            if rows:
-                await conn.copy_records_to_table(
-                    "probe_results", records=rows, columns=RESULT_COLUMNS
-                )
-            if rollups.cells:
-                keys = rollups.cells.keys()
-                cells = rollups.cells.values()
-                await conn.execute(
-                    SQL_UPSERT_ROLLUPS,
-                    _pg_array(k[0] for k in keys),
-                    _pg_array(k[1] for k in keys),
-                    _pg_array(c.probes for c in cells),
-                    _pg_array(c.responses for c in cells),
-                    _pg_array(c.failures for c in cells),
-                    _pg_array(repr(float(c.ms_sum)) for c in cells),
-                    _pg_array(repr(float(c.ms_max)) for c in cells),
-                )
-            if touches:
-                # Sorted by id: concurrent writers lock rows in one order.
-                t_ids = sorted(touches)
-                ts = [touches[i] for i in t_ids]
-                # Many touches share one meta object (the runner's per-status-code dicts):
-                # each is encoded once.
-                metas: dict[int, str] = {}
-                meta_text = []
-                for t in ts:
-                    text = metas.get(id(t.meta))
-                    if text is None:
-                        text = metas[id(t.meta)] = orjson.dumps(t.meta).decode()
-                    meta_text.append(text)
-                await conn.execute(
-                    SQL_TOUCH_CHECKS,
-                    _pg_array(t_ids),
-                    _pg_array(t.config_version for t in ts),
-                    [t.at for t in ts],
-                    [t.status for t in ts],
-                    [t.error for t in ts],
-                    meta_text,
-                )
+        """One batch (see :meth:`ResultsSession.write`) on a session of its own for the call."""
+        session = self.results_session()
+        try:
+            await session.write(rows, touches)
+        finally:
+            await session.close()
 
     # -- retention ---------------------------------------------------------------------------
 

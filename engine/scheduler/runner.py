@@ -65,7 +65,7 @@ from engine.evaluate import (
 )
 from engine.metrics import Metrics
 from engine.probes.outcome import CertOutcome, HttpOutcome
-from engine.results import KIND_CERTIFICATE, KIND_UPTIME, ResultRow, ResultsWriter
+from engine.results import KIND_CERTIFICATE, KIND_UPTIME, ResultRow, ResultsSink, ResultsWriter
 from engine.scheduler.wheel import TimingWheel, first_due
 from engine.settings import Settings
 
@@ -111,7 +111,7 @@ class EngineStore(Protocol):
     async def apply_transition(
         self, check_id: int, config_version: int, tr: Transition
     ) -> Any: ...
-    async def write_results(self, rows: Any, rollups: Any, touches: Any) -> None: ...
+    def results_session(self) -> ResultsSink: ...
 
 
 class HttpProbe(Protocol):
