@@ -325,9 +325,15 @@ class ResultsSession:
     async def _connection(self) -> Any:
         conn = self._conn
         if conn is not None:
-            if not conn.is_closed():
-                return conn
-            self._drop()
+            try:
+                if not conn.is_closed():
+                    return conn
+            except asyncpg.InterfaceError:
+                # Terminated already, which handed it back to the pool: the proxy is
+                # detached and there is nothing left to close.
+                self._conn = None
+            else:
+                self._drop()
         conn = await self._pool.acquire()
         try:
             mark_session_state(conn)
@@ -366,13 +372,14 @@ class ResultsSession:
                         TOUCH_STAGING, records=_touch_records(touches)
                     )
                     await conn.execute(SQL_TOUCHES_FROM_STAGING)
-        except asyncpg.PostgresError:
-            raise  # refused by the server: rolled back, the connection is fine
         except _LOST as exc:
+            # Before PostgresError: a lost connection (PostgresConnectionError) is one too.
             self._drop()
             if isinstance(exc, TimeoutError):
                 raise
             raise DatabaseUnavailable(str(exc) or type(exc).__name__) from exc
+        except asyncpg.PostgresError:
+            raise  # refused by the server: rolled back, the connection is fine
         except BaseException:
             # Cancelled mid-statement, or asyncpg's own state error on a connection that died
             # under a COPY: the connection cannot be trusted any more.
