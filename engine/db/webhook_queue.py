@@ -573,12 +573,6 @@ async def _record_tries(conn: asyncpg.Connection, results: Sequence[TryResult]) 
     if not results:
         return
     delivered = [r for r in results if r.outcome == "delivered"]
-    if len(delivered) == len(results):  # the usual round: every try got its 200
-        await conn.execute(
-            SQL_RECORD_DELIVERED_MANY,
-            [r.id for r in delivered], [r.status_code or 200 for r in delivered],
-        )
-        return
     retry = [r for r in results if r.outcome == "retry"]
     failed = [r for r in results if r.outcome == "failed"]
     if delivered:
