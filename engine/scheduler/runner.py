@@ -3,7 +3,7 @@
 Shape (why it scales to 50,000+ checks on one core):
 
 - One :class:`~engine.scheduler.wheel.TimingWheel` holds every scheduled check; one
-  scheduler loop ticks every few milliseconds, pops what is due and starts a short-lived
+  scheduler loop sweeps it every 20 ms, pops what is due and starts a short-lived
   probe task per due check. No check owns a timer or a long-lived task.
 - Each check follows a stable phase of its interval (``first_due``), so checks of the same
   interval are spread evenly over it; a new, re-enabled or reset (``pending``) check is
@@ -73,7 +73,15 @@ log = logging.getLogger(__name__)
 
 GC_YOUNG_THRESHOLD = 50_000  # allocations between young collections (see Engine._freeze)
 
-TICK = 0.005  # scheduler loop period (s)
+# Scheduler sweep period (s). Probes that come due within one sweep start together, so their
+# connects, reads and closes share event-loop iterations instead of waking the loop once each.
+# Measured at 10,000 checks / 30 s (333 probes/s): engine CPU per probe 521 us with a 5 ms
+# sweep, 330 us with 20 ms, 244 us with 50 ms, at a start lateness of about one sweep
+# (p99 5.7, 20, 50 ms). 20 ms keeps lateness far inside the 100 ms target and is invisible
+# at intervals of 30 s and more. Under accelerated time (tests) the sweep shrinks with the
+# intervals, down to MIN_TICK.
+TICK = 0.02
+MIN_TICK = 0.005
 WHEEL_TICK = 0.01  # wheel bucket width (s); 4096 buckets = one 41 s revolution
 WHEEL_SLOTS = 4096
 SOON_RATE = 1000.0  # pending (new, re-enabled, reset) checks started per second, at most
@@ -166,6 +174,7 @@ class Engine:
         self._metrics = metrics
         self._owns = owns
         self._scale = settings.time_scale
+        self._tick = min(TICK, max(MIN_TICK, TICK * settings.time_scale))
         self._region = settings.region
         self._slow_ms = float(settings.slow_threshold_ms)
         self._max_in_flight = settings.max_in_flight
@@ -539,7 +548,7 @@ class Engine:
                 self._metrics.scheduled.set(len(checks))
                 self._metrics.in_flight.set(len(self._in_flight))
                 gauge_at = now + 1.0
-            await asyncio.sleep(TICK)
+            await asyncio.sleep(self._tick)
 
     def _start_ready(self, now: float) -> None:
         ready, checks, in_flight = self._ready, self._checks, self._in_flight
