@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import trustme
 
+from engine.probes import tls
 from engine.probes.outcome import CertOutcome
 from engine.probes.tls import CertProber, verify_words
 from tests.targets import HttpTarget, TlsCerts, closed_port, ipv6_available, tls_target
@@ -54,6 +55,42 @@ async def test_valid_certificate_and_its_fields(certs: TlsCerts, prober: CertPro
         await site.wait_for_connections(1)
         assert site.sni_names == ["localhost"]
         assert site.requests == []  # a handshake only: no HTTP request
+
+
+async def test_fields_of_a_certificate_seen_again(
+    certs: TlsCerts, prober: CertProber, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leaf seen before is not parsed again, and its fields come out the same."""
+    async with tls_target(certs, "valid") as good, tls_target(certs, "expired") as bad:
+        first = [await prober.probe("localhost", site.port) for site in (good, bad)]
+        parsed: list[bytes] = []
+        real = tls.parse_meta
+
+        def counting(der: bytes) -> tls._Meta:
+            parsed.append(der)
+            return real(der)
+
+        monkeypatch.setattr(tls, "parse_meta", counting)
+        again = [await prober.probe("localhost", site.port) for site in (good, bad)]
+    assert parsed == []
+    assert again[0].error is None and again[1].error == "certificate expired"
+    for a, b in zip(first, again, strict=True):
+        assert (a.issuer, a.signature_algorithm, a.is_self_signed, a.valid_from, a.valid_to) == (
+            b.issuer, b.signature_algorithm, b.is_self_signed, b.valid_from, b.valid_to
+        )
+    assert first[0].valid_to != first[1].valid_to  # two leaves, two entries
+
+
+def test_parsed_fields_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    meta = ("CA", "ecdsa-with-SHA256", False, dt.datetime.now(dt.UTC), dt.datetime.now(dt.UTC))
+    monkeypatch.setattr(tls, "parse_meta", lambda der: meta)
+    prober = CertProber(timeout=TIMEOUT)
+    for i in range(3 * tls._META_CACHE_SIZE):
+        out = CertOutcome(False, None, None, None, None, None, None, 0.0)
+        prober._fill_meta(out, i.to_bytes(4, "big"))
+        assert out.issuer == "CA" and out.valid_to == meta[4]
+    assert len(prober._meta) == tls._META_CACHE_SIZE
+    assert (3 * tls._META_CACHE_SIZE - 1).to_bytes(4, "big") in prober._meta  # newest kept
 
 
 async def test_rsa_certificate_and_ip_literal(tmp_path: Path) -> None:
