@@ -248,6 +248,30 @@ def steady_uptime(prev: CheckState, cls: Outcome) -> bool:
     )
 
 
+def steady_class(
+    prev: CheckState, outcome: HttpOutcome, slow_threshold_ms: float
+) -> Outcome | None:
+    """``classify(outcome)`` when ``steady_uptime(prev, that class)``, else None: the two
+    in one call, for the runner's per-probe fast path (tests check they agree)."""
+    code = outcome.status_code
+    if code is None or code >= 500:
+        return None  # a failure is never steady
+    if code >= 400 or outcome.total_ms > slow_threshold_ms:
+        cls, status = _DEGRADED, DEGRADED
+    else:
+        cls, status = _OK, OK
+    if (
+        prev.status == status
+        and prev.outage_id is None
+        and prev.failing_since is None
+        and prev.detected_by is None
+        and prev.verified_via is None
+        and prev.incident_event_id is None
+    ):
+        return cls
+    return None
+
+
 def evaluate_uptime(
     prev: CheckState,
     outcome: HttpOutcome,

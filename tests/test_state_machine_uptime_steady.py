@@ -1,4 +1,5 @@
-"""The runner's fast path (``steady_uptime``) agrees with ``evaluate_uptime`` (pure)."""
+"""The runner's fast path (``steady_uptime``, ``steady_class``) agrees with ``evaluate_uptime``
+(pure)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from engine.evaluate import (
     Outcome,
     classify,
     evaluate_uptime,
+    steady_class,
     steady_uptime,
     uptime_error,
     uptime_meta,
@@ -85,3 +87,14 @@ def test_ok_stays_ok_is_steady_and_failure_never_is() -> None:
     assert not steady_uptime(CheckState(status=OK), Outcome.DEGRADED)
     assert not steady_uptime(CheckState(status=PENDING), Outcome.OK)
     assert not steady_uptime(CheckState(status=OK), Outcome.FAILURE)
+
+
+def test_steady_class_is_classify_and_steady_uptime_in_one() -> None:
+    outcomes = [*OUTCOMES, HttpOutcome(200, None, SLOW_MS, None, 1.0, None, 5.0),
+                HttpOutcome(399, None, 1.0, None, 1.0, None, 5.0),
+                HttpOutcome(499, None, 1.0, None, 1.0, None, 5.0),
+                HttpOutcome(500, None, 1.0, None, 1.0, None, 5.0)]
+    for prev, outcome in itertools.product(_states(), outcomes):
+        cls = classify(outcome, SLOW_MS)
+        expected = cls if steady_uptime(prev, cls) else None
+        assert steady_class(prev, outcome, SLOW_MS) is expected

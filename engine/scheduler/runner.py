@@ -49,16 +49,16 @@ from engine.confirm import Confirmer, LocalConfirmer
 from engine.db.probing import ScheduledCheck, Touch
 from engine.errors import DatabaseUnavailable
 from engine.evaluate import (
+    FAILING,
     PENDING,
     UPTIME,
     CheckState,
     Outcome,
     Transition,
-    classify,
     evaluate_certificate,
     evaluate_confirmation,
     evaluate_uptime,
-    steady_uptime,
+    steady_class,
     threshold_due,
     uptime_error,
     uptime_meta,
@@ -107,6 +107,8 @@ _UPTIME_META: dict[int | None, dict[str, Any]] = {}
 _UPTIME_META_MAX = 1000  # status codes are three digits; a bound all the same
 
 _OK = Outcome.OK  # a global, not a read through enum's descriptor per probe (see evaluate)
+_OUTCOME_CODE = tuple(int(cls) for cls in Outcome)  # int(cls), by indexing: no call per probe
+_utcnow = datetime.now  # the classmethod bound once: one lookup fewer per probe
 
 
 class EngineStore(Protocol):
@@ -256,6 +258,12 @@ class Engine:
             for kind in (UPTIME, "certificate_health")
             for cls in Outcome
         }
+        # The steady path's counters indexed by the outcome itself (an int): no key tuple
+        # to build and hash per probe.
+        self._uptime_counters = tuple(self._probe_counters[(UPTIME, cls)] for cls in Outcome)
+        # Bound at construction: whatever stands in metrics.lateness now (the bench installs
+        # its recorder before building the engine) sees every observation.
+        self._observe_lateness = metrics.lateness.observe
 
     # -- introspection (tests, metrics) ------------------------------------------------------
 
@@ -506,27 +514,31 @@ class Engine:
 
     # -- scheduling ------------------------------------------------------------------------------
 
-    def _interval(self, c: ScheduledCheck) -> float:
-        return max(MIN_INTERVAL, c.interval_s * self._scale)
-
     def _threshold(self, c: ScheduledCheck) -> float:
         return c.threshold_s * self._scale
 
-    def _schedule(self, c: ScheduledCheck, *, soon: bool = False) -> None:
+    def _schedule(
+        self, c: ScheduledCheck, mono: float | None = None, *, soon: bool = False
+    ) -> None:
         """Put ``c`` in the wheel: at once when ``soon`` (paced by ``SOON_RATE``), else at its
-        next phase, or earlier when a confirmed outage's threshold expires before then."""
-        mono = time.monotonic()
-        interval = self._interval(c)
+        next phase, or earlier when a confirmed outage's threshold expires before then.
+        ``mono`` is ``time.monotonic()`` when the caller has just read it."""
+        if mono is None:
+            mono = time.monotonic()
         if soon:
             # As soon as possible, but a bulk of them (thousands of checks created at once,
             # or found pending at start) is spread at SOON_RATE so it cannot burst.
             due = max(mono, self._soon_next)
             self._soon_next = due + 1.0 / SOON_RATE
         else:
+            interval = c.interval_s * self._scale
+            if interval < MIN_INTERVAL:
+                interval = MIN_INTERVAL  # a tiny time scale must not spin
             wall = time.time()
             due = first_due(c.id, interval, wall) - wall + mono
-            if c.kind == UPTIME:
-                alert_at = threshold_due(c.state, self._threshold(c))
+            # threshold_due is None unless the check is failing: no call for the others.
+            if c.kind == UPTIME and c.state.status == FAILING:
+                alert_at = threshold_due(c.state, c.threshold_s * self._scale)
                 if alert_at is not None:
                     at = alert_at.timestamp() + THRESHOLD_SLACK - wall + mono
                     if at < due:
@@ -553,54 +565,62 @@ class Engine:
             await asyncio.sleep(self._tick)
 
     def _start_ready(self, now: float) -> None:
+        """Start ready checks (in order) while the limits allow; a check whose host is busy
+        waits in that host's queue. Called per sweep and per finished probe, so everything
+        it uses per probe is a local."""
         ready, checks, in_flight = self._ready, self._checks, self._in_flight
-        busy, per_host = self._host_busy, self._per_host
-        while ready and len(in_flight) < self._max_in_flight:
-            c = ready.popleft()
-            if checks.get(c.id) is not c:
-                continue  # dropped or replaced since it came due
-            if c.id in in_flight:
-                # A reload replaced the entry while its previous probe still runs.
-                c.due = now + RETRY_IN_FLIGHT
-                self._wheel.schedule(c.id, c.due)
-                continue
-            if busy.get(c.host, 0) >= per_host:
-                waiting = self._host_wait.get(c.host)
-                if waiting is None:
-                    waiting = self._host_wait[c.host] = deque()
-                waiting.append(c)
-                continue
-            self._start(c, now)
-
-    def _start(self, c: ScheduledCheck, now: float) -> None:
-        self._host_busy[c.host] = self._host_busy.get(c.host, 0) + 1
-        late = now - c.due
-        self._metrics.lateness.observe(late if late > 0 else 0.0)
+        busy, per_host, limit = self._host_busy, self._per_host, self._max_in_flight
+        observe_lateness, probe = self._observe_lateness, self._probe
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        self._in_flight[c.id] = loop.create_task(self._probe(c))
+        while ready and len(in_flight) < limit:
+            c = ready.popleft()
+            check_id = c.id
+            if checks.get(check_id) is not c:
+                continue  # dropped or replaced since it came due
+            if check_id in in_flight:
+                # A reload replaced the entry while its previous probe still runs.
+                c.due = now + RETRY_IN_FLIGHT
+                self._wheel.schedule(check_id, c.due)
+                continue
+            host = c.host
+            n = busy.get(host, 0)
+            if n >= per_host:
+                waiting = self._host_wait.get(host)
+                if waiting is None:
+                    waiting = self._host_wait[host] = deque()
+                waiting.append(c)
+                continue
+            busy[host] = n + 1
+            late = now - c.due
+            observe_lateness(late if late > 0 else 0.0)
+            in_flight[check_id] = loop.create_task(probe(c))
 
     def _finish(self, c: ScheduledCheck) -> None:
-        self._in_flight.pop(c.id, None)
+        check_id = c.id
+        self._in_flight.pop(check_id, None)
         host = c.host
-        n = self._host_busy.get(host, 1) - 1
+        busy = self._host_busy
+        n = busy.get(host, 1) - 1
         if n > 0:
-            self._host_busy[host] = n
+            busy[host] = n
         else:
-            self._host_busy.pop(host, None)
-        waiting = self._host_wait.get(host)
-        if waiting:
-            # The host's next waiting check goes first in line.
-            self._ready.appendleft(waiting.popleft())
-            if not waiting:
-                del self._host_wait[host]
+            busy.pop(host, None)
+        if self._host_wait:  # usually empty: no lookup per probe then
+            waiting = self._host_wait.get(host)
+            if waiting:
+                # The host's next waiting check goes first in line.
+                self._ready.appendleft(waiting.popleft())
+                if not waiting:
+                    del self._host_wait[host]
         if self._stopping:
             return
-        if self._checks.get(c.id) is c:
-            self._schedule(c)
+        mono = time.monotonic()
+        if self._checks.get(check_id) is c:
+            self._schedule(c, mono)
         if self._ready:
-            self._start_ready(time.monotonic())
+            self._start_ready(mono)
 
     # -- one probe ---------------------------------------------------------------------------------
 
@@ -611,7 +631,9 @@ class Engine:
                 # The probe is awaited here rather than in _probe_uptime: one coroutine frame
                 # fewer to pass through on every resumption of the probe.
                 outcome = await self._http.probe(c.url)
-                if self._current(c, version) and not self._steady(c, version, outcome):
+                # _current(c, version), inline: this runs once per probe.
+                if (self._checks.get(c.id) is c and c.config_version == version
+                        and not self._steady(c, version, outcome)):
                     await self._probe_uptime(c, version, outcome)
             else:
                 await self._probe_certificate(c, version)
@@ -648,19 +670,19 @@ class Engine:
         _commit would do for it, without building the transition. False (nothing done) for
         anything else, which takes _probe_uptime."""
         state = c.state
-        cls = classify(outcome, self._slow_ms)
-        if not steady_uptime(state, cls) or c.id in self._backlog_of:
+        cls = steady_class(state, outcome, self._slow_ms)
+        if cls is None or c.id in self._backlog_of:
             return False
-        now = datetime.now(UTC)
+        now = _utcnow(UTC)
         error = None if cls is _OK else uptime_error(outcome, cls, self._slow_ms)
         row: ResultRow = (
-            c.id, now, KIND_UPTIME, int(cls), outcome.status_code, outcome.total_ms,
+            c.id, now, KIND_UPTIME, _OUTCOME_CODE[cls], outcome.status_code, outcome.total_ms,
             outcome.dns_ms, outcome.connect_ms, outcome.tls_ms, outcome.ttfb_ms, self._region,
             False, outcome.error,
         )
         if not self.results.offer(row):
             return False  # the buffer is full: _probe_uptime waits for room (or drops)
-        self._probe_counters[(UPTIME, cls)].inc()
+        self._uptime_counters[cls].inc()
         self._observe_phases(outcome)
         state.error = error
         state.last_check_at = now
