@@ -408,13 +408,66 @@ class HttpProber:
         self._ctx = None
 
     async def probe(self, url: str) -> HttpOutcome:
-        """Probe ``url``; never raises except CancelledError, never exceeds the timeout."""
+        """Probe ``url``; never raises except CancelledError, never exceeds the timeout.
+
+        The hops and the addresses of each hop are walked here, in this one coroutine, not in
+        helper coroutines: the task resumes a probe twice (connected, answered), and each
+        resumption passes through every coroutine frame between the task and the event
+        loop's ``create_connection``.
+        """
         out = HttpOutcome(None, None, 0.0, None, None, None, None)
         t0 = perf_counter()
         loop = asyncio.get_running_loop()
         task, slot, cancelling = self._deadlines.arm(self._timeout, loop)
         try:
-            await self._run(loop, url, out)
+            while True:  # one pass per hop; bounded by max_redirects
+                hop, request = self._hop(url)
+                if hop.ip is not None:
+                    addrs = checked_literal(hop.host, hop.ip, self._allow_private)
+                else:
+                    addrs, out.dns_ms = await resolve_checked(
+                        hop.host, hop.port, literal=None, family=self._family,
+                        allow_private=self._allow_private, resolver=self._resolver,
+                    )
+                ctx = self._tls_context() if hop.tls else None
+                # SNI carries names only; for an IP literal there is none to send.
+                sni = hop.host if hop.tls and hop.ip is None else None
+                # Words, not the exception: its traceback would hold this frame (and the
+                # connection) in a reference cycle that only the cyclic GC could free.
+                last_error = "connection failed"
+                for ip in addrs:  # the first address that accepts, within the one deadline
+                    conn = _HttpConn(
+                        loop.create_future(), self._rview, self._pview, ctx, sni, request,
+                        self._max_header, self._max_body,
+                    )
+                    out.remote_ip = ip
+                    t_start = perf_counter()
+                    try:
+                        try:
+                            await loop.create_connection(
+                                conn, ip, hop.port, local_addr=self._local
+                            )
+                        except OSError as exc:
+                            last_error = os_error_words(exc)
+                            continue
+                        await conn.waiter
+                        break
+                    finally:
+                        _settle(conn, out, t_start)
+                else:
+                    raise ProbeFailure(last_error)
+                if conn.error is not None:
+                    raise ProbeFailure(conn.error)
+                if not conn.redirecting:
+                    break  # out.status_code was set when the hop was settled
+                if out.redirects >= self._max_redirects:
+                    raise ProbeFailure("too many redirects")
+                out.redirects += 1
+                assert conn.location is not None
+                url = urljoin(url, conn.location.decode("utf-8", "surrogateescape").strip())
+                # The phase timings describe the last hop only.
+                out.dns_ms = out.connect_ms = out.tls_ms = out.ttfb_ms = None
+                out.remote_ip = None
         except asyncio.CancelledError:
             if not self._deadlines.expired(task, cancelling):
                 raise
@@ -432,29 +485,6 @@ class HttpProber:
             slot.discard(task)
         out.total_ms = (perf_counter() - t0) * 1000.0
         return out
-
-    async def _run(self, loop: asyncio.AbstractEventLoop, url: str, out: HttpOutcome) -> None:
-        while True:
-            hop, request = self._hop(url)
-            out.dns_ms = out.connect_ms = out.tls_ms = out.ttfb_ms = None
-            out.remote_ip = None
-            if hop.ip is not None:
-                addrs = checked_literal(hop.host, hop.ip, self._allow_private)
-            else:
-                addrs, out.dns_ms = await resolve_checked(
-                    hop.host, hop.port, literal=None, family=self._family,
-                    allow_private=self._allow_private, resolver=self._resolver,
-                )
-            conn = await self._exchange(loop, hop, addrs, request, out)
-            if conn.error is not None:
-                raise ProbeFailure(conn.error)
-            if not conn.redirecting:
-                return  # out.status_code was set when the hop was settled
-            if out.redirects >= self._max_redirects:
-                raise ProbeFailure("too many redirects")
-            out.redirects += 1
-            assert conn.location is not None
-            url = urljoin(url, conn.location.decode("utf-8", "surrogateescape").strip())
 
     def _hop(self, url: str) -> tuple[_Target, bytes]:
         """The split URL and its request bytes.
@@ -482,40 +512,6 @@ class HttpProber:
                 # The entry's hop is shared: its ``target`` is this URL's, and unused.
                 self._authorities[url[:slash]] = (hop, rest)
         return hop, b"GET " + hop.target.encode("ascii") + rest
-
-    async def _exchange(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        hop: _Target,
-        addrs: list[str],
-        request: bytes,
-        out: HttpOutcome,
-    ) -> _HttpConn:
-        """Connect to the first address that accepts and run the exchange on it."""
-        ctx = self._tls_context() if hop.tls else None
-        # SNI carries names only; for an IP literal there is none to send.
-        sni = hop.host if hop.tls and hop.ip is None else None
-        # Words, not the exception: its traceback would hold this frame (and the
-        # connection) in a reference cycle that only the cyclic GC could free.
-        last_error = "connection failed"
-        for ip in addrs:
-            conn = _HttpConn(
-                loop.create_future(), self._rview, self._pview, ctx, sni, request,
-                self._max_header, self._max_body,
-            )
-            out.remote_ip = ip
-            t_start = perf_counter()
-            try:
-                try:
-                    await loop.create_connection(conn, ip, hop.port, local_addr=self._local)
-                except OSError as exc:
-                    last_error = os_error_words(exc)
-                    continue  # the next address, if any, within the same deadline
-                await conn.waiter
-                return conn
-            finally:
-                _settle(conn, out, t_start)
-        raise ProbeFailure(last_error)
 
 
 def _settle(conn: _HttpConn, out: HttpOutcome, t_start: float) -> None:
