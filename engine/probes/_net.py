@@ -381,6 +381,20 @@ class ClientConn(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._rview
 
+    def data_received(self, data: bytes) -> None:
+        """Bytes handed over whole instead of through :meth:`get_buffer`; event loops feed a
+        buffered protocol through the buffer, so this is only a fallback.
+
+        It exists because uvloop reads ``protocol.data_received`` for every new transport,
+        whatever the protocol's kind: without it, each connection raised and caught an
+        AttributeError (about 2,500 instructions, ~1 us, a probe)."""
+        view = self._rview
+        size = len(view)
+        for start in range(0, len(data), size):
+            chunk = data[start : start + size]
+            view[: len(chunk)] = chunk
+            self.buffer_updated(len(chunk))
+
     def buffer_updated(self, nbytes: int) -> None:
         if self.done:
             return
