@@ -22,6 +22,16 @@ ANSWERS = {
     b"/ok-with-location": b"HTTP/1.1 200 OK\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n",
     b"/ok": b"HTTP/1.1 204 No Content\r\n\r\n",
 }
+# path -> a response written in pieces, each its own read at the probe
+PIECES = {
+    # Location split across reads, after an interim response with its own Location.
+    b"/pieces": [b"HTTP/1.1 103 Early Hints\r\nLocation: /elsewhere\r\n\r\nHTTP/1.1 30",
+                 b"2 Found\r\nX-A: 1\r\nLoca", b"tion: /o", b"k\r\nContent-Length: 0\r\n",
+                 b"\r\n"],
+    # Only the interim head has a Location: the 302 is the answer.
+    b"/pieces-no-location": [b"HTTP/1.1 103 Early Hints\r\nLocation: /elsewhere\r\n\r\n",
+                             b"HTTP/1.1 302 Found\r\n", b"Content-Length: 0\r\n\r\n"],
+}
 
 
 @pytest.fixture
@@ -32,8 +42,10 @@ async def server() -> AsyncIterator[tuple[str, list[bytes]]]:
         head = await reader.readuntil(b"\r\n\r\n")
         path = head.split(b" ", 2)[1]
         seen.append(path)
-        writer.write(ANSWERS.get(path, b"HTTP/1.1 404 Not Found\r\n\r\n"))
-        await writer.drain()
+        for piece in PIECES.get(path, [ANSWERS.get(path, b"HTTP/1.1 404 Not Found\r\n\r\n")]):
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.02)
         writer.close()
 
     srv = await asyncio.start_server(handle, "127.0.0.1", 0)
@@ -73,3 +85,13 @@ async def test_location_without_redirect_status_is_not_followed(
     o = await prober.probe(base + "/ok-with-location")
     assert (o.status_code, o.redirects) == (200, 0)
     assert seen == [b"/ok-with-location"]
+
+
+async def test_location_of_a_head_that_spans_reads(server: tuple[str, list[bytes]],
+                                                    prober: HttpProber) -> None:
+    base, seen = server
+    o = await prober.probe(base + "/pieces")
+    assert (o.status_code, o.error, o.redirects) == (204, None, 1)
+    assert seen == [b"/pieces", b"/ok"]
+    o = await prober.probe(base + "/pieces-no-location")
+    assert (o.status_code, o.error, o.redirects) == (302, None, 0)

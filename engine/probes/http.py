@@ -126,14 +126,59 @@ _PLAIN_URL: Final = re.compile(
 )
 
 
+class _Locator:
+    """Finds the final response's ``Location`` by parsing the head a second time, with a
+    header callback.
+
+    The probe's own parser has none: httptools makes one Python call per header line (sites
+    send 10-20), for a value that matters only after a redirect status. A locator runs only
+    for a redirect whose head came in one read (parsed again from that read) or for a head
+    that spans reads (fed every read from the first one on, before the probe's parser: the
+    head's bytes are not kept). Either way it parses the same bytes as the probe's parser,
+    so it finds what a header callback on that parser would have: the last ``Location`` of
+    the final (non-1xx) head.
+    """
+
+    __slots__ = ("final", "location", "parser")
+
+    def __init__(self) -> None:
+        self.location: bytes | None = None
+        self.final = False
+        self.parser: HttpResponseParser | None = HttpResponseParser(self)
+
+    def feed(self, data: memoryview) -> None:
+        parser = self.parser
+        if parser is None:
+            return
+        try:
+            parser.feed_data(data)
+        except (HttpParserError, HttpParserUpgrade):
+            pass  # the probe's own parser meets the same bytes and decides
+        if self.final:
+            self.parser = None  # done; also breaks parser -> bound methods -> self
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.final and len(name) == 8 and name.lower() == b"location":
+            self.location = value
+
+    def on_headers_complete(self) -> None:
+        assert self.parser is not None
+        if self.parser.get_status_code() < 200:
+            self.location = None  # interim response (100, 103): the real one follows
+        else:
+            self.final = True  # header lines after this one are trailers: not ours
+
+
 class _HttpConn(ClientConn):
     """One request/response exchange; also the httptools parser's callback object."""
 
     __slots__ = (
         "body_seen",
+        "chunk",
         "hdr_seen",
         "headers_done",
         "location",
+        "locator",
         "max_body",
         "max_header",
         "parser",
@@ -165,6 +210,8 @@ class _HttpConn(ClientConn):
         self.redirecting = False
         self.status: int | None = None
         self.location: bytes | None = None
+        self.locator: _Locator | None = None
+        self.chunk: memoryview | None = None
         self.t_sent: float | None = None
         self.t_first: float | None = None
         self.parser: HttpResponseParser | None = HttpResponseParser(self)
@@ -222,12 +269,9 @@ class _HttpConn(ClientConn):
 
     # -- httptools callbacks --------------------------------------------------------------
 
-    # One Python call per header line. (Collecting headers in a dict through its C
-    # __setitem__ instead was a little faster, but a hostile target could make a probe hold
-    # thousands of entries within the 64 KiB header limit.)
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) == 8 and name.lower() == b"location":
-            self.location = value
+    # No on_header: see _Locator. (Collecting headers in a dict through its C __setitem__
+    # was rejected: a hostile target could make a probe hold thousands of entries within
+    # the 64 KiB header limit.)
 
     def on_headers_complete(self) -> None:
         assert self.parser is not None
@@ -235,13 +279,21 @@ class _HttpConn(ClientConn):
         if status < 200:
             if status == 101:  # a protocol switch we never asked for
                 self.finish("invalid HTTP response")
-            self.location = None  # interim response (100, 103): the real one follows
-            return
+            return  # interim response (100, 103): the real one follows
         self.status = status
         self.headers_done = True
-        if status in _REDIRECT_STATUSES and self.location is not None:
-            self.redirecting = True
-            self.finish()  # no need for the body of a redirect
+        if status in _REDIRECT_STATUSES:
+            locator = self.locator
+            if locator is None:
+                # The whole head came in the read being parsed: parse it again.
+                assert self.chunk is not None
+                locator = self.locator = _Locator()
+                locator.feed(self.chunk)
+            self.location = locator.location
+            self.locator = None
+            if self.location is not None:
+                self.redirecting = True
+                self.finish()  # no need for the body of a redirect
 
     def on_message_complete(self) -> None:
         if self.headers_done:
@@ -253,11 +305,21 @@ class _HttpConn(ClientConn):
         parser = self.parser
         if parser is None:
             return
+        head = not self.headers_done
+        if head:
+            if self.locator is not None:
+                self.locator.feed(data)  # before the parser: on_headers_complete reads it
+            self.chunk = data
         try:
             parser.feed_data(data)
         except (HttpParserError, HttpParserUpgrade):
             # After the headers a malformed body does not matter; before, nothing usable came.
             self.finish(None if self.headers_done else "invalid HTTP response")
+        if head and not self.headers_done and not self.done and self.locator is None:
+            # The head goes on in the next read, and this was its first: from here on a
+            # locator follows the head, fed from the start.
+            self.locator = _Locator()
+            self.locator.feed(data)
 
     def _body(self, data: memoryview) -> None:
         room = self.max_body - self.body_seen
@@ -529,3 +591,7 @@ def _settle(conn: _HttpConn, out: HttpOutcome, t_start: float) -> None:
         transport.abort()
     conn.release()
     conn.parser = None  # parser -> bound methods -> conn -> parser
+    conn.chunk = None
+    if conn.locator is not None:
+        conn.locator.parser = None  # same cycle in the locator
+        conn.locator = None
