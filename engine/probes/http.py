@@ -36,7 +36,12 @@ so CPU per request is the steadier figure): this probe spends ~120-180 us of cli
 * deadlines share one timer per 4 ms slot (``_net.Deadlines``): ``asyncio.timeout`` cost
   ~10 us per probe (a libuv timer each); IP literals are recognised with ``inet_pton``, not
   ``ipaddress`` (~5 us); ``is_public_ip`` answers are cached; URLs of the API's normalised
-  form are split by one regular expression instead of ``urlsplit``.
+  form are split by one regular expression instead of ``urlsplit``;
+* per probe, one coroutine frame between the task and ``create_connection`` (the task
+  resumes a probe twice, through every frame), no Python call per response header line
+  (``_Locator``), and no AttributeError raised inside uvloop (``ClientConn.data_received``):
+  together ~10% of the client's user-space instructions on the bench's answer, ~15% on one
+  with 11 headers (valgrind counts, which the shared machine's load does not disturb).
 
 Memory per in-flight HTTPS probe (handshake done, waiting for the answer; RSS growth over
 1000 such probes, uvloop, OpenSSL 3.0; in brackets after warm-up churn):
