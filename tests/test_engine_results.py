@@ -3,7 +3,7 @@ never undo newer state and respect the API's config_version fence."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +188,33 @@ async def _write_across_a_lost_connection(
         assert w.depth == 1
         assert await w.flush_once()
     assert not w.in_outage and w.depth == 0
+
+
+async def test_times_are_written_to_the_microsecond(
+    store: Store, account: tuple[Any, str]
+) -> None:
+    """Times are staged as integers (microseconds since the epoch) and turned back in SQL:
+    every value comes back exactly, in probe_results, the rollup hour and last_check_at,
+    whatever the time zone the datetime was made in."""
+    acc, _ = account
+    _, check_id, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/")
+    east = timezone(timedelta(hours=5, minutes=30))
+    ats = [
+        datetime(2026, 3, 1, 10, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2026, 3, 1, 11, 0, 0, 1, tzinfo=UTC),
+        datetime(2026, 3, 1, 16, 30, 0, 123_457, tzinfo=east),  # 11:00:00.123457 UTC
+        datetime(2099, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+    ]
+    rows = [_row(check_id, at, ms=1.0) for at in ats]
+    last = ats[-1]
+    await store.write_results(
+        rows, {check_id: Touch(1, last, "ok", None, {"http_status_code": 200})})
+    got = await fetch(store, "SELECT at FROM probe_results ORDER BY at")
+    assert [r["at"] for r in got] == sorted(ats)
+    roll = await fetch(store, "SELECT hour, probes FROM check_rollups_hourly ORDER BY hour")
+    assert [(r["hour"], r["probes"]) for r in roll] == [
+        (datetime(2026, 3, 1, 10, tzinfo=UTC), 1),
+        (datetime(2026, 3, 1, 11, tzinfo=UTC), 2),
+        (datetime(2099, 12, 31, 23, tzinfo=UTC), 1),
+    ]
+    assert (await check_row(store, check_id))["last_check_at"] == last
