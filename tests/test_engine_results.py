@@ -218,3 +218,77 @@ async def test_times_are_written_to_the_microsecond(
         (datetime(2099, 12, 31, 23, tzinfo=UTC), 1),
     ]
     assert (await check_row(store, check_id))["last_check_at"] == last
+
+
+async def test_touches_with_and_without_their_rows_in_the_batch(
+    store: Store, account: tuple[Any, str]
+) -> None:
+    """A touch rides on its own row when that row is in the batch; one whose row is not
+    (written earlier, dropped in an outage) or is older than the batch's row of its check
+    is written all the same, and neither adds a probe_results row or a rollup probe."""
+    acc, _ = account
+    ids = [(await add_monitor(store, acc.id, f"http://127.0.0.1:9/{i}"))[1] for i in range(4)]
+    a, b, c, d = ids
+    h = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    t1, t2 = h + timedelta(minutes=1), h + timedelta(minutes=2)
+    same = datetime(2026, 3, 1, 10, 2, tzinfo=UTC)  # equal to t2, another object
+    rows = [
+        _row(a, t1, ms=10.0), _row(a, t2, ms=20.0),  # a's touch is its second row's
+        _row(b, t2, ms=30.0),  # b's touch is from an earlier probe (t1)
+        _row(c, same, ms=40.0),  # c's touch has an equal time in another object
+    ]
+    touches = {
+        a: Touch(1, t2, "ok", None, {"http_status_code": 200}),
+        b: Touch(1, t1, "degraded", "HTTP 404", {"http_status_code": 404}),
+        c: Touch(1, t2, "ok", None, {"http_status_code": 200}),
+        d: Touch(1, t1, "degraded", "slow", {"http_status_code": 200}),  # no row at all
+    }
+    before = dict(touches)
+    await store.write_results(rows, touches)
+    assert touches == before  # the caller's mapping is left alone (it may be put back)
+    got = await fetch(store, "SELECT check_id, at, total_ms FROM probe_results"
+                             " ORDER BY check_id, at")
+    assert [(r["check_id"], r["at"], r["total_ms"]) for r in got] == [
+        (a, t1, 10.0), (a, t2, 20.0), (b, t2, 30.0), (c, t2, 40.0)]
+    roll = await fetch(store, "SELECT check_id, probes FROM check_rollups_hourly"
+                              " ORDER BY check_id")
+    assert [(r["check_id"], r["probes"]) for r in roll] == [(a, 2), (b, 1), (c, 1)]
+    want = {a: ("ok", None, 200, t2), b: ("degraded", "HTTP 404", 404, t1),
+            c: ("ok", None, 200, t2), d: ("degraded", "slow", 200, t1)}
+    for check_id, (status, error, code, at) in want.items():
+        row = await check_row(store, check_id)
+        assert (row["status"], row["error"], row["meta"], row["last_check_at"],
+                row["state_version"]) == (status, error, {"http_status_code": code}, at, 1)
+
+
+async def test_a_refused_batch_writes_nothing_and_leaves_nothing_staged(
+    store: Store, account: tuple[Any, str]
+) -> None:
+    """A batch the server refuses, in its COPY or in the statements after it, writes none
+    of its rows, rollups or touches; the session's next batch writes exactly its own."""
+    acc, _ = account
+    _, check_id, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/")
+    h = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    session = store.results_session()
+    try:
+        # Refused by the COPY: text PostgreSQL cannot hold (a NUL character).
+        bad_value = [_row(check_id, h, ms=1.0),
+                     (*_row(check_id, h, code=None)[:-1], "refused\x00")]
+        with pytest.raises(asyncpg.PostgresError):
+            await session.write(bad_value, {})
+        # Refused after it: a status the checks table does not allow.
+        bad_touch = {check_id: Touch(1, h, "bogus", None, {})}
+        with pytest.raises(asyncpg.CheckViolationError):
+            await session.write([_row(check_id, h, ms=2.0)], bad_touch)
+        good = Touch(1, h + timedelta(minutes=1), "ok", None, {"http_status_code": 200})
+        await session.write([_row(check_id, h + timedelta(minutes=1), ms=3.0)],
+                            {check_id: good})
+    finally:
+        await session.close()
+    got = await fetch(store, "SELECT total_ms FROM probe_results")
+    assert [r["total_ms"] for r in got] == [3.0]
+    roll = await fetch(store, "SELECT probes, response_ms_sum FROM check_rollups_hourly")
+    assert [(r["probes"], r["response_ms_sum"]) for r in roll] == [(1, 3.0)]
+    row = await check_row(store, check_id)
+    assert (row["status"], row["last_check_at"], row["state_version"]) == (
+        "ok", h + timedelta(minutes=1), 1)

@@ -98,43 +98,53 @@ RESULT_COLUMNS = (
     "check_id", "at", "kind", "outcome", "status_code", "total_ms", "dns_ms", "connect_ms",
     "tls_ms", "ttfb_ms", "region", "confirmation", "error",
 )
-# A results batch goes through two TEMP staging tables on a connection the results writer
-# holds (see ResultsSession): the rows are COPYed once, and probe_results, the hourly rollups
-# and the "touches" are derived from them in SQL, so the engine does no per-row aggregation
-# and no per-value array encoding. ON COMMIT DELETE ROWS empties them with each transaction
-# (and a rolled-back batch leaves nothing behind).
+# A results batch goes through one TEMP staging table on a connection the results writer
+# holds (see ResultsSession): the batch is COPYed once, and probe_results, the hourly rollups
+# and the "touches" are derived from it in SQL, so the engine does no per-row aggregation and
+# no per-value array encoding.
+#
+# A staged line is a result row (kind not NULL), a touch (version not NULL), or both: a
+# probe's touch rides on its own result row (same check, same time), so that the common
+# probe (a row and a touch) costs one line, with its check id and time encoded once. A touch
+# whose row is not in the batch (dropped in an outage, or written by an earlier batch) gets a
+# line of its own, with NULL result columns.
+#
+# The table keeps its rows across transactions: the COPY commits on its own, and one
+# multi-statement query derives everything and empties the table, as one implicit
+# transaction (PostgreSQL runs a simple query's statements as one). That is three round
+# trips a batch where BEGIN, two COPYs, three statements and COMMIT took nine. A refused
+# batch leaves its lines behind, and the writer empties the table before it goes on
+# (ResultsSession.write); a connection in any other doubt is dropped, and the table with it.
+#
 # total_ms is double precision here (real in probe_results) so the rollup sums add the
 # probe's own figures, as the engine's aggregation did, not their rounded copies.
 # Times are staged as integer microseconds since the Unix epoch (at_us), not timestamptz:
 # asyncpg's timestamptz encoder (infinity comparisons, astimezone, a timedelta) costs about
-# 1 us a value, twice the engine's own subtraction (see _micros), and there is one in every
-# row and every touch. SQL_AT turns them back, exactly: the float8 product of a whole number
-# of microseconds below 2**53 (the year 2255) is exact, and so is the interval it makes.
+# 1 us a value, twice the engine's own arithmetic (_staging_lines). SQL_AT turns them back,
+# exactly: the float8 product of a whole number of microseconds below 2**53 (the year 2255)
+# is exact, and so is the interval it makes.
+# meta is staged as text: the writer encodes each distinct meta object once (many touches
+# share the runner's per-status-code dicts); state_error is the touch's error (the check's),
+# error the result row's.
 SQL_CREATE_RESULTS_STAGING = """
 CREATE TEMP TABLE IF NOT EXISTS results_staging (
     check_id bigint, at_us bigint, kind smallint, outcome smallint, status_code smallint,
     total_ms double precision, dns_ms real, connect_ms real, tls_ms real, ttfb_ms real,
-    region text, confirmation boolean, error text
-) ON COMMIT DELETE ROWS
-"""
-# meta is staged as text: the writer encodes each distinct meta object once (many touches
-# share the runner's per-status-code dicts).
-SQL_CREATE_TOUCH_STAGING = """
-CREATE TEMP TABLE IF NOT EXISTS touch_staging (
-    id bigint, version bigint, at_us bigint, status text, error text, meta text
-) ON COMMIT DELETE ROWS
+    region text, confirmation boolean, error text,
+    version bigint, status text, state_error text, meta text
+)
 """
 # Left on a connection handed back to the pool: it must come back as it was lent.
-SQL_DROP_STAGING = "DROP TABLE IF EXISTS pg_temp.results_staging, pg_temp.touch_staging"
+SQL_DROP_STAGING = "DROP TABLE IF EXISTS pg_temp.results_staging"
+SQL_CLEAR_STAGING = "TRUNCATE results_staging"
 RESULTS_STAGING = "results_staging"
-TOUCH_STAGING = "touch_staging"
-TOUCH_COLUMNS = ("id", "version", "at_us", "status", "error", "meta")
 SQL_AT = "(timestamptz 'epoch' + {t}.at_us * interval '1 microsecond')"
 SQL_RESULTS_FROM_STAGING = f"""
 INSERT INTO probe_results ({", ".join(RESULT_COLUMNS)})
 SELECT s.check_id, {SQL_AT.format(t="s")}, s.kind, s.outcome, s.status_code, s.total_ms,
        s.dns_ms, s.connect_ms, s.tls_ms, s.ttfb_ms, s.region, s.confirmation, s.error
 FROM results_staging s
+WHERE s.kind IS NOT NULL
 """
 # Uptime probes only; confirmation probes re-measure a failure already counted, and
 # checks_run_30d counts scheduled runs. Rows of checks deleted meanwhile are skipped by the
@@ -159,16 +169,33 @@ ON CONFLICT (check_id, hour) DO UPDATE SET
     response_ms_max = GREATEST(r.response_ms_max, EXCLUDED.response_ms_max)
 """
 # Probes that changed nothing but status/error/meta/last_check_at, many checks per statement
-# (the writer coalesces them: one per check).
+# (the writer coalesces them: one per check, so one staged line per check). By check id, so
+# that writers lock checks rows in one order.
 SQL_TOUCHES_FROM_STAGING = f"""
 UPDATE checks AS c SET
-    status = u.status, error = u.error, meta = u.meta::jsonb, last_check_at = u.at,
+    status = u.status, error = u.state_error, meta = u.meta::jsonb, last_check_at = u.at,
     state_version = c.state_version + 1, updated_at = now()
-FROM (SELECT id, version, {SQL_AT.format(t="t")} AS at, status, error, meta
-      FROM touch_staging t) AS u
-WHERE c.id = u.id AND c.config_version = u.version
+FROM (SELECT s.check_id, s.version, {SQL_AT.format(t="s")} AS at, s.status, s.state_error,
+             s.meta
+      FROM results_staging s
+      WHERE s.version IS NOT NULL
+      ORDER BY s.check_id) AS u
+WHERE c.id = u.check_id AND c.config_version = u.version
   AND (c.last_check_at IS NULL OR c.last_check_at < u.at)
 """
+
+
+def _finish_sql(rows: bool, touches: bool) -> str:
+    """The one query that derives a staged batch and empties the table (see above)."""
+    parts = [SQL_RESULTS_FROM_STAGING, SQL_ROLLUPS_FROM_STAGING] if rows else []
+    if touches:
+        parts.append(SQL_TOUCHES_FROM_STAGING)
+    parts.append(SQL_CLEAR_STAGING)
+    return ";".join(parts)
+
+
+# By (rows?, touches?) of the batch.
+SQL_FINISH = {(r, t): _finish_sql(r, t) for r in (False, True) for t in (False, True)}
 
 # -- retention -------------------------------------------------------------------------------
 
@@ -318,11 +345,11 @@ _LOST: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, TimeoutError)
 
 class ResultsSession:
     """The results writer's own connection, held from the pool across batches because it
-    keeps the TEMP staging tables (session state: marked as such, per engine.db.pool's rule,
-    and the tables dropped before it goes back, since the pool's reset does not drop them).
+    keeps the TEMP staging table (session state: marked as such, per engine.db.pool's rule,
+    and the table dropped before it goes back, since the pool's reset does not drop it).
 
     A connection lost with the database is dropped; the next write takes another one and
-    re-creates the tables, so reconnection needs nothing from the caller.
+    re-creates the table, so reconnection needs nothing from the caller.
     """
 
     __slots__ = ("_conn", "_pool")
@@ -347,9 +374,8 @@ class ResultsSession:
         try:
             mark_session_state(conn)
             await conn.execute(SQL_CREATE_RESULTS_STAGING)
-            await conn.execute(SQL_CREATE_TOUCH_STAGING)
         except BaseException:
-            # Held only once its tables exist; a half-set-up connection is not kept.
+            # Held only once its table exists; a half-set-up connection is not kept.
             with contextlib.suppress(Exception):
                 conn.terminate()
             raise
@@ -365,21 +391,18 @@ class ResultsSession:
                 conn.terminate()
 
     async def write(self, rows: Sequence[tuple[Any, ...]], touches: Mapping[int, Touch]) -> None:
-        """One transaction: ``rows`` (columns :data:`RESULT_COLUMNS`) into probe_results,
-        their hourly rollups into check_rollups_hourly, ``touches`` onto their checks rows.
-        Losing the database raises DatabaseUnavailable."""
+        """All or nothing: ``rows`` (columns :data:`RESULT_COLUMNS`, aware datetimes) into
+        probe_results, their hourly rollups into check_rollups_hourly, ``touches`` onto their
+        checks rows. Neither argument is changed. Losing the database raises
+        DatabaseUnavailable; a refusal raises the server's error, with nothing written."""
+        if not rows and not touches:
+            return
+        # Before the connection is touched: a value that cannot be encoded raises here.
+        lines = _staging_lines(rows, touches)
         try:
             conn = await self._connection()
-            async with conn.transaction():
-                if rows:
-                    await conn.copy_records_to_table(RESULTS_STAGING, records=_result_records(rows))
-                    await conn.execute(SQL_RESULTS_FROM_STAGING)
-                    await conn.execute(SQL_ROLLUPS_FROM_STAGING)
-                if touches:
-                    await conn.copy_records_to_table(
-                        TOUCH_STAGING, records=_touch_records(touches)
-                    )
-                    await conn.execute(SQL_TOUCHES_FROM_STAGING)
+            await conn.copy_records_to_table(RESULTS_STAGING, records=lines)
+            await conn.execute(SQL_FINISH[bool(rows), bool(touches)])
         except _LOST as exc:
             # Before PostgresError: a lost connection (PostgresConnectionError) is one too.
             self._drop()
@@ -387,15 +410,29 @@ class ResultsSession:
                 raise
             raise DatabaseUnavailable(str(exc) or type(exc).__name__) from exc
         except asyncpg.PostgresError:
-            raise  # refused by the server: rolled back, the connection is fine
+            # Refused by the server: the finishing statements rolled back together (a
+            # refused COPY stages nothing), the connection is fine, and the staged lines
+            # must go before the batch is tried again.
+            await self._clear()
+            raise
         except BaseException:
             # Cancelled mid-statement, or asyncpg's own state error on a connection that died
             # under a COPY: the connection cannot be trusted any more.
             self._drop()
             raise
 
+    async def _clear(self) -> None:
+        """Empty the staging table after a refusal; drop the connection if that fails."""
+        try:
+            await self._conn.execute(SQL_CLEAR_STAGING)
+        except asyncio.CancelledError:
+            self._drop()
+            raise
+        except Exception:
+            self._drop()  # the refusal is what the caller hears about
+
     async def close(self) -> None:
-        """Drop the staging tables and give the connection back to the pool."""
+        """Drop the staging table and give the connection back to the pool."""
         conn = self._conn
         if conn is None:
             return
@@ -411,37 +448,48 @@ class ResultsSession:
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+# The result columns of a line that carries only a touch (kind NULL: no probe_results row).
+_NO_RESULT = (None,) * 11
 
 
-def _micros(at: datetime) -> int:
-    """Microseconds since the Unix epoch of an aware datetime (what staging's at_us holds)."""
-    return (at - _EPOCH) // _MICROSECOND
+def _staging_lines(
+    rows: Sequence[tuple[Any, ...]], touches: Mapping[int, Touch]
+) -> list[tuple[Any, ...]]:
+    """Lines of results_staging (see SQL_CREATE_RESULTS_STAGING): every row, in order, with
+    ``at`` as at_us and the touch of its check attached when the touch is the row's own
+    (same time); then a line for each touch left over.
 
-
-def _result_records(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Rows of results_staging: ``rows`` (:data:`RESULT_COLUMNS`) with ``at`` as at_us.
-    Unpacked by name, not sliced: the fastest way to rebuild a 13-tuple in CPython."""
-    return [
-        (c, (at - _EPOCH) // _MICROSECOND, kind, outcome, code, total, dns, connect, tls, ttfb,
-         region, confirmation, error)
-        for c, at, kind, outcome, code, total, dns, connect, tls, ttfb, region, confirmation,
-        error in rows
-    ]
-
-
-def _touch_records(touches: Mapping[int, Touch]) -> list[tuple[Any, ...]]:
-    """Rows of touch_staging (:data:`TOUCH_COLUMNS`), by check id so that concurrent writers
-    lock checks rows in one order. Many touches share one meta object (the runner's
-    per-status-code dicts): each is encoded once."""
+    The usual probe makes a row and a touch with the same datetime object, which ``is``
+    finds at the cost of a dict lookup; any row of the check with an equal time would do
+    (the touch's line would be the same), so identity is a shortcut, not a rule. Many
+    touches share one meta object (the runner's per-status-code dicts): each is encoded
+    once. The loop is written out (names, not slices or helpers): it runs for every row."""
+    epoch, micro = _EPOCH, _MICROSECOND
+    pending = dict(touches)
+    pending_get = pending.get
     metas: dict[int, str] = {}
-    out = []
-    for check_id in sorted(touches):
-        t = touches[check_id]
+    lines: list[tuple[Any, ...]] = []
+    add = lines.append
+    for (c, at, kind, outcome, code, total, dns, connect, tls, ttfb, region, confirmation,
+         error) in rows:
+        t = pending_get(c)
+        if t is None or t.at is not at:
+            add((c, (at - epoch) // micro, kind, outcome, code, total, dns, connect, tls, ttfb,
+                 region, confirmation, error, None, None, None, None))
+            continue
+        del pending[c]
         meta = metas.get(id(t.meta))
         if meta is None:
             meta = metas[id(t.meta)] = orjson.dumps(t.meta).decode()
-        out.append((check_id, t.config_version, _micros(t.at), t.status, t.error, meta))
-    return out
+        add((c, (at - epoch) // micro, kind, outcome, code, total, dns, connect, tls, ttfb,
+             region, confirmation, error, t.config_version, t.status, t.error, meta))
+    for c, t in pending.items():
+        meta = metas.get(id(t.meta))
+        if meta is None:
+            meta = metas[id(t.meta)] = orjson.dumps(t.meta).decode()
+        add((c, (t.at - epoch) // micro, *_NO_RESULT, t.config_version, t.status, t.error,
+             meta))
+    return lines
 
 
 class ProbingMixin(StoreBase):
