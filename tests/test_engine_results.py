@@ -292,3 +292,18 @@ async def test_a_refused_batch_writes_nothing_and_leaves_nothing_staged(
     row = await check_row(store, check_id)
     assert (row["status"], row["last_check_at"], row["state_version"]) == (
         "ok", h + timedelta(minutes=1), 1)
+
+
+async def test_staged_times_do_not_depend_on_the_session_time_zone(store: Store) -> None:
+    """The expression that turns a staged interval back into a time gives the same instant
+    in a session whose time zone has daylight saving time (the pool's sessions are UTC)."""
+    from engine.db.probing import SQL_AT
+
+    at = datetime(2026, 7, 1, 12, 34, 56, 789_012, tzinfo=UTC)
+    since = at - datetime(1970, 1, 1, tzinfo=UTC)
+    async with store.pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL timezone = 'America/New_York'")
+        got = await conn.fetchval(
+            f"SELECT {SQL_AT.format(t='s')} FROM (SELECT $1::interval AS since_epoch) s",
+            since)
+    assert got == at
