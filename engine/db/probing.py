@@ -109,12 +109,12 @@ RESULT_COLUMNS = (
 # whose row is not in the batch (dropped in an outage, or written by an earlier batch) gets a
 # line of its own, with NULL result columns.
 #
-# The table keeps its rows across transactions: the COPY commits on its own, and one
-# multi-statement query derives everything and empties the table, as one implicit
-# transaction (PostgreSQL runs a simple query's statements as one). That is three round
-# trips a batch where BEGIN, two COPYs, three statements and COMMIT took nine. A refused
-# batch leaves its lines behind, and the writer empties the table before it goes on
-# (ResultsSession.write); a connection in any other doubt is dropped, and the table with it.
+# A batch is one transaction in four round trips: BEGIN, the COPY (two: asyncpg waits for
+# the server's go-ahead before it streams), and one multi-statement query that derives
+# everything and commits; BEGIN, two COPYs, three statements and COMMIT took nine. ON COMMIT
+# DELETE ROWS empties the table in place at each commit (a rolled-back batch leaves nothing
+# behind either); a TRUNCATE per batch would give the table a new file and rewrite its
+# pg_class row every time.
 #
 # total_ms is double precision here (real in probe_results) so the rollup sums add the
 # probe's own figures, as the engine's aggregation did, not their rounded copies.
@@ -134,11 +134,10 @@ CREATE TEMP TABLE IF NOT EXISTS results_staging (
     status_code smallint, total_ms double precision, dns_ms real, connect_ms real,
     tls_ms real, ttfb_ms real, region text, confirmation boolean, error text,
     version bigint, status text, state_error text, meta text
-)
+) ON COMMIT DELETE ROWS
 """
 # Left on a connection handed back to the pool: it must come back as it was lent.
 SQL_DROP_STAGING = "DROP TABLE IF EXISTS pg_temp.results_staging"
-SQL_CLEAR_STAGING = "TRUNCATE results_staging"
 RESULTS_STAGING = "results_staging"
 SQL_AT = "((timestamp '1970-01-01' + {t}.since_epoch) AT TIME ZONE 'UTC')"
 SQL_RESULTS_FROM_STAGING = f"""
@@ -188,11 +187,13 @@ WHERE c.id = u.check_id AND c.config_version = u.version
 
 
 def _finish_sql(rows: bool, touches: bool) -> str:
-    """The one query that derives a staged batch and empties the table (see above)."""
+    """The one query that derives a staged batch and commits it (see above). Should one of
+    its statements fail, the server skips the rest, COMMIT included: the transaction is
+    left aborted, for the writer to roll back."""
     parts = [SQL_RESULTS_FROM_STAGING, SQL_ROLLUPS_FROM_STAGING] if rows else []
     if touches:
         parts.append(SQL_TOUCHES_FROM_STAGING)
-    parts.append(SQL_CLEAR_STAGING)
+    parts.append("COMMIT")
     return ";".join(parts)
 
 
@@ -403,6 +404,7 @@ class ResultsSession:
         lines = _staging_lines(rows, touches)
         try:
             conn = await self._connection()
+            await conn.execute("BEGIN")
             await conn.copy_records_to_table(RESULTS_STAGING, records=lines)
             await conn.execute(SQL_FINISH[bool(rows), bool(touches)])
         except _LOST as exc:
@@ -412,10 +414,8 @@ class ResultsSession:
                 raise
             raise DatabaseUnavailable(str(exc) or type(exc).__name__) from exc
         except asyncpg.PostgresError:
-            # Refused by the server: the finishing statements rolled back together (a
-            # refused COPY stages nothing), the connection is fine, and the staged lines
-            # must go before the batch is tried again.
-            await self._clear()
+            # Refused by the server: the transaction is aborted, the connection fine.
+            await self._rollback()
             raise
         except BaseException:
             # Cancelled mid-statement, or asyncpg's own state error on a connection that died
@@ -423,10 +423,14 @@ class ResultsSession:
             self._drop()
             raise
 
-    async def _clear(self) -> None:
-        """Empty the staging table after a refusal; drop the connection if that fails."""
+    async def _rollback(self) -> None:
+        """End a refused batch's transaction (its staged lines go with it); drop the
+        connection if that fails."""
+        conn = self._conn
+        if conn is None:
+            return  # refused while it was being set up: it was not kept
         try:
-            await self._conn.execute(SQL_CLEAR_STAGING)
+            await conn.execute("ROLLBACK")
         except asyncio.CancelledError:
             self._drop()
             raise
