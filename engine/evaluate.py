@@ -230,38 +230,19 @@ def _downtime_event(
 # -- uptime ------------------------------------------------------------------------------
 
 
-def steady_uptime(prev: CheckState, cls: Outcome) -> bool:
-    """True when :func:`evaluate_uptime` of an outcome of class ``cls`` would change nothing
-    but ``error``, ``meta`` and ``last_check_at``: not a failure, the status stays what it
-    is (ok -> ok, degraded -> degraded) and no failure bookkeeping is left to clear. Its
-    transition is then non-durable, with the state ``prev`` with those three fields set
-    (tests compare the two); the runner takes this path for most probes without building
-    one."""
-    return (
-        cls is not _FAILURE
-        and prev.status == _STATUS_OF[cls]
-        and prev.outage_id is None
-        and prev.failing_since is None
-        and prev.detected_by is None
-        and prev.verified_via is None
-        and prev.incident_event_id is None
-    )
-
-
 def steady_class(
     prev: CheckState, outcome: HttpOutcome, slow_threshold_ms: float
 ) -> Outcome | None:
-    """``classify(outcome)`` when ``steady_uptime(prev, that class)``, else None: the two
-    in one call, for the runner's per-probe fast path (tests check they agree)."""
-    code = outcome.status_code
-    if code is None or code >= 500:
-        return None  # a failure is never steady
-    if code >= 400 or outcome.total_ms > slow_threshold_ms:
-        cls, status = _DEGRADED, DEGRADED
-    else:
-        cls, status = _OK, OK
+    """``classify(outcome)`` when :func:`evaluate_uptime` of it would change nothing but
+    ``error``, ``meta`` and ``last_check_at``, else None. Steady means: not a failure, the
+    status stays what it is (ok -> ok, degraded -> degraded) and no failure bookkeeping is
+    left to clear. Its transition is then non-durable, with the state ``prev`` with those
+    three fields set (tests compare the two); the runner takes this path for most probes
+    without building one."""
+    cls = classify(outcome, slow_threshold_ms)
     if (
-        prev.status == status
+        cls is not _FAILURE
+        and prev.status == _STATUS_OF[cls]
         and prev.outage_id is None
         and prev.failing_since is None
         and prev.detected_by is None

@@ -1,4 +1,4 @@
-"""The runner's fast path (``steady_uptime``, ``steady_class``) agrees with ``evaluate_uptime``
+"""The runner's fast path (``steady_class``) agrees with ``evaluate_uptime``
 (pure)."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from engine.evaluate import (
     classify,
     evaluate_uptime,
     steady_class,
-    steady_uptime,
     uptime_error,
     uptime_meta,
 )
@@ -35,6 +34,11 @@ OUTCOMES = [
     HttpOutcome(404, None, 12.0, None, 1.0, None, 5.0),
     HttpOutcome(503, None, 12.0, None, 1.0, None, 5.0),
     HttpOutcome(None, "connection refused", 1.0, None, None, None, None),
+    # Class boundaries: exactly the slow threshold, the last 3xx and 4xx, the first 5xx.
+    HttpOutcome(200, None, SLOW_MS, None, 1.0, None, 5.0),
+    HttpOutcome(399, None, 1.0, None, 1.0, None, 5.0),
+    HttpOutcome(499, None, 1.0, None, 1.0, None, 5.0),
+    HttpOutcome(500, None, 1.0, None, 1.0, None, 5.0),
 ]
 
 
@@ -68,8 +72,10 @@ def test_steady_means_only_error_meta_and_last_check_change() -> None:
         cls = classify(outcome, SLOW_MS)
         tr = evaluate_uptime(prev, outcome, now=NOW, region="eu", threshold=60.0,
                              slow_threshold_ms=SLOW_MS)
-        if not steady_uptime(prev, cls):
+        fast = steady_class(prev, outcome, SLOW_MS)
+        if fast is None:
             continue  # the runner evaluates these in full
+        assert fast is cls
         steady += 1
         expected = dataclasses.replace(
             prev, error=uptime_error(outcome, cls, SLOW_MS), last_check_at=NOW)
@@ -82,19 +88,9 @@ def test_steady_means_only_error_meta_and_last_check_change() -> None:
 
 
 def test_ok_stays_ok_is_steady_and_failure_never_is() -> None:
-    assert steady_uptime(CheckState(status=OK), Outcome.OK)
-    assert steady_uptime(CheckState(status=DEGRADED), Outcome.DEGRADED)
-    assert not steady_uptime(CheckState(status=OK), Outcome.DEGRADED)
-    assert not steady_uptime(CheckState(status=PENDING), Outcome.OK)
-    assert not steady_uptime(CheckState(status=OK), Outcome.FAILURE)
-
-
-def test_steady_class_is_classify_and_steady_uptime_in_one() -> None:
-    outcomes = [*OUTCOMES, HttpOutcome(200, None, SLOW_MS, None, 1.0, None, 5.0),
-                HttpOutcome(399, None, 1.0, None, 1.0, None, 5.0),
-                HttpOutcome(499, None, 1.0, None, 1.0, None, 5.0),
-                HttpOutcome(500, None, 1.0, None, 1.0, None, 5.0)]
-    for prev, outcome in itertools.product(_states(), outcomes):
-        cls = classify(outcome, SLOW_MS)
-        expected = cls if steady_uptime(prev, cls) else None
-        assert steady_class(prev, outcome, SLOW_MS) is expected
+    ok, degraded, failure = OUTCOMES[0], OUTCOMES[3], OUTCOMES[5]
+    assert steady_class(CheckState(status=OK), ok, SLOW_MS) is Outcome.OK
+    assert steady_class(CheckState(status=DEGRADED), degraded, SLOW_MS) is Outcome.DEGRADED
+    assert steady_class(CheckState(status=OK), degraded, SLOW_MS) is None
+    assert steady_class(CheckState(status=PENDING), ok, SLOW_MS) is None
+    assert steady_class(CheckState(status=OK), failure, SLOW_MS) is None

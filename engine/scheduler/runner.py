@@ -665,7 +665,7 @@ class Engine:
 
     def _steady(self, c: ScheduledCheck, version: int, outcome: HttpOutcome) -> bool:
         """The common case done without awaiting anything: a probe that leaves the check as
-        it was (ok stays ok, see ``steady_uptime``) changes only error, meta and
+        it was (ok stays ok, see ``steady_class``) changes only error, meta and
         last_check_at, which the results writer batches. Exactly what evaluate_uptime and
         _commit would do for it, without building the transition. False (nothing done) for
         anything else, which takes _probe_uptime."""
