@@ -538,7 +538,7 @@ class Engine:
             due = first_due(c.id, interval, wall) - wall + mono
             # threshold_due is None unless the check is failing: no call for the others.
             if c.kind == UPTIME and c.state.status == FAILING:
-                alert_at = threshold_due(c.state, c.threshold_s * self._scale)
+                alert_at = threshold_due(c.state, self._threshold(c))
                 if alert_at is not None:
                     at = alert_at.timestamp() + THRESHOLD_SLACK - wall + mono
                     if at < due:
@@ -631,9 +631,7 @@ class Engine:
                 # The probe is awaited here rather than in _probe_uptime: one coroutine frame
                 # fewer to pass through on every resumption of the probe.
                 outcome = await self._http.probe(c.url)
-                # _current(c, version), inline: this runs once per probe.
-                if (self._checks.get(c.id) is c and c.config_version == version
-                        and not self._steady(c, version, outcome)):
+                if self._current(c, version) and not self._steady(c, version, outcome):
                     await self._probe_uptime(c, version, outcome)
             else:
                 await self._probe_certificate(c, version)
