@@ -119,7 +119,7 @@ class _CertConn(ClientConn):
             self.finish("no TLS answer: " + os_error_words(exc))
 
 
-# The leaf's fields as fill_meta copies them: issuer, signature algorithm, self-signed,
+# The leaf's fields as _set_meta copies them: issuer, signature algorithm, self-signed,
 # valid from, valid to.
 _Meta = tuple[str | None, str, bool, datetime, datetime]
 
@@ -157,12 +157,8 @@ def parse_meta(der: bytes) -> _Meta:
     )
 
 
-def fill_meta(out: CertOutcome, der: bytes) -> None:
-    """Copy the leaf's issuer, signature algorithm, self-signedness and validity into ``out``."""
-    _set_meta(out, parse_meta(der))
-
-
 def _set_meta(out: CertOutcome, meta: _Meta) -> None:
+    """Copy the leaf's issuer, signature algorithm, self-signedness and validity into ``out``."""
     issuer, algorithm, self_signed, valid_from, valid_to = meta
     if issuer is not None:
         out.issuer = issuer
@@ -306,4 +302,4 @@ class CertProber:
         raise ProbeFailure("no TLS answer: " + last_error)
 
 
-__all__ = ["CertProber", "fill_meta", "parse_meta", "verify_words"]
+__all__ = ["CertProber", "parse_meta", "verify_words"]
