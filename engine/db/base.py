@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from engine.db.pool import mark_session_state
 from engine.errors import DatabaseUnavailable
 
 # Channels. LISTEN/NOTIFY only wakes loops; periodic polls keep them correct.
@@ -45,26 +46,42 @@ class _Acquired:
 
     A class rather than an ``asynccontextmanager`` generator: every store call goes through
     it, and the generator machinery cost more than the rest of a cached-plan read's Python.
+
+    A use that ends in an exception gets the pool's full reset on release (see
+    engine.db.pool): the connection may be left mid-protocol (a fatal error read before the
+    server closed the socket, as when PostgreSQL stops), and lent out like that the next
+    user would fail with "another operation is in progress". The reset query either finds
+    the connection sound or fails, and asyncpg then terminates it. Clean uses skip it.
     """
 
-    __slots__ = ("_ctx",)
+    __slots__ = ("_conn", "_ctx")
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._ctx = pool.acquire()
+        self._conn: asyncpg.Connection | None = None
 
     async def __aenter__(self) -> asyncpg.Connection:
         try:
-            return await self._ctx.__aenter__()
+            conn: asyncpg.Connection = await self._ctx.__aenter__()
         except UNAVAILABLE_ERRORS as exc:
             raise _unavailable(exc) from exc
+        self._conn = conn
+        return conn
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> None:
+        if exc is not None and self._conn is not None:
+            mark_session_state(self._conn)
         try:
             await self._ctx.__aexit__(exc_type, exc, tb)
         except UNAVAILABLE_ERRORS as release_exc:
             raise _unavailable(release_exc) from release_exc
+        except Exception:
+            if exc is None:
+                raise
+            # The reset found the connection unusable and asyncpg terminated it: what the
+            # caller must hear about is the use's own error, below.
         if exc is not None and isinstance(exc, UNAVAILABLE_ERRORS):
             raise _unavailable(exc) from exc
 

@@ -13,6 +13,9 @@ connection so that it still gets the full reset:
   listeners hold a pooled connection for as long as they listen);
 - session advisory locks, which the taker marks with :func:`mark_session_state` (the
   migration lock).
+
+The store also marks every connection whose use ended in an exception (engine.db.base), so
+that one left mid-protocol by an error is reset or terminated, never lent out as it is.
 """
 
 from __future__ import annotations
