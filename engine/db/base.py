@@ -34,6 +34,10 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.CannotConnectNowError,
     asyncpg.AdminShutdownError,
     asyncpg.TooManyConnectionsError,
+    # A pooled connection the server cut while it sat idle (PostgreSQL stopping) can be
+    # handed out before its socket's close is read: its first query then fails with "another
+    # operation is in progress". The reset on release (below) terminates it.
+    asyncpg.InternalClientError,
 )
 
 
