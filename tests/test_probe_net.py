@@ -11,8 +11,6 @@ import pytest
 
 from engine.netpolicy import is_public_ip
 from engine.probes._net import (
-    READ_BUFFER_SIZE,
-    ClientConn,
     Deadlines,
     ip_literal,
     os_error_words,
@@ -109,24 +107,3 @@ def test_outside_cancellation_is_not_swallowed() -> None:
                 await _guarded(d, 5.0)
 
     asyncio.run(main())
-
-
-class _Recorder(ClientConn):
-    __slots__ = ("seen",)
-
-    def __init__(self, rview: memoryview) -> None:
-        super().__init__(asyncio.Future(), rview, rview, None, None)
-        self.seen: list[bytes] = []
-
-    def on_data(self, data: memoryview) -> None:
-        self.seen.append(bytes(data))
-
-
-async def test_data_received_feeds_the_buffered_path_in_buffer_sized_pieces() -> None:
-    """uvloop only looks ``data_received`` up; should a loop call it, the bytes still arrive
-    in order, through the shared buffer, in pieces that fit it."""
-    conn = _Recorder(memoryview(bytearray(READ_BUFFER_SIZE)))
-    data = bytes(range(256)) * (READ_BUFFER_SIZE * 3 // 512)  # one and a half buffers
-    conn.data_received(data)
-    assert b"".join(conn.seen) == data
-    assert [len(s) for s in conn.seen] == [READ_BUFFER_SIZE, len(data) - READ_BUFFER_SIZE]

@@ -3,12 +3,13 @@
 * :func:`resolve_checked`: resolve a host ourselves and apply the private-address rule to every
   candidate, so the probes connect to an IP literal that was checked (DNS rebinding between the
   check and the connect cannot get through).
-* :class:`ClientConn`: one client connection as an ``asyncio.BufferedProtocol``, with TLS done
-  in-process over ``ssl.MemoryBIO`` instead of the event loop's SSL transport: uvloop's
-  transport keeps a 256 KiB read buffer per connection and shuts down gracefully (up to 30 s)
-  on ``close()``; here all connections of a prober read into the prober's two buffers and
-  are always ``abort()``ed. It also lets the probes time TCP connect and TLS handshake
-  separately. Measurements are in ``engine/probes/http.py``.
+* :class:`ClientConn`: one client connection over a :mod:`engine.probes.reactor` socket
+  (the reactor's ``Endpoint``), with TLS done in-process over ``ssl.MemoryBIO`` instead of the
+  event loop's SSL transport: uvloop's transport keeps a 256 KiB read buffer per connection
+  and shuts down gracefully (up to 30 s) on ``close()``; here all connections of a prober
+  read into the prober's two buffers and are always ``abort()``ed. It also lets the probes
+  time TCP connect and TLS handshake separately. Measurements are in
+  ``engine/probes/http.py``.
 * :class:`Deadlines`: per-probe deadlines without a timer per probe.
 * Words for errors: every failure becomes a short phrase in plain English.
 """
@@ -18,13 +19,18 @@ from __future__ import annotations
 import asyncio
 import errno
 import functools
+import logging
 import math
 import socket
 import ssl
+from collections.abc import Callable
 from time import perf_counter
-from typing import Final, cast
+from typing import Any, Final, Protocol, cast
 
 from engine.netpolicy import Resolver, is_public_ip, literal_ip
+from engine.probes.reactor import Reactor, SocketTransport
+
+log = logging.getLogger(__name__)
 
 # Both read buffers are shared by all connections of one prober. That is safe because the
 # event loop calls get_buffer(), reads into the buffer and calls buffer_updated()
@@ -191,6 +197,31 @@ def ip_family(ip: str) -> int:
     return socket.AF_INET6 if ":" in ip else socket.AF_INET
 
 
+def reactor_for(current: Reactor | None, loop: asyncio.AbstractEventLoop) -> Reactor:
+    """``current`` when it serves ``loop``; else a new reactor for ``loop`` (tests run one
+    loop per test), and ``current``, if any, closed."""
+    if current is not None:
+        if current.loop is loop:
+            return current
+        current.close()
+    return Reactor(loop)
+
+
+class Expiring(Protocol):
+    def expire(self) -> None: ...
+
+
+def wake_future(fut: asyncio.Future[None]) -> Callable[[], None]:
+    """A ``notify`` for :class:`ClientConn` that resolves ``fut`` (unless it is already
+    done: a cancelled waiter)."""
+
+    def wake() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    return wake
+
+
 class Deadlines:
     """Per-probe deadlines at a fraction of ``asyncio.timeout``'s cost.
 
@@ -223,7 +254,7 @@ class Deadlines:
     __slots__ = ("_fired", "_loop", "_slots")
 
     def __init__(self) -> None:
-        self._slots: dict[int, set[asyncio.Task[object]]] = {}
+        self._slots: dict[int, set[Any]] = {}  # tasks (arm) and Expiring (arm_expiry)
         self._fired: set[asyncio.Task[object]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -261,24 +292,54 @@ class Deadlines:
         # Also cancelled from outside meanwhile: the caller must see that cancellation.
         return task.uncancel() <= cancelling
 
-    def _fire(self, key: int, slot: set[asyncio.Task[object]]) -> None:
+    def arm_expiry(
+        self, timeout: float, loop: asyncio.AbstractEventLoop, target: Expiring
+    ) -> set[Expiring]:
+        """Register ``target``, whose ``expire()`` is called when its deadline passes unless
+        the caller took it out of the returned slot first (``slot.discard(target)``). For
+        probes driven by callbacks, without a task to cancel."""
+        if loop is not self._loop:
+            self._loop = loop
+            self._slots = {}
+            self._fired = set()
+        key = math.ceil((loop.time() + timeout) / self.GRANULARITY)
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = set()
+            loop.call_at(key * self.GRANULARITY, self._fire, key, slot)
+        slot.add(target)
+        return slot
+
+    def _fire(self, key: int, slot: set[object]) -> None:
         if self._slots.get(key) is slot:
             del self._slots[key]
-        for task in slot:
-            self._fired.add(task)
-            task.cancel()
+        items = list(slot)
         slot.clear()
+        for item in items:
+            if isinstance(item, asyncio.Task):
+                self._fired.add(item)
+                item.cancel()
+                continue
+            try:
+                cast(Expiring, item).expire()
+            except Exception:
+                # One faulty target must not keep the others of its slot running forever.
+                log.exception("probe deadline handler failed")
 
 
-class ClientConn(asyncio.BufferedProtocol):
-    """A client connection, plain or TLS, that reports back through ``waiter``.
+class ClientConn:
+    """A client connection, plain or TLS, that reports back through ``notify``.
 
     Subclasses implement :meth:`on_ready` (TCP connected, and TLS handshake done if any),
     :meth:`on_data` (plaintext arrived; a memoryview into a shared buffer, valid only during
     the call), :meth:`on_lost` (EOF, reset or TLS failure after the handshake) and
     :meth:`on_tls_failed` (the handshake failed, or the peer went away during it).
-    They end the connection's work with :meth:`finish`; the owner awaits ``waiter`` and then
-    aborts the transport (probes never shut down gracefully: nothing to wait for).
+    They end the connection's work with :meth:`finish`. ``notify()`` is then called once,
+    when control is back in the reactor's call into the connection, never from inside a
+    parser or TLS callback: the owner may abort the transport there and go on (probes never
+    shut down gracefully: nothing to wait for), and an exception it raises reaches the
+    reactor, which logs it. A connect that fails sets ``connect_error`` (its words) and
+    finishes: the owner tries the next address.
     """
 
     __slots__ = (
@@ -287,27 +348,29 @@ class ClientConn(asyncio.BufferedProtocol):
         "_pview",
         "_rview",
         "_ssl",
+        "connect_error",
         "done",
         "error",
         "handshaken",
+        "notify",
         "t_connected",
         "t_tls",
         "transport",
-        "waiter",
     )
 
     def __init__(
         self,
-        waiter: asyncio.Future[None],
+        notify: Callable[[], None],
         rview: memoryview,
         pview: memoryview,
         ctx: ssl.SSLContext | None,
         server_hostname: str | None,
     ) -> None:
-        self.waiter = waiter
+        self.notify: Callable[[], None] | None = notify
         self._rview = rview
         self._pview = pview
-        self.transport: asyncio.Transport | None = None
+        self.transport: SocketTransport | None = None
+        self.connect_error: str | None = None
         self.t_connected: float | None = None
         self.t_tls: float | None = None
         self.done = False
@@ -338,13 +401,12 @@ class ClientConn(asyncio.BufferedProtocol):
         raise NotImplementedError
 
     def finish(self, error: str | None = None) -> None:
-        """Record the result and wake the owner; later calls are ignored."""
+        """Record the result; the owner is notified on the way out. Later calls are
+        ignored."""
         if self.done:
             return
         self.done = True
         self.error = error
-        if not self.waiter.done():
-            self.waiter.set_result(None)
 
     def send(self, data: bytes) -> None:
         """Write application data (encrypted when TLS)."""
@@ -362,42 +424,56 @@ class ClientConn(asyncio.BufferedProtocol):
         return self._ssl
 
     def release(self) -> None:
-        """Drop the transport and TLS state (the owner calls this after aborting)."""
+        """Drop the transport, TLS state and owner (the owner calls this after aborting)."""
+        self.notify = None
         self.transport = None
         self._ssl = None
         self._in = self._out = None
 
-    # -- asyncio.BufferedProtocol -----------------------------------------------------------
+    # -- reactor endpoint (engine.probes.reactor.Endpoint) ------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports do not derive from asyncio.Transport; they implement it.
-        self.transport = cast(asyncio.Transport, transport)
+    def connection_made(self, transport: SocketTransport) -> None:
+        self.transport = transport
         self.t_connected = perf_counter()
         if self._ssl is None:
             self.on_ready()
         else:
             self._handshake()
+        if self.done:
+            self._notify()
+
+    def connection_failed(self, exc: OSError) -> None:
+        """The connect failed (refused, unreachable): the owner tries the next address."""
+        if not self.done:
+            self.connect_error = os_error_words(exc)
+            self.finish(self.connect_error)
+            self._notify()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._rview
 
-    def data_received(self, data: bytes) -> None:
-        """Bytes handed over whole instead of through :meth:`get_buffer`; event loops feed a
-        buffered protocol through the buffer, so this is only a fallback.
-
-        It exists because uvloop reads ``protocol.data_received`` for every new transport,
-        whatever the protocol's kind: without it, each connection raised and caught an
-        AttributeError (about 2,500 instructions, ~1 us, a probe)."""
-        view = self._rview
-        size = len(view)
-        for start in range(0, len(data), size):
-            chunk = data[start : start + size]
-            view[: len(chunk)] = chunk
-            self.buffer_updated(len(chunk))
-
     def buffer_updated(self, nbytes: int) -> None:
-        if self.done:
-            return
+        if not self.done:
+            self._received(nbytes)
+            if self.done:
+                self._notify()
+
+    def eof_received(self) -> bool | None:
+        self._lost(None)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost(exc)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        notify = self.notify
+        if notify is not None:
+            self.notify = None
+            notify()
+
+    def _received(self, nbytes: int) -> None:
         if self._ssl is None:
             self.on_data(self._rview[:nbytes])
             return
@@ -422,15 +498,6 @@ class ClientConn(asyncio.BufferedProtocol):
             if self.done or self._in is None:
                 return
 
-    def eof_received(self) -> bool | None:
-        self._lost(None)
-        return False  # let the transport close itself
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._lost(exc)
-
-    # -- internals ----------------------------------------------------------------------------
-
     def _lost(self, exc: BaseException | None) -> None:
         if self.done:
             return
@@ -438,6 +505,7 @@ class ClientConn(asyncio.BufferedProtocol):
             self.on_tls_failed(exc)
         else:
             self.on_lost(exc)
+        self._notify()
 
     def _flush(self) -> None:
         out = self._out

@@ -27,9 +27,12 @@ so CPU per request is the steadier figure): this probe spends ~120-180 us of cli
 (user + kernel) per request, ``aiohttp.ClientSession(force_close=True)`` ~330-580 us, ``wrk``
 ~62 us. What makes the difference:
 
-* a raw ``asyncio.BufferedProtocol`` over ``loop.create_connection`` and httptools: no
-  connector, no ``ClientResponse``/``StreamReader``/header multidict. The protocol is its own
-  factory; reads land in two buffers owned by the prober (no ``bytes`` per read); body bytes
+* a plain non-blocking socket on the prober's :class:`~engine.probes.reactor.Reactor` (an
+  epoll nested in the event loop: four system calls and a coroutine, two futures and a libuv
+  handle fewer per connection than ``loop.create_connection``; ~7k fewer user-space
+  instructions a probe, and the gap grows with the number of probes in flight) and
+  httptools: no connector, no ``ClientResponse``/``StreamReader``/header multidict. Reads
+  land in two buffers owned by the prober (no ``bytes`` per read); body bytes
   are counted, never copied (no ``on_body`` callback); the parser/protocol and
   exception/frame reference cycles are broken so a finished probe is freed by reference
   counting, not by the cyclic GC;
@@ -37,11 +40,10 @@ so CPU per request is the steadier figure): this probe spends ~120-180 us of cli
   ~10 us per probe (a libuv timer each); IP literals are recognised with ``inet_pton``, not
   ``ipaddress`` (~5 us); ``is_public_ip`` answers are cached; URLs of the API's normalised
   form are split by one regular expression instead of ``urlsplit``;
-* per probe, one coroutine frame between the task and ``create_connection`` (the task
-  resumes a probe twice, through every frame), no Python call per response header line
-  (``_Locator``), and no AttributeError raised inside uvloop (``ClientConn.data_received``):
-  together ~10% of the client's user-space instructions on the bench's answer, ~15% on one
-  with 11 headers (valgrind counts, which the shared machine's load does not disturb).
+* per probe, one coroutine frame (the task resumes it once, when the exchange is over) and
+  no Python call per response header line (``_Locator``): with the uvloop-only fix of that
+  time, ~10% of the client's user-space instructions on the bench's answer, ~15% on one with
+  11 headers (valgrind counts, which the shared machine's load does not disturb).
 
 Memory per in-flight HTTPS probe (handshake done, waiting for the answer; RSS growth over
 1000 such probes, uvloop, OpenSSL 3.0; in brackets after warm-up churn):
@@ -84,8 +86,9 @@ import asyncio
 import logging
 import re
 import ssl
+from collections.abc import Callable
 from time import perf_counter
-from typing import Final
+from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
 
 from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
@@ -99,6 +102,7 @@ from engine.probes._net import (
     checked_literal,
     ip_literal,
     os_error_words,
+    reactor_for,
     resolve_checked,
     short,
     source_family,
@@ -106,8 +110,11 @@ from engine.probes._net import (
     timeout_words,
 )
 from engine.probes.outcome import HttpOutcome
+from engine.probes.reactor import Reactor
 
 log = logging.getLogger(__name__)
+
+_A = TypeVar("_A")
 
 _REDIRECT_STATUSES: Final = frozenset((301, 302, 303, 307, 308))
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
@@ -196,7 +203,7 @@ class _HttpConn(ClientConn):
 
     def __init__(
         self,
-        waiter: asyncio.Future[None],
+        notify: Callable[[], None],
         rview: memoryview,
         pview: memoryview,
         ctx: ssl.SSLContext | None,
@@ -205,7 +212,7 @@ class _HttpConn(ClientConn):
         max_header: int,
         max_body: int,
     ) -> None:
-        super().__init__(waiter, rview, pview, ctx, server_hostname)
+        super().__init__(notify, rview, pview, ctx, server_hostname)
         self.request = request
         self.max_header = max_header
         self.max_body = max_body
@@ -220,10 +227,6 @@ class _HttpConn(ClientConn):
         self.t_sent: float | None = None
         self.t_first: float | None = None
         self.parser: HttpResponseParser | None = HttpResponseParser(self)
-
-    def __call__(self) -> _HttpConn:
-        # The instance is its own protocol factory: no closure per connection.
-        return self
 
     # -- ClientConn hooks -------------------------------------------------------------------
 
@@ -458,6 +461,7 @@ class HttpProber:
         self._ctx: ssl.SSLContext | None = None
         self._authorities: dict[str, tuple[_Target, bytes]] = {}
         self._deadlines = Deadlines()
+        self._reactor: Reactor | None = None
 
     def _tls_context(self) -> ssl.SSLContext:
         ctx = self._ctx
@@ -472,86 +476,47 @@ class HttpProber:
         return ctx
 
     async def aclose(self) -> None:
+        """Drop the TLS context and the reactor (probes still running fail at once)."""
         self._ctx = None
+        if self._reactor is not None:
+            self._reactor.close()
+            self._reactor = None
+
+    def start(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        url: str,
+        done: Callable[[_A, HttpOutcome], None],
+        arg: _A,
+    ) -> ProbeHandle:
+        """Start probing ``url`` on ``loop`` (the running loop); ``done(arg, outcome)`` is
+        called once with the outcome, never from inside this call, unless the returned
+        handle is cancelled first. The outcome follows :meth:`probe`'s contract.
+
+        No task per probe: the probe is driven by its connection's callbacks and its
+        deadline (a task only for a DNS lookup). ``done`` runs inside those callbacks; it
+        must not raise (an exception is logged and the probe's outcome stands).
+        """
+        reactor = self._reactor
+        if reactor is None or reactor.loop is not loop:
+            reactor = self._reactor = reactor_for(reactor, loop)
+        p = _Probe(self, reactor, url, done, arg)
+        p.slot = self._deadlines.arm_expiry(self._timeout, loop, p)
+        p.begin()
+        return p
 
     async def probe(self, url: str) -> HttpOutcome:
         """Probe ``url``; never raises except CancelledError, never exceeds the timeout.
 
-        The hops and the addresses of each hop are walked here, in this one coroutine, not in
-        helper coroutines: the task resumes a probe twice (connected, answered), and each
-        resumption passes through every coroutine frame between the task and the event
-        loop's ``create_connection``.
+        Cancelling the caller aborts the probe at once.
         """
-        out = HttpOutcome(None, None, 0.0, None, None, None, None)
-        t0 = perf_counter()
         loop = asyncio.get_running_loop()
-        task, slot, cancelling = self._deadlines.arm(self._timeout, loop)
+        fut: asyncio.Future[HttpOutcome] = loop.create_future()
+        handle = self.start(loop, url, _resolve, fut)
         try:
-            while True:  # one pass per hop; bounded by max_redirects
-                hop, request = self._hop(url)
-                if hop.ip is not None:
-                    addrs = checked_literal(hop.host, hop.ip, self._allow_private)
-                else:
-                    addrs, out.dns_ms = await resolve_checked(
-                        hop.host, hop.port, literal=None, family=self._family,
-                        allow_private=self._allow_private, resolver=self._resolver,
-                    )
-                ctx = self._tls_context() if hop.tls else None
-                # SNI carries names only; for an IP literal there is none to send.
-                sni = hop.host if hop.tls and hop.ip is None else None
-                # Words, not the exception: its traceback would hold this frame (and the
-                # connection) in a reference cycle that only the cyclic GC could free.
-                last_error = "connection failed"
-                for ip in addrs:  # the first address that accepts, within the one deadline
-                    conn = _HttpConn(
-                        loop.create_future(), self._rview, self._pview, ctx, sni, request,
-                        self._max_header, self._max_body,
-                    )
-                    out.remote_ip = ip
-                    t_start = perf_counter()
-                    try:
-                        try:
-                            await loop.create_connection(
-                                conn, ip, hop.port, local_addr=self._local
-                            )
-                        except OSError as exc:
-                            last_error = os_error_words(exc)
-                            continue
-                        await conn.waiter
-                        break
-                    finally:
-                        _settle(conn, out, t_start)
-                else:
-                    raise ProbeFailure(last_error)
-                if conn.error is not None:
-                    raise ProbeFailure(conn.error)
-                if not conn.redirecting:
-                    break  # out.status_code was set when the hop was settled
-                if out.redirects >= self._max_redirects:
-                    raise ProbeFailure("too many redirects")
-                out.redirects += 1
-                assert conn.location is not None
-                url = urljoin(url, conn.location.decode("utf-8", "surrogateescape").strip())
-                # The phase timings describe the last hop only.
-                out.dns_ms = out.connect_ms = out.tls_ms = out.ttfb_ms = None
-                out.remote_ip = None
-        except asyncio.CancelledError:
-            if not self._deadlines.expired(task, cancelling):
-                raise
-            # A final status already read stands (the body was still streaming).
-            if out.status_code is None:
-                out.error = self._timeout_words
-        except ProbeFailure as exc:
-            out.status_code = None
-            out.error = str(exc)
-        except Exception:
-            log.exception("uptime probe of %s failed unexpectedly", url)
-            out.status_code = None
-            out.error = "probe failed: internal error"
+            return await fut
         finally:
-            slot.discard(task)
-        out.total_ms = (perf_counter() - t0) * 1000.0
-        return out
+            handle.cancel()  # no-op once the outcome is in
 
     def _hop(self, url: str) -> tuple[_Target, bytes]:
         """The split URL and its request bytes.
@@ -600,3 +565,224 @@ def _settle(conn: _HttpConn, out: HttpOutcome, t_start: float) -> None:
     if conn.locator is not None:
         conn.locator.parser = None  # same cycle in the locator
         conn.locator = None
+
+
+def _resolve(fut: asyncio.Future[HttpOutcome], outcome: HttpOutcome) -> None:
+    if not fut.done():
+        fut.set_result(outcome)
+
+
+class ProbeHandle(Protocol):
+    def cancel(self) -> None:
+        """Stop the probe without calling back; nothing happens once it has called back."""
+
+
+class _Probe:
+    """One uptime probe in flight: walks hops and addresses from its connection's callbacks.
+
+    Every path ends in :meth:`_complete` (which calls back once) or :meth:`cancel` (which
+    does not); both release the connection, the DNS task and the deadline.
+    """
+
+    __slots__ = (
+        "addrs",
+        "arg",
+        "conn",
+        "dns",
+        "done",
+        "hop",
+        "last_error",
+        "next_addr",
+        "out",
+        "prober",
+        "reactor",
+        "request",
+        "slot",
+        "t0",
+        "t_start",
+        "url",
+    )
+
+    def __init__(
+        self,
+        prober: HttpProber,
+        reactor: Reactor,
+        url: str,
+        done: Callable[[Any, HttpOutcome], None],
+        arg: object,
+    ) -> None:
+        self.prober = prober
+        self.reactor = reactor
+        self.url = url
+        self.done: Callable[[Any, HttpOutcome], None] | None = done
+        self.arg = arg
+        self.out = HttpOutcome(None, None, 0.0, None, None, None, None)
+        self.t0 = perf_counter()
+        self.t_start = self.t0
+        self.slot: set[Any] | None = None
+        self.conn: _HttpConn | None = None
+        self.dns: asyncio.Task[tuple[list[str], float | None]] | None = None
+        self.hop: _Target | None = None
+        self.request = b""
+        self.addrs: list[str] = []
+        self.next_addr = 0
+        self.last_error = "connection failed"
+
+    # -- ends ---------------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        if self.done is None:
+            return
+        self.done = None
+        self._release()
+
+    def expire(self) -> None:
+        """The deadline passed (called by Deadlines)."""
+        if self.done is None:
+            return
+        self.slot = None  # the deadline took it out of its slot already
+        self._release()
+        # A final status already read stands (the body was still streaming).
+        if self.out.status_code is None:
+            self.out.error = self.prober._timeout_words
+        self._complete()
+
+    def _fail(self, error: str) -> None:
+        self.out.status_code = None
+        self.out.error = error
+        self._complete()
+
+    def _complete(self) -> None:
+        done = self.done
+        if done is None:
+            return
+        self.done = None
+        self._release()
+        out = self.out
+        out.total_ms = (perf_counter() - self.t0) * 1000.0
+        arg = self.arg
+        self.arg = None
+        done(arg, out)
+
+    def _release(self) -> None:
+        slot = self.slot
+        if slot is not None:
+            self.slot = None
+            slot.discard(self)
+        conn = self.conn
+        if conn is not None:
+            self.conn = None
+            _settle(conn, self.out, self.t_start)
+        dns = self.dns
+        if dns is not None:
+            self.dns = None
+            dns.cancel()
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """The first hop; a failure found before any I/O is reported on the next loop turn
+        (``done`` is never called from inside ``start``)."""
+        try:
+            self._hop()
+        except ProbeFailure as exc:
+            self.out.error = str(exc)
+            self.reactor.loop.call_soon(self._complete)
+        except Exception:
+            log.exception("uptime probe of %s failed unexpectedly", self.url)
+            self.out.error = "probe failed: internal error"
+            self.reactor.loop.call_soon(self._complete)
+
+    def _hop(self) -> None:
+        """Split the URL and connect, or look its host up first. Raises ProbeFailure."""
+        prober = self.prober
+        hop, self.request = prober._hop(self.url)
+        self.hop = hop
+        if hop.ip is not None:
+            self.addrs = checked_literal(hop.host, hop.ip, prober._allow_private)
+            self.next_addr = 0
+            self.last_error = "connection failed"
+            self._connect()
+            return
+        dns = self.dns = self.reactor.loop.create_task(resolve_checked(
+            hop.host, hop.port, literal=None, family=prober._family,
+            allow_private=prober._allow_private, resolver=prober._resolver,
+        ))
+        dns.add_done_callback(self._resolved)
+
+    def _resolved(self, task: asyncio.Task[tuple[list[str], float | None]]) -> None:
+        if self.dns is not task:
+            return  # cancelled or expired meanwhile
+        self.dns = None
+        try:
+            self.addrs, self.out.dns_ms = task.result()
+            self.next_addr = 0
+            self.last_error = "connection failed"
+            self._connect()
+        except ProbeFailure as exc:
+            self._fail(str(exc))
+        except Exception:
+            log.exception("uptime probe of %s failed unexpectedly", self.url)
+            self._fail("probe failed: internal error")
+
+    def _connect(self) -> None:
+        """Connect to the next address that accepts the attempt; fail when none is left."""
+        prober = self.prober
+        hop = self.hop
+        assert hop is not None
+        ctx = prober._tls_context() if hop.tls else None
+        # SNI carries names only; for an IP literal there is none to send.
+        sni = hop.host if hop.tls and hop.ip is None else None
+        addrs = self.addrs
+        out = self.out
+        while self.next_addr < len(addrs):
+            ip = addrs[self.next_addr]
+            self.next_addr += 1
+            conn = _HttpConn(
+                self._hop_done, prober._rview, prober._pview, ctx, sni, self.request,
+                prober._max_header, prober._max_body,
+            )
+            out.remote_ip = ip
+            self.t_start = perf_counter()
+            try:
+                self.reactor.connect(conn, ip, hop.port, prober._local)
+            except OSError as exc:
+                # Words, not the exception: its traceback would hold this frame (and the
+                # connection) in a reference cycle that only the cyclic GC could free.
+                self.last_error = os_error_words(exc)
+                _settle(conn, out, self.t_start)
+                continue
+            self.conn = conn
+            return
+        self._fail(self.last_error)
+
+    def _hop_done(self) -> None:
+        """The connection finished (called back by it): next address, next hop, or the end."""
+        conn = self.conn
+        if conn is None or self.done is None:
+            return
+        self.conn = None
+        out = self.out
+        _settle(conn, out, self.t_start)
+        try:
+            if conn.connect_error is not None:
+                self.last_error = conn.connect_error
+                self._connect()
+            elif conn.error is not None:
+                self._fail(conn.error)
+            elif not conn.redirecting:
+                self._complete()  # out.status_code was set when the hop was settled
+            elif out.redirects >= self.prober._max_redirects:
+                self._fail("too many redirects")
+            else:
+                out.redirects += 1
+                assert conn.location is not None
+                self.url = urljoin(
+                    self.url, conn.location.decode("utf-8", "surrogateescape").strip()
+                )
+                # The phase timings describe the last hop only.
+                out.dns_ms = out.connect_ms = out.tls_ms = out.ttfb_ms = None
+                out.remote_ip = None
+                self._hop()
+        except ProbeFailure as exc:
+            self._fail(str(exc))

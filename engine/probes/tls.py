@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from time import perf_counter
@@ -43,12 +44,15 @@ from engine.probes._net import (
     ProbeFailure,
     ip_literal,
     os_error_words,
+    reactor_for,
     resolve_checked,
     source_family,
     ssl_error_words,
     timeout_words,
+    wake_future,
 )
 from engine.probes.outcome import CertOutcome
+from engine.probes.reactor import Reactor
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +86,13 @@ class _CertConn(ClientConn):
 
     def __init__(
         self,
-        waiter: asyncio.Future[None],
+        notify: Callable[[], None],
         rview: memoryview,
         pview: memoryview,
         ctx: ssl.SSLContext,
         server_hostname: str,
     ) -> None:
-        super().__init__(waiter, rview, pview, ctx, server_hostname)
+        super().__init__(notify, rview, pview, ctx, server_hostname)
         self.der: bytes | None = None
         self.verify_error: ssl.SSLCertVerificationError | None = None
 
@@ -189,6 +193,7 @@ class CertProber:
         self._allow_private = allow_private
         self._resolver = resolver
         self._deadlines = Deadlines()
+        self._reactor: Reactor | None = None
         self._rview = memoryview(bytearray(READ_BUFFER_SIZE))
         self._pview = memoryview(bytearray(1))  # no application data is ever read
         # The verifying context: system trust store (honours SSL_CERT_FILE) plus the bundle.
@@ -202,7 +207,10 @@ class CertProber:
         self._meta: dict[bytes, _Meta] = {}
 
     async def aclose(self) -> None:
-        """Nothing is held between probes; here for symmetry with HttpProber."""
+        """Drop the reactor (probes still running fail at once); the prober stays usable."""
+        if self._reactor is not None:
+            self._reactor.close()
+            self._reactor = None
 
     async def probe(self, host: str, port: int) -> CertOutcome:
         """Check the certificate ``host:port`` presents; never raises except CancelledError."""
@@ -240,10 +248,10 @@ class CertProber:
             raise ProbeFailure(
                 words if words.startswith("blocked:") else "no TLS answer: " + words
             ) from None
-        loop = asyncio.get_running_loop()
+        reactor = self._reactor = reactor_for(self._reactor, asyncio.get_running_loop())
         # For an IP literal OpenSSL checks the IP SANs and sends no SNI, as it should.
         server_hostname = literal or host
-        conn, ip = await self._handshake(loop, addrs, port, server_hostname, self._verify_ctx)
+        conn, ip = await self._handshake(reactor, addrs, port, server_hostname, self._verify_ctx)
         if conn.error is None:
             out.valid = True
             if conn.der is not None:
@@ -253,7 +261,7 @@ class CertProber:
         if conn.verify_error is None:
             return
         # Verification failed; the leaf is still worth describing. Same checked address.
-        peek, _ = await self._handshake(loop, [ip], port, server_hostname, self._peek_ctx)
+        peek, _ = await self._handshake(reactor, [ip], port, server_hostname, self._peek_ctx)
         if peek.der is not None:
             self._fill_meta(out, peek.der)
 
@@ -276,7 +284,7 @@ class CertProber:
 
     async def _handshake(
         self,
-        loop: asyncio.AbstractEventLoop,
+        reactor: Reactor,
         addrs: list[str],
         port: int,
         server_hostname: str,
@@ -286,14 +294,20 @@ class CertProber:
         # connection) in a reference cycle that only the cyclic GC could free.
         last_error = "connection failed"
         for ip in addrs:
-            conn = _CertConn(loop.create_future(), self._rview, self._pview, ctx, server_hostname)
+            waiter: asyncio.Future[None] = reactor.loop.create_future()
+            conn = _CertConn(
+                wake_future(waiter), self._rview, self._pview, ctx, server_hostname
+            )
             try:
                 try:
-                    await loop.create_connection(conn, ip, port, local_addr=self._local)
+                    reactor.connect(conn, ip, port, self._local)
                 except OSError as exc:
                     last_error = os_error_words(exc)
                     continue
-                await conn.waiter
+                await waiter
+                if conn.connect_error is not None:
+                    last_error = conn.connect_error
+                    continue
                 return conn, ip
             finally:
                 if conn.transport is not None:

@@ -1,0 +1,168 @@
+"""The probes' socket reactor against a real local server: writes that do not fit are
+finished later, failures reach the endpoint, and one faulty endpoint stops nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from collections.abc import AsyncIterator
+
+import pytest
+
+from engine.probes.reactor import Reactor, SocketTransport
+from tests.targets import closed_port
+
+
+class _Endpoint:
+    """Records what the reactor calls; ``done`` resolves on the first terminal call."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, request: bytes = b"") -> None:
+        self.request = request
+        self.buf = memoryview(bytearray(4096))
+        self.received = bytearray()
+        self.transport: SocketTransport | None = None
+        self.failed: OSError | None = None
+        self.lost: list[Exception | None] = []
+        self.eof = False
+        self.done: asyncio.Future[str] = loop.create_future()
+
+    def _end(self, how: str) -> None:
+        if not self.done.done():
+            self.done.set_result(how)
+
+    def connection_made(self, transport: SocketTransport) -> None:
+        self.transport = transport
+        if self.request:
+            transport.write(self.request)
+
+    def connection_failed(self, exc: OSError) -> None:
+        self.failed = exc
+        self._end("failed")
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.buf
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.received += self.buf[:nbytes]
+
+    def eof_received(self) -> bool | None:
+        self.eof = True
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost.append(exc)
+        self._end("lost")
+
+
+class _Exploding(_Endpoint):
+    def buffer_updated(self, nbytes: int) -> None:
+        raise RuntimeError("a bug in an endpoint")
+
+
+@pytest.fixture
+async def echo() -> AsyncIterator[int]:
+    """A server that reads everything, then answers with its length and closes."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        size = int((await reader.readline()).decode())
+        data = await reader.readexactly(size)
+        writer.write(b"%d\n" % len(data))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    async with server:
+        yield server.sockets[0].getsockname()[1]
+
+
+async def test_an_exchange_arrives_whole_and_ends_with_eof(echo: int) -> None:
+    loop = asyncio.get_running_loop()
+    reactor = Reactor(loop)
+    ep = _Endpoint(loop, b"5\nhello")
+    reactor.connect(ep, "127.0.0.1", echo)
+    async with asyncio.timeout(5):
+        assert await ep.done == "lost"
+    assert bytes(ep.received) == b"5\n"
+    assert ep.eof and ep.lost == [None]
+    assert len(reactor) == 0  # the closed connection is gone from the reactor
+    reactor.close()
+
+
+async def test_a_write_larger_than_the_socket_buffer_is_finished_when_writable(
+    echo: int,
+) -> None:
+    """8 MiB cannot go in one send(): the rest waits for EPOLLOUT, in order."""
+    loop = asyncio.get_running_loop()
+    reactor = Reactor(loop)
+    body = bytes(range(256)) * (8 * 4096)
+    ep = _Endpoint(loop, b"%d\n" % len(body) + body)
+    reactor.connect(ep, "127.0.0.1", echo)
+    async with asyncio.timeout(10):
+        assert await ep.done == "lost"
+    assert bytes(ep.received) == b"%d\n" % len(body)
+    reactor.close()
+
+
+async def test_a_refused_connect_reaches_the_endpoint_as_connection_failed() -> None:
+    loop = asyncio.get_running_loop()
+    reactor = Reactor(loop)
+    ep = _Endpoint(loop)
+    reactor.connect(ep, "127.0.0.1", closed_port())
+    async with asyncio.timeout(5):
+        assert await ep.done == "failed"
+    assert isinstance(ep.failed, ConnectionRefusedError)
+    assert ep.transport is None and ep.lost == []
+    reactor.close()
+
+
+async def test_a_source_address_that_is_not_ours_fails_at_once(echo: int) -> None:
+    reactor = Reactor(asyncio.get_running_loop())
+    with pytest.raises(OSError) as info:
+        # TEST-NET-1: never an address of this machine.
+        reactor.connect(_Endpoint(asyncio.get_running_loop()), "127.0.0.1", echo,
+                        ("192.0.2.1", 0))
+    assert info.value.errno == errno.EADDRNOTAVAIL
+    assert len(reactor) == 0
+    reactor.close()
+
+
+async def test_closing_the_reactor_tells_every_open_connection() -> None:
+    loop = asyncio.get_running_loop()
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # never answers
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reactor = Reactor(loop)
+    eps = [_Endpoint(loop, b"x") for _ in range(3)]
+    for ep in eps:
+        reactor.connect(ep, "127.0.0.1", port)
+    async with asyncio.timeout(5):
+        while any(ep.transport is None for ep in eps):
+            await asyncio.sleep(0.01)
+    reactor.close()
+    assert [type(ep.lost[0]) for ep in eps] == [ConnectionAbortedError] * 3
+    assert all(ep.transport is not None and ep.transport.is_closing() for ep in eps)
+    for w in accepted:
+        w.close()
+    server.close()
+    await server.wait_closed()
+
+
+async def test_a_faulty_endpoint_is_cut_off_and_the_others_go_on(
+    echo: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    loop = asyncio.get_running_loop()
+    reactor = Reactor(loop)
+    bad = _Exploding(loop, b"3\nabc")
+    good = [_Endpoint(loop, b"3\nabc") for _ in range(5)]
+    for ep in (bad, *good):
+        reactor.connect(ep, "127.0.0.1", echo)
+    async with asyncio.timeout(5):
+        await asyncio.gather(bad.done, *(ep.done for ep in good))
+    assert isinstance(bad.lost[0], RuntimeError)
+    assert [bytes(ep.received) for ep in good] == [b"3\n"] * 5
+    assert "probe connection callback failed" in caplog.text
+    reactor.close()
