@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,6 +43,27 @@ class CountingProber:
             for k in keys:
                 self.now[k] -= 1
                 self.done[k] += 1
+
+    def start(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        url: str,
+        done: Callable[[Any, HttpOutcome], None],
+        arg: Any,
+    ) -> Any:
+        """The engine's path for uptime probes (no task), counted the same way."""
+        host = urlsplit(url).hostname or ""
+        keys = ("*", "host:" + host, "url:" + url)
+        for k in keys:
+            self._enter(k)
+
+        def finished(a: Any, outcome: HttpOutcome) -> None:
+            for k in keys:
+                self.now[k] -= 1
+                self.done[k] += 1
+            done(a, outcome)
+
+        return self.inner.start(loop, url, finished, arg)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

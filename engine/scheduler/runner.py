@@ -131,6 +131,23 @@ class HttpProbe(Protocol):
     async def aclose(self) -> None: ...
 
 
+class Cancellable(Protocol):
+    def cancel(self) -> Any: ...
+
+
+class StartsProbes(Protocol):
+    """An :class:`HttpProbe` that can also run a probe without a task (``HttpProber``):
+    ``done(arg, outcome)`` is called once, later, unless the handle is cancelled."""
+
+    def start(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        url: str,
+        done: Callable[[ScheduledCheck, HttpOutcome], None],
+        arg: ScheduledCheck,
+    ) -> Cancellable: ...
+
+
 class CertProbe(Protocol):
     async def probe(self, host: str, port: int) -> CertOutcome: ...
     async def aclose(self) -> None: ...
@@ -205,6 +222,11 @@ class Engine:
             )
             self._owned_probers.append(cert_prober)
         self._http = http_prober
+        # The steady path without a task per probe, when the prober offers it (probers
+        # passed in, like tests' wrappers, may only have ``probe``).
+        self._start_http: Callable[..., Cancellable] | None = getattr(
+            http_prober, "start", None
+        )
         self._cert = cert_prober
         self._confirmer: Confirmer = confirmer or LocalConfirmer.from_settings(
             http_prober, settings, metrics
@@ -222,9 +244,11 @@ class Engine:
         self._wheel: TimingWheel[int] = TimingWheel(
             tick=WHEEL_TICK, slots=WHEEL_SLOTS, start=time.monotonic()
         )
-        # Check id -> its running probe task; the task takes itself out as it finishes
-        # (_finish), so no done callback is scheduled per probe.
-        self._in_flight: dict[int, asyncio.Task[None]] = {}
+        # Check id -> its running probe (a task, or the prober's handle of a probe without
+        # one); each takes itself out as it finishes (_finish), so no done callback is
+        # scheduled per probe.
+        self._in_flight: dict[int, Cancellable] = {}
+        self._drained: asyncio.Event | None = None  # set by _finish once none is left
         self._loop: asyncio.AbstractEventLoop | None = None
         self._host_busy: dict[str, int] = {}
         self._host_wait: dict[str, deque[ScheduledCheck]] = {}
@@ -332,15 +356,22 @@ class Engine:
         nothing is lost by that, the checks are simply probed again after a restart."""
         self._ready.clear()
         self._host_wait.clear()
-        tasks = list(self._in_flight.values())
-        if not tasks:
+        if not self._in_flight:
             return
-        _, pending = await asyncio.wait(tasks, timeout=DRAIN_PROBES)
-        for t in pending:
-            t.cancel()
-        if pending:
-            log.info("stopping: cancelled %d probes still running", len(pending))
-            await asyncio.gather(*pending, return_exceptions=True)
+        drained = self._drained = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(drained.wait(), DRAIN_PROBES)
+        if not self._in_flight:
+            return
+        log.info("stopping: cancelled %d probes still running", len(self._in_flight))
+        tasks = []
+        for check_id, running in list(self._in_flight.items()):
+            running.cancel()
+            if isinstance(running, asyncio.Task):
+                tasks.append(running)  # takes itself out as it ends
+            else:
+                del self._in_flight[check_id]  # a cancelled handle never calls back
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- loading and configuration changes ----------------------------------------------------
 
@@ -571,6 +602,7 @@ class Engine:
         ready, checks, in_flight = self._ready, self._checks, self._in_flight
         busy, per_host, limit = self._host_busy, self._per_host, self._max_in_flight
         observe_lateness, probe = self._observe_lateness, self._probe
+        start_http, uptime_done = self._start_http, self._uptime_done
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
@@ -595,7 +627,10 @@ class Engine:
             busy[host] = n + 1
             late = now - c.due
             observe_lateness(late if late > 0 else 0.0)
-            in_flight[check_id] = loop.create_task(probe(c))
+            if start_http is not None and c.kind == UPTIME:
+                in_flight[check_id] = start_http(loop, c.url, uptime_done, c)
+            else:
+                in_flight[check_id] = loop.create_task(probe(c))
 
     def _finish(self, c: ScheduledCheck) -> None:
         check_id = c.id
@@ -615,6 +650,8 @@ class Engine:
                 if not waiting:
                     del self._host_wait[host]
         if self._stopping:
+            if not self._in_flight and self._drained is not None:
+                self._drained.set()
             return
         mono = time.monotonic()
         if self._checks.get(check_id) is c:
@@ -624,10 +661,31 @@ class Engine:
 
     # -- one probe ---------------------------------------------------------------------------------
 
-    async def _probe(self, c: ScheduledCheck) -> None:
+    def _uptime_done(self, c: ScheduledCheck, outcome: HttpOutcome) -> None:
+        """An uptime probe started without a task ended (the prober calls this back).
+
+        The steady case ends here; anything that must wait (a transition to write, a
+        confirmation) goes on in a task. ``c.config_version`` is the version the probe
+        started with: the engine never changes it in place (a reconfigured check is a new
+        object)."""
         version = c.config_version
         try:
-            if c.kind == UPTIME:
+            if self._current(c, version) and not self._steady(c, version, outcome):
+                assert self._loop is not None
+                self._in_flight[c.id] = self._loop.create_task(self._probe(c, outcome))
+                return
+        except Exception:
+            log.exception("check %d: probe failed unexpectedly", c.id)
+        self._finish(c)
+
+    async def _probe(self, c: ScheduledCheck, outcome: HttpOutcome | None = None) -> None:
+        """A probe in a task, and what follows it; with ``outcome``, an uptime probe that
+        ran without a task and is not steady (see _uptime_done): only what follows."""
+        version = c.config_version
+        try:
+            if outcome is not None:
+                await self._probe_uptime(c, version, outcome)
+            elif c.kind == UPTIME:
                 # The probe is awaited here rather than in _probe_uptime: one coroutine frame
                 # fewer to pass through on every resumption of the probe.
                 outcome = await self._http.probe(c.url)
