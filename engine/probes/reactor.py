@@ -6,8 +6,9 @@ event loop's transport machinery is most of its cost. Under uvloop each
 sets ``TCP_NODELAY``, reads back the local and peer addresses, registers the transport in a
 ``WeakValueDictionary`` and schedules ``connection_made`` through ``call_soon``. Here a
 connection is one small object over a socket: ``socket``, ``connect``, one ``epoll_ctl``
-to register, ``getsockopt(SO_ERROR)`` when it is writable, ``send``, one ``epoll_ctl`` to
-wait for the answer, ``recv_into`` and ``close`` (which also drops the registration).
+to register, ``send`` when it is writable (``getsockopt(SO_ERROR)`` only when epoll reports
+an error or hang-up), one ``epoll_ctl`` to wait for the answer, ``recv_into`` and ``close``
+(which also drops the registration).
 
 Measured side by side on the 2-core development machine (one client on one core, a local
 server on the other, 50 connections in flight, ``Connection: close``), CPU per request:
@@ -43,9 +44,11 @@ _EPOLL: Final = hasattr(select, "epoll")
 if _EPOLL:
     _IN: int = select.EPOLLIN
     _OUT: int = select.EPOLLOUT
+    _ERR_HUP: int = select.EPOLLERR | select.EPOLLHUP
 else:  # pragma: no cover - the service runs on Linux; other systems use the selector
     _IN = selectors.EVENT_READ
     _OUT = selectors.EVENT_WRITE
+    _ERR_HUP = 0
 
 _INET: Final = socket.AF_INET
 _INET6: Final = socket.AF_INET6
@@ -255,13 +258,15 @@ class SocketTransport:
         if sock is None:
             return
         if self._connecting:
-            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            if err or not events & _OUT:
-                self.abort()
-                self._endpoint.connection_failed(
-                    OSError(err or errno.ECONNREFUSED, os.strerror(err or errno.ECONNREFUSED))
-                )
-                return
+            # A failed connect always shows as EPOLLERR or EPOLLHUP (tcp_poll), so a clean
+            # EPOLLOUT needs no getsockopt; the selector fallback has no such flags.
+            if events & _ERR_HUP or not events & _OUT or not _EPOLL:
+                err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err or not events & _OUT:
+                    err = err or errno.ECONNREFUSED
+                    self.abort()
+                    self._endpoint.connection_failed(OSError(err, os.strerror(err)))
+                    return
             self._connecting = False
             pending = self._pending
             self._reactor._ep.modify(self._fd, _IN | _OUT if pending else _IN)
