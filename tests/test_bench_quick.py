@@ -64,6 +64,9 @@ def test_http_quick_reports_engine_baseline_and_limit() -> None:
     if shutil.which("wrk"):
         assert rec["limit_per_s"] > 0
         assert rec["ratio_vs_limit"] > 0
+        # --quick measures one pair (engine at capacity, then wrk); the ratio is that pair's.
+        assert rec["ratio_vs_limit_pairs"] == [rec["ratio_vs_limit"]]
+        assert rec["limit_runs_per_cpu_s"] == [rec["limit_per_cpu_s"]]
     else:
         assert rec["limit_per_s"] is None
         assert any("wrk" in note for note in rec["notes"])

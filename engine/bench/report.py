@@ -185,6 +185,10 @@ def table(rec: dict[str, Any]) -> str:
         lines.append(f"  ratio vs baseline (per CPU s): {_fmt(rec.get('ratio_vs_baseline'))}x"
                      f" at load, {_fmt(rec.get('capacity_ratio_vs_baseline'))}x at capacity;"
                      f" vs limit: {_fmt(rec.get('ratio_vs_limit'))}x")
+        pairs = rec.get("ratio_vs_limit_pairs") or []
+        if len(pairs) > 1:
+            lines.append("  vs limit, each adjacent pair (engine at capacity, then the tool): "
+                         + ", ".join(f"{_fmt(r)}x" for r in pairs) + " (median above)")
         if sc == "mixed":
             clean_lat = _lat_text(rec.get("reference_lateness_ms"))
             hostile_lat = _lat_text(rec.get("healthy_lateness_ms"))
