@@ -166,3 +166,32 @@ async def test_a_faulty_endpoint_is_cut_off_and_the_others_go_on(
     assert [bytes(ep.received) for ep in good] == [b"3\n"] * 5
     assert "probe connection callback failed" in caplog.text
     reactor.close()
+
+
+async def test_a_probe_resets_its_connection_once_it_has_the_answer() -> None:
+    """Closed with SO_LINGER 0: the server sees a reset, not an orderly FIN, and neither
+    side keeps the connection in TIME_WAIT."""
+    from engine import USER_AGENT
+    from engine.probes.http import HttpProber
+
+    seen: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        try:
+            data = await reader.read(1)  # the server keeps its side open and waits
+            seen.set_result("eof" if not data else "data")
+        except ConnectionResetError:
+            seen.set_result("reset")
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        prober = HttpProber(timeout=2.0, user_agent=USER_AGENT, allow_private=True)
+        outcome = await prober.probe(f"http://127.0.0.1:{port}/")
+        assert outcome.status_code == 200
+        async with asyncio.timeout(5):
+            assert await seen == "reset"
