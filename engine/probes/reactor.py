@@ -14,10 +14,11 @@ Measured side by side on the 2-core development machine (one client on one core,
 server on the other, 50 connections in flight, ``Connection: close``), CPU per request:
 a bare ``asyncio.Protocol`` client over uvloop's ``create_connection`` 81-96 us, the same
 exchange over this reactor 69-76 us (user 12-16 us instead of 18-24; kernel 55-60 us
-instead of 63-72), ``wrk`` 82-94 us. An engine probe makes 7 system calls (``strace -c``)
-where it made 12 over ``create_connection`` (which adds ``setsockopt``, ``getsockopt``,
-``getsockname``, ``getpeername``, a failing ``epoll_ctl``, and the probe task's
-``getpid``).
+instead of 63-72), ``wrk`` 82-94 us. An engine probe makes 8 system calls (``strace -c``:
+``socket``, ``connect``, two ``epoll_ctl``, ``send``, ``recv``, the ``setsockopt`` of the
+reset below, ``close``) where it made 12 over ``create_connection`` (``setsockopt``,
+``getsockopt``, ``getsockname``, ``getpeername``, a failing ``epoll_ctl`` and the probe
+task's ``getpid`` instead of the reset's ``setsockopt``).
 
 How it fits in the event loop: a :class:`Reactor` owns one ``select.epoll`` (the platform's
 default selector elsewhere) and registers its descriptor with the loop's ``add_reader``.
