@@ -245,8 +245,9 @@ class Deadlines:
             slot.discard(task)      # no await between here and the end of the probe
 
     A task is in a slot only while it is suspended inside the guarded block, so the timer's
-    ``cancel()`` is always delivered inside it (as with ``asyncio.timeout``). One instance
-    serves one event loop.
+    ``cancel()`` is always delivered inside it (as with ``asyncio.timeout``). Probes without
+    a task register themselves with :meth:`arm_expiry` instead, and the timer calls their
+    ``expire()``. One instance serves one event loop.
     """
 
     GRANULARITY: Final = 0.004

@@ -22,15 +22,17 @@ skipped. Once the final status line and headers are read the probe has its answe
 that is cut short, malformed or still streaming at the deadline does not turn it into an
 error.
 
-Speed (plain HTTP, 64 probes in flight against a local server; a shared, noisy 2-vCPU VM,
-so CPU per request is the steadier figure): this probe spends ~120-180 us of client CPU
-(user + kernel) per request, ``aiohttp.ClientSession(force_close=True)`` ~330-580 us, ``wrk``
-~62 us. What makes the difference:
+Speed (plain HTTP against the bench's local targets, 50 to 800 probes in flight; a shared,
+noisy 2-vCPU VM, so CPU per request is the steadier figure): this probe, started with
+:meth:`HttpProber.start`, spends ~100-120 us of client CPU (user + kernel) per request; the
+session-3 probe (``loop.create_connection`` in a task) 124-131 us at 50 in flight and
+169-203 us at 800 in the same hour; ``aiohttp.ClientSession(force_close=True)``
+~330-580 us; ``wrk`` ~70-90 us. What makes the difference:
 
 * a plain non-blocking socket on the prober's :class:`~engine.probes.reactor.Reactor` (an
-  epoll nested in the event loop: four system calls and a coroutine, two futures and a libuv
-  handle fewer per connection than ``loop.create_connection``; ~7k fewer user-space
-  instructions a probe, and the gap grows with the number of probes in flight) and
+  epoll nested in the event loop: 8 system calls instead of 12, and no coroutine, futures or
+  libuv handle per connection as with ``loop.create_connection``; ~7k fewer user-space
+  instructions a probe) and
   httptools: no connector, no ``ClientResponse``/``StreamReader``/header multidict. Reads
   land in two buffers owned by the prober (no ``bytes`` per read); body bytes
   are counted, never copied (no ``on_body`` callback); the parser/protocol and
@@ -40,10 +42,12 @@ so CPU per request is the steadier figure): this probe spends ~120-180 us of cli
   ~10 us per probe (a libuv timer each); IP literals are recognised with ``inet_pton``, not
   ``ipaddress`` (~5 us); ``is_public_ip`` answers are cached; URLs of the API's normalised
   form are split by one regular expression instead of ``urlsplit``;
-* per probe, one coroutine frame (the task resumes it once, when the exchange is over) and
-  no Python call per response header line (``_Locator``): with the uvloop-only fix of that
-  time, ~10% of the client's user-space instructions on the bench's answer, ~15% on one with
-  11 headers (valgrind counts, which the shared machine's load does not disturb).
+* no task per probe on the engine's path (:meth:`HttpProber.start`: the connection's
+  callbacks walk hops and addresses and call back; a task per probe cost ~13k user-space
+  instructions), and no Python call per response header line (``_Locator``: with a fix
+  since made moot by the reactor, ~10% of the client's user-space instructions on the
+  bench's answer, ~15% on one with 11 headers; valgrind counts, which the shared machine's
+  load does not disturb).
 
 Memory per in-flight HTTPS probe (handshake done, waiting for the answer; RSS growth over
 1000 such probes, uvloop, OpenSSL 3.0; in brackets after warm-up churn):

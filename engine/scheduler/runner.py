@@ -127,25 +127,17 @@ class EngineStore(Protocol):
 
 
 class HttpProbe(Protocol):
+    """``probe`` is all a prober needs. One that also has ``start(loop, url, done, arg)``
+    returning a :class:`Cancellable` (``HttpProber.start``: ``done(arg, outcome)`` is called
+    once, later, unless the handle is cancelled) runs the engine's uptime probes without a
+    task each."""
+
     async def probe(self, url: str) -> HttpOutcome: ...
     async def aclose(self) -> None: ...
 
 
 class Cancellable(Protocol):
     def cancel(self) -> Any: ...
-
-
-class StartsProbes(Protocol):
-    """An :class:`HttpProbe` that can also run a probe without a task (``HttpProber``):
-    ``done(arg, outcome)`` is called once, later, unless the handle is cancelled."""
-
-    def start(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        url: str,
-        done: Callable[[ScheduledCheck, HttpOutcome], None],
-        arg: ScheduledCheck,
-    ) -> Cancellable: ...
 
 
 class CertProbe(Protocol):
