@@ -271,17 +271,7 @@ class Deadlines:
             raise RuntimeError("probes must run inside an asyncio task")
         if loop is None:
             loop = task.get_loop()
-        if loop is not self._loop:
-            # A new event loop (tests make one per test): slots of the old one are dead and
-            # must not swallow this loop's deadlines.
-            self._loop = loop
-            self._slots = {}
-            self._fired = set()
-        key = math.ceil((loop.time() + timeout) / self.GRANULARITY)
-        slot = self._slots.get(key)
-        if slot is None:
-            slot = self._slots[key] = set()
-            loop.call_at(key * self.GRANULARITY, self._fire, key, slot)
+        slot = self._slot(timeout, loop)
         slot.add(task)
         return task, slot, task.cancelling()
 
@@ -299,7 +289,15 @@ class Deadlines:
         """Register ``target``, whose ``expire()`` is called when its deadline passes unless
         the caller took it out of the returned slot first (``slot.discard(target)``). For
         probes driven by callbacks, without a task to cancel."""
+        slot = self._slot(timeout, loop)
+        slot.add(target)
+        return slot
+
+    def _slot(self, timeout: float, loop: asyncio.AbstractEventLoop) -> set[Any]:
+        """The slot a deadline ``timeout`` from now falls in, with its timer."""
         if loop is not self._loop:
+            # A new event loop (tests make one per test): slots of the old one are dead and
+            # must not swallow this loop's deadlines.
             self._loop = loop
             self._slots = {}
             self._fired = set()
@@ -308,7 +306,6 @@ class Deadlines:
         if slot is None:
             slot = self._slots[key] = set()
             loop.call_at(key * self.GRANULARITY, self._fire, key, slot)
-        slot.add(target)
         return slot
 
     def _fire(self, key: int, slot: set[object]) -> None:
