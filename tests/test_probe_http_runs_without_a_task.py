@@ -118,3 +118,18 @@ async def test_a_failing_call_back_is_logged_and_other_probes_go_on(
     assert sorted(arg for arg, _ in calls.outcomes) == [f"good {i}" for i in range(5)]
     assert all(o.status_code == 200 for _, o in calls.outcomes)
     assert "a bug in the caller" in caplog.text
+
+
+async def test_closing_the_prober_ends_running_probes_at_once(site: HttpTarget) -> None:
+    """aclose() aborts what is in flight: each probe ends with an error now, not at its
+    deadline, and a probe with addresses left does not reconnect through the closed reactor."""
+    site.mode = "hang"
+    prober = HttpProber(timeout=5.0, user_agent=USER_AGENT, allow_private=True)
+    running = asyncio.ensure_future(prober.probe(site.url()))
+    await site.wait_for_connections(1)
+    t0 = time.monotonic()
+    await prober.aclose()
+    async with asyncio.timeout(1):
+        o = await running
+    assert time.monotonic() - t0 < 0.5
+    assert o.status_code is None and o.error == "connection reset"
