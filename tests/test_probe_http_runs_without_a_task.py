@@ -133,3 +133,22 @@ async def test_closing_the_prober_ends_running_probes_at_once(site: HttpTarget) 
         o = await running
     assert time.monotonic() - t0 < 0.5
     assert o.status_code is None and o.error == "connection reset"
+
+
+async def test_every_address_failing_at_once_is_still_called_back_later(
+    site: HttpTarget,
+) -> None:
+    """A source address this machine does not have fails each connect inside start(): the
+    outcome still comes on a later loop turn, or an engine starting its next probe from the
+    call back would recurse once per check."""
+    loop = asyncio.get_running_loop()
+    prober = HttpProber(timeout=2.0, user_agent=USER_AGENT, allow_private=True,
+                        source_address="192.0.2.1")  # TEST-NET-1: never ours
+    calls = Calls(loop)
+    prober.start(loop, site.url(), calls, "x")
+    assert calls.outcomes == []
+    async with asyncio.timeout(5):
+        await calls.first
+    assert [(o.status_code, o.error) for _, o in calls.outcomes] == [
+        (None, "source address not available")
+    ]

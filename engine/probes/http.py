@@ -602,6 +602,7 @@ class _Probe:
         "reactor",
         "request",
         "slot",
+        "starting",
         "t0",
         "t_start",
         "url",
@@ -631,6 +632,7 @@ class _Probe:
         self.addrs: list[str] = []
         self.next_addr = 0
         self.last_error = "connection failed"
+        self.starting = False
 
     # -- ends ---------------------------------------------------------------------------------
 
@@ -660,6 +662,12 @@ class _Probe:
         done = self.done
         if done is None:
             return
+        if self.starting:
+            # Ended inside start() (a bad URL, or every address refused the attempt at once):
+            # call back on the next loop turn instead.
+            self.starting = False
+            self.reactor.loop.call_soon(self._complete)
+            return
         self.done = None
         self._release()
         out = self.out
@@ -685,17 +693,18 @@ class _Probe:
     # -- steps --------------------------------------------------------------------------------
 
     def begin(self) -> None:
-        """The first hop; a failure found before any I/O is reported on the next loop turn
+        """The first hop; an end found before any I/O is reported on the next loop turn
         (``done`` is never called from inside ``start``)."""
+        self.starting = True
         try:
             self._hop()
         except ProbeFailure as exc:
-            self.out.error = str(exc)
-            self.reactor.loop.call_soon(self._complete)
+            self._fail(str(exc))
         except Exception:
             log.exception("uptime probe of %s failed unexpectedly", self.url)
-            self.out.error = "probe failed: internal error"
-            self.reactor.loop.call_soon(self._complete)
+            self._fail("probe failed: internal error")
+        finally:
+            self.starting = False
 
     def _hop(self) -> None:
         """Split the URL and connect, or look its host up first. Raises ProbeFailure."""
