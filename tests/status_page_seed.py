@@ -6,7 +6,8 @@ tests pin down what the page reads from the schema and nothing else.
 - uptime check enabled from ``now - 100 d`` (one period), certificate check enabled;
 - hourly rollups for every hour of those 100 days except the whole UTC day ``now - 40 d``
   (a "no data" bar), 120 probes an hour;
-- confirmed outages: one of 1 h ending at ``now - 3 d``, one spanning the midnight
+- confirmed outages: one of 1 h ending at noon UTC on the day of ``now - 3 d``, one spanning
+  the midnight
   before ``now - 10 d``, and (``ongoing=True``) one started 30 minutes ago and still open;
 - one uptime probe result a minute for the last 25 hours (the oldest hour must be left out
   of the chart), with a response time that rises and falls, plus probes without response
@@ -188,8 +189,10 @@ async def seed_site(
             conn, site.uptime_id, this_hour - timedelta(days=100), this_hour,
             skip_days=(utc_midnight(now - timedelta(days=40)),),
         )
-        await insert_outage(conn, site.uptime_id, now - timedelta(days=3, hours=1),
-                            now - timedelta(days=3))
+        # Ends at noon UTC three days ago: inside one UTC day (one bar) whatever the time of
+        # day the tests run; ending at now - 3 d, it split across two bars after midnight.
+        noon = utc_midnight(now - timedelta(days=3)) + timedelta(hours=12)
+        await insert_outage(conn, site.uptime_id, noon - timedelta(hours=1), noon)
         before_midnight = utc_midnight(now - timedelta(days=10)) - timedelta(minutes=20)
         await insert_outage(conn, site.uptime_id, before_midnight,
                             before_midnight + timedelta(minutes=50), http_status_code=None,
