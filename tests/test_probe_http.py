@@ -193,6 +193,15 @@ async def test_redirect_to_another_scheme(site: HttpTarget, prober: HttpProber) 
     check(o, error="unsupported URL: ftp://example.com/x")
 
 
+async def test_a_location_that_is_no_url_ends_the_probe_in_words(
+    site: HttpTarget, prober: HttpProber
+) -> None:
+    """urljoin refuses "http://[::1": the probe says so at once, no internal error."""
+    o = await prober.probe(site.url("/redirect-to?url=" + quote("http://[::1")))
+    check(o, error="invalid URL: http://[::1")
+    assert o.redirects == 1
+
+
 async def test_hostile_location_is_encoded(site: HttpTarget, prober: HttpProber) -> None:
     """Spaces and raw bytes in a Location cannot break the request line: they are
     percent-encoded, byte for byte (the target writes header values as latin-1)."""

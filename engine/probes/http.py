@@ -697,14 +697,20 @@ class _Probe:
         (``done`` is never called from inside ``start``)."""
         self.starting = True
         try:
-            self._hop()
+            self._guarded(self._hop)
+        finally:
+            self.starting = False
+
+    def _guarded(self, step: Callable[[], None]) -> None:
+        """Run a step: a ProbeFailure ends the probe with its words; anything else is a bug,
+        logged, and ends it as an internal error."""
+        try:
+            step()
         except ProbeFailure as exc:
             self._fail(str(exc))
         except Exception:
             log.exception("uptime probe of %s failed unexpectedly", self.url)
             self._fail("probe failed: internal error")
-        finally:
-            self.starting = False
 
     def _hop(self) -> None:
         """Split the URL and connect, or look its host up first. Raises ProbeFailure."""
@@ -712,10 +718,7 @@ class _Probe:
         hop, self.request = prober._hop(self.url)
         self.hop = hop
         if hop.ip is not None:
-            self.addrs = checked_literal(hop.host, hop.ip, prober._allow_private)
-            self.next_addr = 0
-            self.last_error = "connection failed"
-            self._connect()
+            self._addresses(checked_literal(hop.host, hop.ip, prober._allow_private), None)
             return
         dns = self.dns = self.reactor.loop.create_task(resolve_checked(
             hop.host, hop.port, literal=None, family=prober._family,
@@ -727,16 +730,15 @@ class _Probe:
         if self.dns is not task:
             return  # cancelled or expired meanwhile
         self.dns = None
-        try:
-            self.addrs, self.out.dns_ms = task.result()
-            self.next_addr = 0
-            self.last_error = "connection failed"
-            self._connect()
-        except ProbeFailure as exc:
-            self._fail(str(exc))
-        except Exception:
-            log.exception("uptime probe of %s failed unexpectedly", self.url)
-            self._fail("probe failed: internal error")
+        self._guarded(lambda: self._addresses(*task.result()))
+
+    def _addresses(self, addrs: list[str], dns_ms: float | None) -> None:
+        """The hop's checked addresses are known: connect to the first that accepts."""
+        self.addrs = addrs
+        self.out.dns_ms = dns_ms
+        self.next_addr = 0
+        self.last_error = "connection failed"
+        self._connect()
 
     def _connect(self) -> None:
         """Connect to the next address that accepts the attempt; fail when none is left."""
@@ -777,25 +779,29 @@ class _Probe:
         self.conn = None
         out = self.out
         _settle(conn, out, self.t_start)
+        if conn.connect_error is not None:
+            self.last_error = conn.connect_error
+            self._connect()
+        elif conn.error is not None:
+            self._fail(conn.error)
+        elif not conn.redirecting:
+            self._complete()  # out.status_code was set when the hop was settled
+        elif out.redirects >= self.prober._max_redirects:
+            self._fail("too many redirects")
+        else:
+            out.redirects += 1
+            assert conn.location is not None
+            location = conn.location.decode("utf-8", "surrogateescape").strip()
+            self._guarded(lambda: self._redirect(location))
+
+    def _redirect(self, location: str) -> None:
+        """The next hop, at ``location`` resolved against the current URL."""
         try:
-            if conn.connect_error is not None:
-                self.last_error = conn.connect_error
-                self._connect()
-            elif conn.error is not None:
-                self._fail(conn.error)
-            elif not conn.redirecting:
-                self._complete()  # out.status_code was set when the hop was settled
-            elif out.redirects >= self.prober._max_redirects:
-                self._fail("too many redirects")
-            else:
-                out.redirects += 1
-                assert conn.location is not None
-                self.url = urljoin(
-                    self.url, conn.location.decode("utf-8", "surrogateescape").strip()
-                )
-                # The phase timings describe the last hop only.
-                out.dns_ms = out.connect_ms = out.tls_ms = out.ttfb_ms = None
-                out.remote_ip = None
-                self._hop()
-        except ProbeFailure as exc:
-            self._fail(str(exc))
+            self.url = urljoin(self.url, location)
+        except ValueError:  # "http://[::1" and the like
+            raise ProbeFailure(f"invalid URL: {short(location)}") from None
+        # The phase timings describe the last hop only.
+        out = self.out
+        out.dns_ms = out.connect_ms = out.tls_ms = out.ttfb_ms = None
+        out.remote_ip = None
+        self._hop()
