@@ -781,7 +781,7 @@ class _Probe:
         _settle(conn, out, self.t_start)
         if conn.connect_error is not None:
             self.last_error = conn.connect_error
-            self._connect()
+            self._guarded(self._connect)  # the next address
         elif conn.error is not None:
             self._fail(conn.error)
         elif not conn.redirecting:
