@@ -427,9 +427,10 @@ class _Target:
 class HttpProber:
     """Runs uptime probes; one instance serves any number of concurrent probes on one loop.
 
-    It keeps no connections between probes; its state is the TLS context, two read buffers
-    and the request header tail. ``aclose()`` exists for symmetry with other clients and drops
-    the TLS context; the prober stays usable.
+    It keeps no connections between probes; its state is the TLS context, two read buffers,
+    the request header tail, split authorities, the deadlines and the reactor of its loop.
+    ``aclose()`` drops the TLS context and the reactor (probes still running end at once);
+    the prober stays usable.
     """
 
     def __init__(

@@ -3,8 +3,10 @@
 Shape (why it scales to 50,000+ checks on one core):
 
 - One :class:`~engine.scheduler.wheel.TimingWheel` holds every scheduled check; one
-  scheduler loop sweeps it every 20 ms, pops what is due and starts a short-lived
-  probe task per due check. No check owns a timer or a long-lived task.
+  scheduler loop sweeps it every 20 ms, pops what is due and starts a probe per due check:
+  an uptime probe without a task (``HttpProber.start`` calls :meth:`Engine._uptime_done`
+  back), a certificate probe, or whatever must wait on the database after a probe, in a
+  short-lived task. No check owns a timer or a long-lived task.
 - Each check follows a stable phase of its interval (``first_due``), so checks of the same
   interval are spread evenly over it; a new, re-enabled or reset (``pending``) check is
   probed within about a second, then joins its phase.
