@@ -103,6 +103,48 @@ async def test_a_write_larger_than_the_socket_buffer_is_finished_when_writable(
     reactor.close()
 
 
+class _Counting(_Endpoint):
+    """Ends once ``expect`` bytes are in, without waiting for the server to close."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, expect: int) -> None:
+        super().__init__(loop)
+        self.expect = expect
+
+    def buffer_updated(self, nbytes: int) -> None:
+        super().buffer_updated(nbytes)
+        if len(self.received) >= self.expect:
+            self._end("all")
+
+
+async def test_a_burst_larger_than_the_read_buffer_is_read_whole_while_the_peer_waits() -> None:
+    """Edge-triggered epoll announces arriving data once: the reactor must drain the socket
+    (reads into a 4 KiB buffer until one comes back short), or the rest of a 1 MiB burst
+    would wait for an edge that never comes while the server keeps the connection open."""
+    loop = asyncio.get_running_loop()
+    burst = bytes(range(256)) * 4096
+    release = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(burst)
+        await writer.drain()
+        await release.wait()  # the connection stays open: no EOF to wake the client
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    reactor = Reactor(loop)
+    try:
+        async with server:
+            ep = _Counting(loop, len(burst))
+            reactor.connect(ep, "127.0.0.1", server.sockets[0].getsockname()[1])
+            async with asyncio.timeout(10):
+                assert await ep.done == "all"
+            assert bytes(ep.received) == burst
+            assert ep.lost == []
+            release.set()
+    finally:
+        reactor.close()
+
+
 async def test_a_refused_connect_reaches_the_endpoint_as_connection_failed() -> None:
     loop = asyncio.get_running_loop()
     reactor = Reactor(loop)
