@@ -452,7 +452,10 @@ class ClientConn:
 
     def buffer_updated(self, nbytes: int) -> None:
         if not self.done:
-            self._received(nbytes)
+            if self._ssl is None:
+                self.on_data(self._rview[:nbytes])  # plain: no _received call on the way
+            else:
+                self._received(nbytes)
             if self.done:
                 self._notify()
 
@@ -472,9 +475,7 @@ class ClientConn:
             notify()
 
     def _received(self, nbytes: int) -> None:
-        if self._ssl is None:
-            self.on_data(self._rview[:nbytes])
-            return
+        """Ciphertext arrived (TLS connections only)."""
         inc = self._in
         assert inc is not None
         if nbytes <= _BIO_CHUNK:

@@ -216,7 +216,8 @@ class _HttpConn(ClientConn):
         max_header: int,
         max_body: int,
     ) -> None:
-        super().__init__(notify, rview, pview, ctx, server_hostname)
+        # Not super(): in Python 3.11 that builds a super object on every connection.
+        ClientConn.__init__(self, notify, rview, pview, ctx, server_hostname)
         self.request = request
         self.max_header = max_header
         self.max_body = max_body
