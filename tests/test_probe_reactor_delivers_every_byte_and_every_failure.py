@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import socket
+import struct
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
@@ -143,6 +146,59 @@ async def test_a_burst_larger_than_the_read_buffer_is_read_whole_while_the_peer_
             release.set()
     finally:
         reactor.close()
+
+
+class _Connected(_Endpoint):
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.made: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: SocketTransport) -> None:
+        super().connection_made(transport)
+        self.made.set_result(None)
+
+
+@pytest.mark.parametrize("end", ["reset", "fin"])
+async def test_data_and_the_end_that_arrive_together_are_both_delivered(end: str) -> None:
+    """Half a response and then a reset (or the peer's FIN), both in before the reactor
+    looks: one edge reports them, and the read after the data must still find the end (no
+    later edge would announce it)."""
+    loop = asyncio.get_running_loop()
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/pl"
+    server = socket.create_server(("127.0.0.1", 0))
+    go, sent = threading.Event(), threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            if go.wait(5):
+                conn.sendall(head)
+                if end == "reset":
+                    linger = struct.pack("ii", 1, 0)
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+        sent.set()  # closed: on loopback the data and the end are in the client's socket
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    reactor = Reactor(loop)
+    try:
+        ep = _Connected(loop)
+        reactor.connect(ep, "127.0.0.1", server.getsockname()[1])
+        async with asyncio.timeout(5):
+            await ep.made
+        go.set()
+        assert sent.wait(5)  # blocks the loop on purpose: the reactor must not look before
+        async with asyncio.timeout(5):
+            assert await ep.done == "lost"
+        assert bytes(ep.received) == head
+        if end == "reset":
+            assert len(ep.lost) == 1 and isinstance(ep.lost[0], ConnectionResetError)
+        else:
+            assert ep.eof and ep.lost == [None]
+    finally:
+        reactor.close()
+        server.close()
+        thread.join(5)
 
 
 async def test_a_refused_connect_reaches_the_endpoint_as_connection_failed() -> None:

@@ -59,14 +59,19 @@ if _EPOLL:
     _IN: int = select.EPOLLIN
     _OUT: int = select.EPOLLOUT
     _ERR_HUP: int = select.EPOLLERR | select.EPOLLHUP
+    # The peer's FIN (EPOLLRDHUP), a reset or an error: after the data, a read must see it.
+    _ENDING: int = select.EPOLLERR | select.EPOLLHUP | select.EPOLLRDHUP
     # Edge-triggered, both directions, from the start: one epoll_ctl per connection. The
     # connect's completion is the first EPOLLOUT edge; an answer is an EPOLLIN edge, and
-    # reads go on until the socket is drained (a short read), as edge triggering requires.
-    _REGISTER: int = select.EPOLLIN | select.EPOLLOUT | select.EPOLLET
+    # reads go on until the socket is drained (a short read), as edge triggering requires,
+    # and past that when the edge also reported the peer's FIN or a reset: the end that
+    # came with the last data is announced by no further edge.
+    _REGISTER: int = select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP | select.EPOLLET
 else:  # pragma: no cover - the service runs on Linux; other systems use the selector
     _IN = selectors.EVENT_READ
     _OUT = selectors.EVENT_WRITE
     _ERR_HUP = 0
+    _ENDING = 0
     _REGISTER = _OUT  # level-triggered: switched to _IN (| _OUT) once connected
 
 # SO_LINGER {on, 0 s}: close() sends a reset and frees the socket at once.
@@ -329,9 +334,12 @@ class SocketTransport:
                     endpoint.connection_lost(None)
                     return
                 endpoint.buffer_updated(n)
-                # A short read drained the socket; a full one may have left more, which
-                # no further edge would announce (edge triggering).
-                if n < len(buffer) or self._sock is None:
+                if self._sock is None:
+                    return
+                # A short read drained the data; a full one may have left more, and an end
+                # reported with this edge is still to be read: no further edge announces
+                # either (edge triggering).
+                if n < len(buffer) and not events & _ENDING:
                     return
 
     def _flush(self, sock: _socket.socket) -> None:
