@@ -110,10 +110,7 @@ _UPTIME_META_MAX = 1000  # status codes are three digits; a bound all the same
 
 _OK = Outcome.OK  # a global, not a read through enum's descriptor per probe (see evaluate)
 _OUTCOME_CODE = tuple(int(cls) for cls in Outcome)  # int(cls), by indexing: no call per probe
-_fromtimestamp = datetime.fromtimestamp  # the classmethod bound once: a lookup fewer a probe
-_wall = time.time
-# How long the steady path reuses one result timestamp (see Engine._steady).
-STAMP_REUSE = 0.001
+_utcnow = datetime.now  # the classmethod bound once: one lookup fewer per probe
 
 
 class EngineStore(Protocol):
@@ -257,9 +254,6 @@ class Engine:
         self._unwritten = 0
         self._adopted_unfrozen = 0
         self._soon_next = 0.0
-        # The steady path's shared result timestamp and until when it serves (wall clock).
-        self._stamp = datetime.now(UTC)
-        self._stamp_wall = -STAMP_REUSE
         self._unwritten_logged = -UNWRITTEN_LOG_EVERY
         # Transitions held while the database is unavailable (see the module docstring).
         self._backlog: deque[_Unwritten] = deque()
@@ -732,15 +726,10 @@ class Engine:
         cls = steady_class(state, outcome, self._slow_ms)
         if cls is None or c.id in self._backlog_of:
             return False
-        wall = _wall()
-        since = wall - self._stamp_wall
-        if since >= STAMP_REUSE or since < 0.0:  # < 0: the wall clock was set back
-            # One datetime per millisecond, shared by the probes that end within it:
-            # datetime.now() costs five times time.time(), and at capacity several probes
-            # end per millisecond. A result's time is then up to 1 ms early.
-            self._stamp = _fromtimestamp(wall, UTC)
-            self._stamp_wall = wall
-        now = self._stamp
+        # Its own datetime.now(), not one shared by the probes ending in the same
+        # millisecond: a shared one put a result's time up to 1 ms early, so that its time
+        # minus its duration could fall before the moment it was due.
+        now = _utcnow(UTC)
         error = None if cls is _OK else uptime_error(outcome, cls, self._slow_ms)
         row: ResultRow = (
             c.id, now, KIND_UPTIME, _OUTCOME_CODE[cls], outcome.status_code, outcome.total_ms,
