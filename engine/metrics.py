@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 
 from prometheus_client import (
@@ -52,7 +52,7 @@ class _HistogramChild:
     engine folds once a second so that pending values stay few.
     """
 
-    __slots__ = ("_bounds", "_bucket_of", "_pending", "counts", "observe", "sum")
+    __slots__ = ("_bounds", "_bucket_of", "_pending", "counts", "observe", "observe_many", "sum")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self._bounds = bounds
@@ -62,6 +62,7 @@ class _HistogramChild:
         self.sum = 0.0
         self._pending: list[float] = []
         self.observe: Callable[[float], None] = self._pending.append
+        self.observe_many: Callable[[Iterable[float]], None] = self._pending.extend
 
     def fold(self) -> None:
         """Count the pending observations into the buckets and the sum."""
@@ -135,14 +136,19 @@ class LoopHistogram(_LoopMetric):
     # prometheus_client's does); it is then the child's own method, so an observation is one
     # Python call, not two (the scheduler observes its lateness for every probe it starts).
     observe: Callable[[float], None]
+    observe_many: Callable[[Iterable[float]], None]
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (), *,
                  buckets: Sequence[float], registry: CollectorRegistry) -> None:
         super().__init__(name, documentation, labelnames, registry)
         self._bounds = tuple(float(b) for b in buckets if b != float("inf"))
-        self.observe = self._needs_labels if self._labelnames else self.labels().observe
+        if self._labelnames:
+            self.observe = self.observe_many = self._needs_labels
+        else:
+            child = self.labels()
+            self.observe, self.observe_many = child.observe, child.observe_many
 
-    def _needs_labels(self, amount: float) -> None:
+    def _needs_labels(self, amount: object) -> None:
         raise ValueError(f"{self._name}: observe() of a labelled histogram needs labels()")
 
     def labels(self, **labels: str) -> _HistogramChild:

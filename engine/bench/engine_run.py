@@ -42,19 +42,42 @@ LATENESS_CAP = 5_000_000  # samples kept (40 MB): far more than any bounded run 
 
 
 class LatenessRecorder:
-    """Stands in for ``Metrics.lateness``: every ``observe`` goes to the real histogram, and
-    while ``recording`` the raw value is kept too (bounded by ``cap``)."""
+    """Stands in for ``Metrics.lateness``: every observation goes to the real histogram, and
+    while ``recording`` the raw value is kept too (bounded by ``cap``).
+
+    Like the real histogram's, ``observe`` is an append (here to an array): a Python method
+    would add a frame to every probe the bench measures. Values reach the histogram and the
+    samples when the engine folds its metrics (once a second) and whenever ``recording``
+    changes, so a window's samples are exactly the ones observed in it.
+    """
 
     def __init__(self, histogram: Any, cap: int = LATENESS_CAP) -> None:
         self._histogram = histogram
         self._cap = cap
+        self._fresh: array[float] = array("d")
+        self.observe = self._fresh.append
         self.samples: array[float] = array("d")
-        self.recording = False
+        self._recording = False
 
-    def observe(self, amount: float, exemplar: Any = None) -> None:
-        self._histogram.observe(amount)
-        if self.recording and len(self.samples) < self._cap:
-            self.samples.append(amount)
+    @property
+    def recording(self) -> bool:
+        return self._recording
+
+    @recording.setter
+    def recording(self, on: bool) -> None:
+        self.fold()  # what came before the change belongs to the state before it
+        self._recording = on
+
+    def fold(self) -> None:
+        fresh = self._fresh
+        if fresh:
+            self._histogram.observe_many(fresh)
+            if self._recording:
+                room = self._cap - len(self.samples)
+                if room > 0:
+                    self.samples.extend(fresh[:room])
+            del fresh[:]
+        self._histogram.fold()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._histogram, name)
