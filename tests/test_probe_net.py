@@ -92,6 +92,39 @@ def test_deadline_expires_finishes_and_survives_a_new_loop() -> None:
     assert asyncio.run(_guarded(d, 0.05)) == "expired"  # a new loop gets its own timers
 
 
+def test_deadlines_of_one_slot_share_it_and_a_fired_slot_is_never_reused() -> None:
+    """Probes started within one 4 ms slot share its timer; once it has fired, the next
+    deadline gets a new slot (the shortcut to the last slot must not outlive it)."""
+    d = Deadlines()
+
+    class Target:
+        def __init__(self) -> None:
+            self.at: float | None = None
+
+        def expire(self) -> None:
+            self.at = time.perf_counter()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        first, second = Target(), Target()
+        t0 = time.perf_counter()
+        slot = d.arm_expiry(0.02, loop, first)
+        assert d.arm_expiry(0.02, loop, second) is slot  # same slot, no second timer
+        assert d.arm_expiry(0.5, loop, Target()) is not slot  # another timeout: its own
+        async with asyncio.timeout(2):
+            while first.at is None or second.at is None:
+                await asyncio.sleep(0.005)
+        assert first.at - t0 >= 0.019 and second.at - t0 >= 0.019
+        third = Target()
+        later = d.arm_expiry(0.02, loop, third)
+        assert later is not slot
+        async with asyncio.timeout(2):
+            while third.at is None:
+                await asyncio.sleep(0.005)
+
+    asyncio.run(main())
+
+
 def test_outside_cancellation_is_not_swallowed() -> None:
     d = Deadlines()
 

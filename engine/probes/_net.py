@@ -252,12 +252,17 @@ class Deadlines:
 
     GRANULARITY: Final = 0.004
 
-    __slots__ = ("_fired", "_loop", "_slots")
+    __slots__ = ("_fired", "_last_end", "_last_slot", "_last_timeout", "_loop", "_slots")
 
     def __init__(self) -> None:
         self._slots: dict[int, set[Any]] = {}  # tasks (arm) and Expiring (arm_expiry)
         self._fired: set[asyncio.Task[object]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The last slot handed out, for the probes that start before it ends (most of them:
+        # hundreds a slot at capacity): their deadline falls in it without a lookup.
+        self._last_slot: set[Any] = set()
+        self._last_end = -math.inf
+        self._last_timeout = 0.0
 
     def arm(
         self, timeout: float, loop: asyncio.AbstractEventLoop | None = None
@@ -301,16 +306,27 @@ class Deadlines:
             self._loop = loop
             self._slots = {}
             self._fired = set()
-        key = math.ceil((loop.time() + timeout) / self.GRANULARITY)
+            self._last_end = -math.inf
+        due = loop.time() + timeout
+        # Time only moves on, so with the same timeout a deadline up to the last slot's end
+        # falls in that slot (which _fire forgets as it fires).
+        if due <= self._last_end and timeout == self._last_timeout:
+            return self._last_slot
+        key = math.ceil(due / self.GRANULARITY)
         slot = self._slots.get(key)
         if slot is None:
             slot = self._slots[key] = set()
             loop.call_at(key * self.GRANULARITY, self._fire, key, slot)
+        self._last_slot = slot
+        self._last_end = key * self.GRANULARITY
+        self._last_timeout = timeout
         return slot
 
     def _fire(self, key: int, slot: set[object]) -> None:
         if self._slots.get(key) is slot:
             del self._slots[key]
+        if slot is self._last_slot:
+            self._last_end = -math.inf
         items = list(slot)
         slot.clear()
         for item in items:
