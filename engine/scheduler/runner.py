@@ -630,7 +630,8 @@ class Engine:
 
     def _finish(self, c: ScheduledCheck) -> None:
         check_id = c.id
-        self._in_flight.pop(check_id, None)
+        in_flight = self._in_flight
+        in_flight.pop(check_id, None)
         host = c.host
         busy = self._host_busy
         n = busy.get(host, 1) - 1
@@ -638,20 +639,40 @@ class Engine:
             busy[host] = n
         else:
             busy.pop(host, None)
+        nxt = None
         if self._host_wait:  # usually empty: no lookup per probe then
             waiting = self._host_wait.get(host)
             if waiting:
-                # The host's next waiting check goes first in line.
-                self._ready.appendleft(waiting.popleft())
+                nxt = waiting.popleft()  # the host's next waiting check: first in line
                 if not waiting:
                     del self._host_wait[host]
         if self._stopping:
-            if not self._in_flight and self._drained is not None:
+            if nxt is not None:
+                self._ready.appendleft(nxt)
+            if not in_flight and self._drained is not None:
                 self._drained.set()
             return
         mono = time.monotonic()
         if self._checks.get(check_id) is c:
             self._schedule(c, mono)
+        if nxt is not None:
+            start_http = self._start_http
+            if (
+                start_http is not None
+                and nxt.kind == UPTIME
+                and self._checks.get(nxt.id) is nxt
+                and nxt.id not in in_flight
+                and len(in_flight) < self._max_in_flight
+            ):
+                # What _start_ready would do with it first, without the round trip through
+                # the ready queue: at capacity (every host busy) that is every probe.
+                busy[host] = n + 1
+                late = mono - nxt.due
+                self._observe_lateness(late if late > 0 else 0.0)
+                assert self._loop is not None  # set by the _start_ready that started c
+                in_flight[nxt.id] = start_http(self._loop, nxt.url, self._uptime_done, nxt)
+            else:
+                self._ready.appendleft(nxt)  # _start_ready sorts it out
         if self._ready:
             self._start_ready(mono)
 
