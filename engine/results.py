@@ -89,6 +89,9 @@ class ResultsWriter:
         self._inflight = 0
         self._touches: dict[int, Touch] = {}
         self._wake = asyncio.Event()
+        # True from a producer's wake-up until the writer takes it: at capacity the buffer
+        # stays above a batch, and Event.set() (a Python call) would run for every row.
+        self._woken = False
         self._space = asyncio.Event()
         self._space.set()
         self._outage = False
@@ -121,7 +124,8 @@ class ResultsWriter:
             self._space.clear()
             await self._space.wait()
         self._buf.append(row)
-        if len(self._buf) >= self._batch:
+        if len(self._buf) >= self._batch and not self._woken:
+            self._woken = True
             self._wake.set()
 
     def offer(self, row: ResultRow) -> bool:
@@ -131,7 +135,8 @@ class ResultsWriter:
         if len(buf) + self._inflight >= self._limit:
             return False
         buf.append(row)
-        if len(buf) >= self._batch:
+        if len(buf) >= self._batch and not self._woken:
+            self._woken = True
             self._wake.set()
         return True
 
@@ -183,6 +188,7 @@ class ResultsWriter:
                 except TimeoutError:
                     pass
                 self._wake.clear()
+                self._woken = False
                 if stop.is_set():
                     break
                 ok = await self.flush_once()
