@@ -52,7 +52,8 @@ def first_due(check_id: int, interval: float, now: float) -> float:
     """
     if interval <= 0:
         raise ValueError("interval must be positive")
-    offset = phase_fraction(check_id) * interval
+    # phase_fraction(check_id), written out: this runs for every probe.
+    offset = ((check_id * _GOLDEN) & _MASK64) / _TWO64 * interval
     periods = (now - offset) // interval + 1
     due = offset + periods * interval
     # Float rounding can land a hair on the wrong side of ``now``.
