@@ -4,10 +4,11 @@ profile summaries and the report. (The whole command runs in test_bench_quick.py
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
-from engine.bench import layout, report
+from engine.bench import callgrind, layout, report
 from engine.bench.limits import parse_s_time, parse_wrk
 from engine.bench.main import start_lateness
 from engine.bench.profile import top_lines
@@ -139,3 +140,10 @@ def test_report_names_met_and_missed_targets() -> None:
     text = report.table(rec)
     assert "[MISSED] scheduler lateness p99" in text
     assert "[n/a   ] vs wrk" in text
+
+
+def test_callgrind_totals_are_read_from_the_end_of_its_output() -> None:
+    text = "version: 1\nevents: Ir\nsummary: 0\nfn=(1) main\n5 120\n\ntotals: 1129166622\n"
+    assert callgrind.total_instructions(text) == 1129166622
+    assert callgrind.total_instructions("events: Ir\n") is None  # cut short: no figure
+    assert callgrind.wrapper(Path("/tmp/x.out"))[-1] == "--callgrind-out-file=/tmp/x.out"

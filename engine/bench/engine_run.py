@@ -35,6 +35,7 @@ from array import array
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from engine.bench import callgrind
 from engine.bench.child import commands, emit
 from engine.bench.stats import cpu_seconds, rss_bytes, summary_ms
 
@@ -215,6 +216,10 @@ async def _engine(cfg: dict[str, Any]) -> None:
             emit("loaded", scheduled=scheduled, load_s=round(load_s, 3))
             await asyncio.sleep(cfg["warmup_s"])
 
+            cg_probes0: dict[str, float] | None = None
+            if cfg.get("callgrind"):
+                await callgrind.instrument(True)
+                cg_probes0 = _counter_values(metrics.probes)
             probes0 = _counter_values(metrics.probes)
             written0 = engine.results.written
             wall0, t0, cpu0 = time.time(), loop.time(), cpu_seconds()
@@ -228,6 +233,13 @@ async def _engine(cfg: dict[str, Any]) -> None:
             probes = _delta(_counter_values(metrics.probes), probes0)
             rss_end = rss_bytes()
             in_flight = engine.in_flight
+            callgrind_probes = None
+            if cg_probes0 is not None:
+                await callgrind.instrument(False)
+                # Both counts are taken as a switch returns: each switch's own lag is then
+                # on both sides of the span.
+                callgrind_probes = sum(
+                    _delta(_counter_values(metrics.probes), cg_probes0).values())
         finally:
             stop.set()
             with contextlib.suppress(Exception):
@@ -255,6 +267,7 @@ async def _engine(cfg: dict[str, Any]) -> None:
             lateness_ms=summary_ms(recorder.samples),
             gc=gc_timer.to_dict(t1 - t0),
             write_capacity=capacity,
+            callgrind_probes=callgrind_probes,
         )
     finally:
         await store.close()

@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from engine.bench import SCENARIOS, layout, profile, report
+from engine.bench import SCENARIOS, callgrind, layout, profile, report
 from engine.bench.certs import CertFiles, make_certs
 from engine.bench.database import BenchDatabase, seed_history, seed_monitors
 from engine.bench.limits import ToolRun, run_s_time, run_wrk, write_id_script
@@ -117,6 +117,7 @@ class Bench:
         self.store: Any = None
         self.notes: list[str] = []
         self.certs: CertFiles | None = None
+        self.seq = 0  # numbers the callgrind files of a run
 
     async def __aenter__(self) -> Bench:
         from engine.bench.procs import pin_pid
@@ -262,20 +263,42 @@ async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
 
 
 async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0) -> dict[str, Any]:
+    cg_out = _callgrind_path(b, w)
     cfg = {"dsn": b.db.dsn, "settings": b.settings(time_scale=w.time_scale),
            "warmup_s": w.warmup, "duration_s": w.duration, "load_timeout_s": 300,
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
-           "cprofile": _cprofile_path(b, w)}
-    child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus)
+           "cprofile": _cprofile_path(b, w), "callgrind": cg_out is not None}
+    child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus,
+                                prefix=callgrind.wrapper(cg_out) if cg_out else None)
     try:
         await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
         prof = _profile_window(b, child, w)
         res = await b.wait(child, "result", f"{w.name}: measuring",
-                           w.warmup + w.duration + write_capacity_s + 2)
+                           w.warmup + w.duration + write_capacity_s + 2,
+                           slack=600.0 if cg_out else 60.0)
         await _finish_profile(prof)
-        return res
     finally:
         await b.procs.stop(child)
+    if cg_out is not None:
+        # valgrind writes the file as the child exits.
+        text = cg_out.read_text(errors="replace") if cg_out.exists() else ""
+        ir, n = callgrind.total_instructions(text), res.get("callgrind_probes")
+        res["instructions_per_probe"] = round(ir / n) if ir and n else None
+    return res
+
+
+def _callgrind_path(b: Bench, w: Window) -> Path | None:
+    """``UPWATCH_BENCH_CALLGRIND=DIR``: the callgrind output file of this engine window."""
+    out_dir = callgrind.callgrind_dir()
+    if out_dir is None:
+        return None
+    if not callgrind.available():
+        raise BenchError(f"{callgrind.ENV_CALLGRIND} needs valgrind (Debian: apt-get install"
+                         " valgrind)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    b.seq += 1
+    name = w.name.replace(" ", "-").replace(",", "").replace("%", "pct")
+    return (out_dir / f"{b.opts.scenario}-{b.seq:02d}-{name}.callgrind").resolve()
 
 
 async def _run_baseline(b: Bench, w: Window, ports: layout.Ports, *, tls: bool,
@@ -360,7 +383,10 @@ def _engine_figures(res: dict[str, Any], kind: str) -> dict[str, Any]:
     probes = res["probes"]
     total = sum(v for k, v in probes.items() if k.startswith(kind + ","))
     ok = probes.get(f"{kind},ok", 0.0)
-    return {
+    extra = {}
+    if res.get("instructions_per_probe") is not None:  # UPWATCH_BENCH_CALLGRIND
+        extra["instructions_per_probe"] = res["instructions_per_probe"]
+    return extra | {
         "probes": total,
         "probes_per_s": per(total, res["seconds"], 2),
         "cpu_s_per_probe": per(res["cpu_s"], total),
@@ -511,6 +537,9 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             "gc": cfig["gc"],
             "runs_probes_per_cpu_s": [c["probes_per_cpu_s"] for c in cap_runs],
         }
+        if "instructions_per_probe" in cfig:  # UPWATCH_BENCH_CALLGRIND
+            rec["capacity"]["runs_instructions_per_probe"] = [
+                c.get("instructions_per_probe") for c in cap_runs]
         bcap = _baseline_figures(await _run_baseline(
             b, _capacity_window(b, "baseline at capacity", demand), ports, tls=tls,
             mixed=False))

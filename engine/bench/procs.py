@@ -174,8 +174,11 @@ class Procs:
         self._seq = 0
 
     async def spawn(
-        self, name: str, role: str, cfg: dict[str, Any], cpus: set[int] | list[int] | None
+        self, name: str, role: str, cfg: dict[str, Any], cpus: set[int] | list[int] | None,
+        *, prefix: list[str] | None = None,
     ) -> Child:
+        """Start a child of ``role`` with ``cfg``, pinned to ``cpus``; ``prefix`` runs it
+        under another program (valgrind)."""
         self._seq += 1
         stem = f"{self._seq:02d}-{name}"
         config = self.workdir / f"{stem}.json"
@@ -186,7 +189,7 @@ class Procs:
         log = self.workdir / f"{stem}.log"
         with open(log, "wb") as err:  # noqa: ASYNC230 - a local temp file, opened at once
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "engine.bench.child", str(config),
+                *(prefix or ()), sys.executable, "-m", "engine.bench.child", str(config),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=err,
