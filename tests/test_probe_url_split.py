@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine.probes._net import ProbeFailure
-from engine.probes.http import _PLAIN_URL, HttpProber, _Target
+from engine.probes.http import _PLAIN_TARGET, _PLAIN_URL, HttpProber, _plain_target, _Target
 
 URLS = [
     "http://example.com/",
@@ -97,3 +99,13 @@ def test_known_authorities_give_the_same_requests(first: str) -> None:
         t = _Target.__new__(_Target)
         t._general(url)
         assert (hop.tls, hop.host, hop.port, hop.ip) == (t.tls, t.host, t.port, t.ip), url
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x17F), max_size=40).map(lambda t: "/" + t))
+def test_the_plain_target_check_answers_as_its_pattern(target: str) -> None:
+    assert _plain_target(target) == (_PLAIN_TARGET.fullmatch(target) is not None)
+
+
+@pytest.mark.parametrize("target", ["/", "/a?b", "/?", "/a b", "/a#b", "/\x7f", "/é", "/a?"])
+def test_the_plain_target_check_on_its_edges(target: str) -> None:
+    assert _plain_target(target) == (_PLAIN_TARGET.fullmatch(target) is not None)

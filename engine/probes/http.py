@@ -142,6 +142,18 @@ _PLAIN_URL: Final = re.compile(
 )
 
 
+def _plain_target(target: str) -> bool:
+    """``_PLAIN_TARGET.fullmatch(target)`` for a ``target`` that starts with "/", in string
+    methods: 0.28 us instead of 0.45-0.68 (a test holds the two to the same answers)."""
+    return (
+        target.isascii()
+        and target.isprintable()
+        and " " not in target
+        and "#" not in target
+        and target[-1] != "?"
+    )
+
+
 class _Locator:
     """Finds the final response's ``Location`` by parsing the head a second time, with a
     header callback.
@@ -538,7 +550,7 @@ class HttpProber:
             known = self._authorities.get(url[:slash])
             if known is not None:
                 target = url[slash:]
-                if _PLAIN_TARGET.fullmatch(target) is not None:
+                if _plain_target(target):  # _PLAIN_TARGET.fullmatch(target)
                     hop, rest = known
                     return hop, b"GET " + target.encode("ascii") + rest
         hop = _Target(url)  # raises ProbeFailure
