@@ -7,10 +7,8 @@ between them) and only ever increment, observe or set.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections import Counter as Tally
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import partial
 
 from prometheus_client import (
     CollectorRegistry,
@@ -46,18 +44,19 @@ class _HistogramChild:
     """Buckets and sum of one labelled series.
 
     ``observe`` is the ``append`` of a list of pending values: an observation is one C call,
-    no Python frame (the engine makes four per probe; as a Python method they cost ~0.6 us
-    each). :meth:`fold` moves pending values into the buckets in C (``bisect_left`` mapped
-    over them, counted by ``collections.Counter``); the exposition folds first, and the
-    engine folds once a second so that pending values stay few.
+    no Python frame (the engine makes four per probe). :meth:`fold` sorts the pending values
+    (in C) and finds each bucket's share with one ``bisect_right`` per bound. Measured per
+    value: a Python ``observe`` method (bisect and two additions) ~310 ns; append and this
+    fold ~160 ns and ~440 instructions (callgrind); append and a fold that maps
+    ``bisect_left`` into a ``collections.Counter`` about as fast but ~1,450 instructions.
+    The exposition folds first, and the engine folds once a second, so that pending values
+    stay few.
     """
 
-    __slots__ = ("_bounds", "_bucket_of", "_pending", "counts", "observe", "observe_many", "sum")
+    __slots__ = ("_bounds", "_pending", "counts", "observe", "observe_many", "sum")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self._bounds = bounds
-        # Bucket i counts values <= bounds[i] ("le"); bisect_left finds the first such i.
-        self._bucket_of = partial(bisect_left, bounds)
         self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
         self.sum = 0.0
         self._pending: list[float] = []
@@ -69,12 +68,17 @@ class _HistogramChild:
         pending = self._pending
         if not pending:
             return
-        values = pending.copy()
+        values = sorted(pending)
         pending.clear()  # the same list: ``observe`` is bound to it
         self.sum += sum(values)
         counts = self.counts
-        for i, n in Tally(map(self._bucket_of, values)).items():
-            counts[i] += n
+        below = 0
+        # Bucket i counts values <= bounds[i] ("le") and above the bound before it.
+        for i, bound in enumerate(self._bounds):
+            upto = bisect_right(values, bound, below)
+            counts[i] += upto - below
+            below = upto
+        counts[-1] += len(values) - below
 
 
 class _LoopMetric(Collector):
