@@ -7,12 +7,13 @@ import asyncio
 import errno
 import socket
 import struct
+import sys
 import threading
 from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.probes.reactor import Reactor, SocketTransport
+from engine.probes.reactor import READS_PER_EVENT, Reactor, SocketTransport
 from tests.targets import closed_port
 
 
@@ -199,6 +200,82 @@ async def test_data_and_the_end_that_arrive_together_are_both_delivered(end: str
         reactor.close()
         server.close()
         thread.join(5)
+
+
+_FIREHOSE = """
+import socket, sys
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+conn, _ = server.accept()
+chunk = b"x" * 262144
+try:
+    while True:
+        conn.sendall(chunk)
+except OSError:
+    pass
+"""
+
+
+class _Endless(_Endpoint):
+    """Reads forever (an endpoint without a limit), with some work per read so that the
+    peer keeps the socket full. ``turns`` is bumped by a callback that reschedules itself
+    each time the loop gets a turn; the endpoint records the most reads it saw between two
+    turns, and aborts once ``budget`` bytes are in."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, budget: int) -> None:
+        super().__init__(loop)
+        # Small reads: the socket's window (~128 KiB) is then hundreds of reads deep.
+        self.buf = memoryview(bytearray(256))
+        self.budget = budget
+        self.count = 0
+        self.turns = 0
+        self._seen_turns = 0
+        self._run = 0
+        self.longest_run = 0
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.count += nbytes
+        sum(range(2000))  # ~30 us: slower than the peer sends
+        if self.turns != self._seen_turns:
+            self._seen_turns, self._run = self.turns, 0
+        self._run += 1
+        self.longest_run = max(self.longest_run, self._run)
+        if self.count > self.budget:
+            assert self.transport is not None
+            self.transport.abort()
+            self._end("read")
+
+
+async def test_a_peer_sending_faster_than_we_read_does_not_hold_the_event_loop() -> None:
+    """Edge triggering reads until the socket is drained; a peer in another process that
+    keeps it full must still let the loop's other callbacks run: the reactor reads at most
+    READS_PER_EVENT times per event and goes on after the loop's other callbacks."""
+    loop = asyncio.get_running_loop()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _FIREHOSE, stdout=asyncio.subprocess.PIPE
+    )
+    reactor = Reactor(loop)
+    ep = _Endless(loop, budget=4 * 1024 * 1024)
+
+    def tick() -> None:
+        ep.turns += 1
+        if not ep.done.done():
+            loop.call_soon(tick)
+
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(10):
+            port = int(await proc.stdout.readline())
+        reactor.connect(ep, "127.0.0.1", port)
+        tick()
+        async with asyncio.timeout(30):
+            assert await ep.done == "read"
+        # At most one batch from the epoll's event and one from the continuation per turn.
+        assert ep.longest_run <= 2 * READS_PER_EVENT, ep.longest_run
+    finally:
+        reactor.close()
+        proc.kill()
+        await proc.wait()
 
 
 async def test_a_refused_connect_reaches_the_endpoint_as_connection_failed() -> None:
