@@ -132,13 +132,13 @@ class LoopHistogram(_LoopMetric):
     ``Histogram.observe`` costs ~1 us (a lock, a linear bucket search, several objects);
     the engine observes four of them per probe. Here an observation is a list append, from
     the event-loop thread only; :meth:`fold` (run by every scrape, and by the engine once a
-    second) counts them into buckets in C, and a scrape reports cumulative buckets, so the
-    exposition is the same as a Histogram's.
+    second) counts them into buckets (see :class:`_HistogramChild`), and a scrape reports
+    cumulative buckets, so the exposition is the same as a Histogram's.
     """
 
     # ``observe(amount)``: without labels, the histogram observes directly (as
-    # prometheus_client's does); it is then the child's own method, so an observation is one
-    # Python call, not two (the scheduler observes its lateness for every probe it starts).
+    # prometheus_client's does); it is then the child's own append, so an observation is no
+    # Python call at all (the scheduler observes its lateness for every probe it starts).
     observe: Callable[[float], None]
     observe_many: Callable[[Iterable[float]], None]
 
