@@ -597,11 +597,9 @@ class Engine:
         it uses per probe is a local."""
         ready, checks, in_flight = self._ready, self._checks, self._in_flight
         busy, per_host, limit = self._host_busy, self._per_host, self._max_in_flight
-        observe_lateness, probe = self._observe_lateness, self._probe
-        start_http, uptime_done = self._start_http, self._uptime_done
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
+        launch = self._launch
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
         while ready and len(in_flight) < limit:
             c = ready.popleft()
             check_id = c.id
@@ -620,13 +618,22 @@ class Engine:
                     waiting = self._host_wait[host] = deque()
                 waiting.append(c)
                 continue
-            busy[host] = n + 1
-            late = now - c.due
-            observe_lateness(late if late > 0 else 0.0)
-            if start_http is not None and c.kind == UPTIME:
-                in_flight[check_id] = start_http(loop, c.url, uptime_done, c)
-            else:
-                in_flight[check_id] = loop.create_task(probe(c))
+            launch(c, n, now)
+
+    def _launch(self, c: ScheduledCheck, busy_now: int, now: float) -> None:
+        """Start ``c``'s probe: ``c`` is the engine's entry and not in flight, there is room
+        under ``max_in_flight``, and its host has ``busy_now`` probes running, fewer than
+        ``per_host_limit``. Uptime probes start without a task when the prober allows."""
+        self._host_busy[c.host] = busy_now + 1
+        late = now - c.due
+        self._observe_lateness(late if late > 0 else 0.0)
+        loop = self._loop
+        assert loop is not None  # set by the first _start_ready
+        start_http = self._start_http
+        if start_http is not None and c.kind == UPTIME:
+            self._in_flight[c.id] = start_http(loop, c.url, self._uptime_done, c)
+        else:
+            self._in_flight[c.id] = loop.create_task(self._probe(c))
 
     def _finish(self, c: ScheduledCheck) -> None:
         check_id = c.id
@@ -656,21 +663,14 @@ class Engine:
         if self._checks.get(check_id) is c:
             self._schedule(c, mono)
         if nxt is not None:
-            start_http = self._start_http
             if (
-                start_http is not None
-                and nxt.kind == UPTIME
-                and self._checks.get(nxt.id) is nxt
+                self._checks.get(nxt.id) is nxt
                 and nxt.id not in in_flight
                 and len(in_flight) < self._max_in_flight
             ):
                 # What _start_ready would do with it first, without the round trip through
                 # the ready queue: at capacity (every host busy) that is every probe.
-                busy[host] = n + 1
-                late = mono - nxt.due
-                self._observe_lateness(late if late > 0 else 0.0)
-                assert self._loop is not None  # set by the _start_ready that started c
-                in_flight[nxt.id] = start_http(self._loop, nxt.url, self._uptime_done, nxt)
+                self._launch(nxt, n, mono)
             else:
                 self._ready.appendleft(nxt)  # _start_ready sorts it out
         if self._ready:
