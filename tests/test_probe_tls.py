@@ -57,22 +57,21 @@ async def test_valid_certificate_and_its_fields(certs: TlsCerts, prober: CertPro
         assert site.requests == []  # a handshake only: no HTTP request
 
 
-async def test_fields_of_a_certificate_seen_again(
-    certs: TlsCerts, prober: CertProber, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_fields_of_a_certificate_seen_again(certs: TlsCerts) -> None:
     """A leaf seen before is not parsed again, and its fields come out the same."""
+    parsed: list[bytes] = []
+
+    def counting(der: bytes) -> tls._Meta:
+        parsed.append(der)
+        return tls.parse_meta(der)
+
+    prober = CertProber(timeout=TIMEOUT, allow_private=True, ca_bundle=certs.ca_bundle,
+                        parse=counting)
     async with tls_target(certs, "valid") as good, tls_target(certs, "expired") as bad:
         first = [await prober.probe("localhost", site.port) for site in (good, bad)]
-        parsed: list[bytes] = []
-        real = tls.parse_meta
-
-        def counting(der: bytes) -> tls._Meta:
-            parsed.append(der)
-            return real(der)
-
-        monkeypatch.setattr(tls, "parse_meta", counting)
+        assert len(parsed) == 2  # two leaves, each parsed once
         again = [await prober.probe("localhost", site.port) for site in (good, bad)]
-    assert parsed == []
+    assert len(parsed) == 2
     assert again[0].error is None and again[1].error == "certificate expired"
     for a, b in zip(first, again, strict=True):
         assert (a.issuer, a.signature_algorithm, a.is_self_signed, a.valid_from, a.valid_to) == (
@@ -81,10 +80,9 @@ async def test_fields_of_a_certificate_seen_again(
     assert first[0].valid_to != first[1].valid_to  # two leaves, two entries
 
 
-def test_parsed_fields_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parsed_fields_cache_is_bounded() -> None:
     meta = ("CA", "ecdsa-with-SHA256", False, dt.datetime.now(dt.UTC), dt.datetime.now(dt.UTC))
-    monkeypatch.setattr(tls, "parse_meta", lambda der: meta)
-    prober = CertProber(timeout=TIMEOUT)
+    prober = CertProber(timeout=TIMEOUT, parse=lambda der: meta)
     for i in range(3 * tls._META_CACHE_SIZE):
         out = CertOutcome(False, None, None, None, None, None, None, 0.0)
         prober._fill_meta(out, i.to_bytes(4, "big"))

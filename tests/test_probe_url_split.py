@@ -46,15 +46,10 @@ URLS = [
 
 
 def _split(make: str, url: str) -> tuple[object, ...] | str:
-    t = _Target.__new__(_Target)
+    if make == "plain" and _PLAIN_URL.match(url) is None:
+        return "no match"
     try:
-        if make == "plain":
-            m = _PLAIN_URL.match(url)
-            if m is None:
-                return "no match"
-            t._plain(m)
-        else:
-            t._general(url)
+        t = _Target(url, general=make != "plain")
     except ProbeFailure as exc:
         return f"failure: {exc}"
     return (t.tls, t.ip, t.host, t.port, t.host_header, t.target)
@@ -75,9 +70,8 @@ def test_api_form_takes_the_plain_splitter() -> None:
 
 def _request(url: str) -> bytes | str:
     """The request line and Host header the general splitter gives for ``url``."""
-    t = _Target.__new__(_Target)
     try:
-        t._general(url)
+        t = _Target(url, general=True)
     except ProbeFailure as exc:
         return f"failure: {exc}"
     return b"GET %s HTTP/1.1\r\nHost: %s" % (t.target.encode(), t.host_header.encode())
@@ -96,8 +90,7 @@ def test_known_authorities_give_the_same_requests(first: str) -> None:
             continue
         head = request.split(b"\r\nUser-Agent:")[0]
         assert head == _request(url), url
-        t = _Target.__new__(_Target)
-        t._general(url)
+        t = _Target(url, general=True)
         assert (hop.tls, hop.host, hop.port, hop.ip) == (t.tls, t.host, t.port, t.ip), url
 
 

@@ -557,8 +557,9 @@ class ClientConn:
         # so only the last, partial record pays for it.
         while not self.done and (inc.pending or sslobj.pending()):
             try:
-                # typeshed says bytes; with a buffer argument it is the count read.
-                n = cast(int, sslobj.read(size, pview))
+                # typeshed says bytes; with a buffer argument it is the count read. Through
+                # Any: compiled (engine/compiled.py), a cast would still check for bytes.
+                n: int = cast(Any, sslobj).read(size, pview)
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:

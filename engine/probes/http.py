@@ -362,8 +362,10 @@ class _Target:
 
     __slots__ = ("host", "host_header", "ip", "port", "target", "tls")
 
-    def __init__(self, url: str) -> None:
-        m = _PLAIN_URL.match(url)
+    def __init__(self, url: str, general: bool = False) -> None:
+        """Split ``url``; ``general``: with urlsplit even when the plain form matches (tests
+        compare the two)."""
+        m = None if general else _PLAIN_URL.match(url)
         if m is not None:
             self._plain(m)
         else:

@@ -96,9 +96,6 @@ class _CertConn(ClientConn):
         self.der: bytes | None = None
         self.verify_error: ssl.SSLCertVerificationError | None = None
 
-    def __call__(self) -> _CertConn:
-        return self  # its own protocol factory
-
     def on_ready(self) -> None:
         sslobj = self.ssl_object
         if sslobj is not None:
@@ -183,9 +180,12 @@ class CertProber:
         allow_private: bool = False,
         ca_bundle: Path | None = None,
         resolver: Resolver | None = None,
+        parse: Callable[[bytes], _Meta] | None = None,
     ) -> None:
+        """``parse`` reads a leaf's fields (``parse_meta`` unless given)."""
         if timeout <= 0:
             raise ValueError("timeout must be positive")
+        self._parse = parse_meta if parse is None else parse
         self._timeout = timeout
         self._timeout_words = timeout_words(timeout)
         self._local = (source_address, 0) if source_address else None
@@ -272,7 +272,7 @@ class CertProber:
             # (odd encodings); the verdict stands, only the fields stay empty. Not cached:
             # such certificates are rare, and the log line should keep appearing.
             try:
-                meta = parse_meta(der)
+                meta = self._parse(der)
             except Exception as exc:
                 log.info("cannot parse certificate fields: %s", exc)
                 return
@@ -298,21 +298,23 @@ class CertProber:
             conn = _CertConn(
                 wake_future(waiter), self._rview, self._pview, ctx, server_hostname
             )
+            # No continue inside the try: mypyc does not compile that (engine/compiled.py).
+            error: str | None
             try:
                 try:
                     reactor.connect(conn, ip, port, self._local)
                 except OSError as exc:
-                    last_error = os_error_words(exc)
-                    continue
-                await waiter
-                if conn.connect_error is not None:
-                    last_error = conn.connect_error
-                    continue
-                return conn, ip
+                    error = os_error_words(exc)
+                else:
+                    await waiter
+                    error = conn.connect_error
             finally:
                 if conn.transport is not None:
                     conn.transport.abort()
                 conn.release()
+            if error is None:
+                return conn, ip
+            last_error = error
         raise ProbeFailure("no TLS answer: " + last_error)
 
 

@@ -988,8 +988,8 @@ class Engine:
         tail = self._backlog_tail.get(check.id)
         if tail is not None and tail.check is check:
             del self._backlog_tail[check.id]
-        self._backlog = deque(e for e in self._backlog if e.check is not check)
-        left = sum(1 for e in self._backlog if e.check.id == check.id)
+        self._backlog = deque([e for e in self._backlog if e.check is not check])
+        left = sum([1 for e in self._backlog if e.check.id == check.id])
         if left:
             self._backlog_of[check.id] = left
         else:
