@@ -33,6 +33,19 @@ from engine.settings import Settings  # noqa: E402
 TEMPLATE = "upwatch_template"
 
 
+def pytest_configure(config: Any) -> None:
+    """Refuse to test compiled modules older than their source (engine/compiled.py): the
+    tests would pass or fail on code that is no longer there."""
+    from engine.compiled import stale_modules
+
+    stale = stale_modules()
+    if stale:
+        pytest.exit(
+            f"compiled modules are older than their source: {', '.join(stale)}; rebuild "
+            "them with ./scripts/test (or .venv/bin/pip install -e .)", returncode=4,
+        )
+
+
 def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Any]:
     """Every async test runs on uvloop, like the service."""
     return {"uvloop": uvloop.new_event_loop}
