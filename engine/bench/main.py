@@ -49,6 +49,7 @@ from engine.bench.database import BenchDatabase, seed_history, seed_monitors
 from engine.bench.limits import ToolRun, run_s_time, run_wrk, write_id_script
 from engine.bench.procs import Child, ChildFailed, Procs
 from engine.bench.stats import Progress, clean, per, ratio, summary_ms
+from engine.compiled import compiled_modules, stale_modules
 
 INTERVAL_S = 30  # the monitors' configured interval (the API's shortest)
 LIMIT_PAIRS = 2  # engine-at-capacity / limit-tool pairs, adjacent in time (1 with --quick)
@@ -926,6 +927,17 @@ async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
             rec = await scenario_api(b)
         else:
             rec = await scenario_engine(b)
+        # What ran: compiled hot path or pure Python (engine/compiled.py), and whether any
+        # compiled module is older than its source (figures of code no longer there).
+        compiled = compiled_modules()
+        rec["compiled"] = all(compiled.values())
+        if not rec["compiled"]:
+            b.notes.append("the hot path runs as pure Python: "
+                           + ", ".join(n for n, c in compiled.items() if not c))
+        stale = stale_modules()
+        if stale:
+            b.notes.append("compiled modules older than their source (rebuild with "
+                           "pip install -e .): " + ", ".join(stale))
         rec["notes"] = b.notes
         rec["cores"] = {"engine": sorted(b.engine_cpus), "others": sorted(b.other_cpus)}
         rec["load_average"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None

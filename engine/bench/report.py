@@ -149,6 +149,8 @@ def table(rec: dict[str, Any]) -> str:
             f"{rec['duration_s']:g} s measured")
     if rec.get("interval_s"):
         head += f", interval {rec['interval_s']:g} s"
+    if "compiled" in rec:
+        head += ", hot path " + ("compiled" if rec["compiled"] else "pure Python")
     lines = [head + " =="]
     if sc in ("http", "tls", "mixed"):
         def row(label: str, a: Any, b: Any, c: Any) -> None:
