@@ -9,7 +9,6 @@ library: all of them or none).
 
 from __future__ import annotations
 
-import os
 import runpy
 import sys
 from pathlib import Path
@@ -25,15 +24,15 @@ def _warn(message: str) -> None:
 
 
 def _extensions() -> list[object]:
-    if os.environ.get("UPWATCH_PURE_PYTHON", "") not in ("", "0"):
+    compiled = runpy.run_path(str(HERE / "engine" / "compiled.py"))
+    if compiled["pure_python_requested"]():
         return []
     try:
         from mypyc.build import mypycify
     except ImportError:
         _warn("mypyc is not available")
         return []
-    modules = runpy.run_path(str(HERE / "engine" / "compiled.py"))["MODULES"]
-    paths = [name.replace(".", "/") + ".py" for name in modules]
+    paths = [name.replace(".", "/") + ".py" for name in compiled["MODULES"]]
     try:
         # group_name: a predictable name for the shared library (engine__mypyc), instead of a
         # hash of the module list.

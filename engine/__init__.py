@@ -8,3 +8,10 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0.0.0"
 
 USER_AGENT = f"Upwatch/{__version__}"
+
+# UPWATCH_PURE_PYTHON=1: run the sources of the compiled modules (see engine/compiled.py),
+# decided here, before any of them can be imported.
+from engine.compiled import prefer_sources, pure_python_requested  # noqa: E402
+
+if pure_python_requested():
+    prefer_sources()

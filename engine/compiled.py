@@ -8,6 +8,11 @@ build; docs/design.md, "Compiled hot path"). A machine without a C compiler, or
 ``UPWATCH_PURE_PYTHON=1`` at build time, gets the same modules as Python, which behave the
 same, only slower.
 
+``UPWATCH_PURE_PYTHON=1`` at run time loads the sources of a compiled install instead
+(:func:`prefer_sources`, called by ``engine/__init__.py``): for a profiler that shows Python
+functions (py-spy, cProfile), for tracebacks through every frame, and for the tests of the
+pure-Python build.
+
 This module imports nothing of the engine: ``setup.py`` reads :data:`MODULES` from it
 before the package is installed.
 """
@@ -15,8 +20,12 @@ before the package is installed.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 # Compiled together. A class of one of them may only be subclassed in another of them
@@ -64,3 +73,32 @@ def stale_modules() -> list[str]:
         if source.exists() and source.stat().st_mtime > built.stat().st_mtime:
             out.append(name)
     return out
+
+
+def pure_python_requested() -> bool:
+    """``UPWATCH_PURE_PYTHON`` is set to anything but "" or "0"."""
+    return os.environ.get("UPWATCH_PURE_PYTHON", "") not in ("", "0")
+
+
+class _SourcesFirst(importlib.abc.MetaPathFinder):
+    """Finds the ``.py`` of each module of :data:`MODULES`, ahead of its extension."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MODULES or not path:
+            return None
+        name = fullname.rpartition(".")[2] + ".py"
+        for entry in path:
+            source = Path(entry) / name
+            if source.is_file():
+                return importlib.util.spec_from_file_location(fullname, source)
+        return None
+
+
+def prefer_sources() -> None:
+    """From now on, import the modules of :data:`MODULES` from their sources even where they
+    are compiled. Call it before any of them is imported (all of them must be one or the
+    other: compiled classes cannot be subclassed by interpreted ones)."""
+    if not any(isinstance(f, _SourcesFirst) for f in sys.meta_path):
+        sys.meta_path.insert(0, _SourcesFirst())

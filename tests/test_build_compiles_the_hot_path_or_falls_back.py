@@ -10,6 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import orjson
 import pytest
 
 from engine.compiled import MODULES, compiled_modules, stale_modules
@@ -24,6 +25,21 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_installed_hot_path_runs_compiled_and_current() -> None:
     assert compiled_modules() == dict.fromkeys(MODULES, True)
     assert stale_modules() == []
+
+
+def test_pure_python_at_run_time_loads_every_source() -> None:
+    """UPWATCH_PURE_PYTHON=1 at run time: the sources, all of them (tls.py subclasses
+    _net's connection, so a mix would not even import), and a probe module works."""
+    code = (
+        "import orjson, engine.probes.tls, engine.scheduler.runner\n"
+        "from engine.compiled import compiled_modules\n"
+        "print(orjson.dumps(compiled_modules()).decode())\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=dict(os.environ, UPWATCH_PURE_PYTHON="1"),
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert orjson.loads(run.stdout) == dict.fromkeys(MODULES, False)
 
 
 def test_without_a_c_compiler_the_build_is_pure_python(tmp_path: Path) -> None:
