@@ -40,6 +40,7 @@ MODULES: tuple[str, ...] = (
     "engine.probes.tls",
     "engine.probes.outcome",
     "engine.scheduler.runner",
+    "engine.scheduled",
     "engine.scheduler.wheel",
     "engine.results",
     "engine.evaluate",

@@ -27,9 +27,9 @@ from collections import deque
 from datetime import datetime
 from typing import Any, Protocol
 
-from engine.db.probing import Touch
 from engine.errors import DatabaseUnavailable
 from engine.metrics import Metrics
+from engine.scheduled import Touch
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engine.db.probing import Touch
 from engine.db.store import Store
 from engine.metrics import Metrics
 from engine.results import ResultsWriter
+from engine.scheduled import Touch
 from tests.engine_support import (
     add_monitor,
     check_row,

@@ -16,9 +16,7 @@ import asyncio
 import contextlib
 import logging
 import re
-import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -30,6 +28,7 @@ from engine.db.pool import mark_session_state
 from engine.db.webhook_queue import insert_event
 from engine.errors import DatabaseUnavailable
 from engine.evaluate import CheckState, Transition
+from engine.scheduled import ScheduledCheck, Touch
 from engine.webhooks import payloads
 
 log = logging.getLogger(__name__)
@@ -268,69 +267,6 @@ class Listener:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._conn.remove_termination_listener(self._on_term)
-
-
-@dataclass(slots=True)
-class ScheduledCheck:
-    """One enabled check as the engine holds it (kept small: there may be 100,000).
-
-    Configuration is what the probe needs (``url``, ``host``, ``port``) plus the unscaled
-    interval and threshold; ``state`` is the state machine's; ``due`` belongs to the runner
-    (its clock). ``url`` and ``host`` are interned so a monitor's two checks share them.
-    """
-
-    id: int
-    monitor_id: int
-    kind: str
-    url: str
-    host: str
-    port: int
-    interval_s: int
-    threshold_s: int
-    config_version: int
-    state: CheckState
-    due: float = 0.0
-
-    @classmethod
-    def from_row(cls, r: asyncpg.Record) -> ScheduledCheck:
-        port_text = r["port"]
-        try:
-            port = int(port_text) if port_text else 0
-        except ValueError:
-            port = 0
-        return cls(
-            id=r["id"],
-            monitor_id=r["monitor_id"],
-            kind=sys.intern(r["kind"]),
-            url=sys.intern(r["url"]),
-            host=sys.intern(r["host"]),
-            port=port,
-            interval_s=r["interval_s"],
-            threshold_s=r["notification_threshold_s"],
-            config_version=r["config_version"],
-            state=CheckState(
-                status=sys.intern(r["status"]),
-                error=r["error"],
-                last_check_at=r["last_check_at"],
-                failing_since=r["failing_since"],
-                detected_by=r["detected_by"],
-                verified_via=r["verified_via"],
-                outage_id=r["outage_id"],
-                incident_event_id=r["incident_event_id"],
-                renewal_notified_for=r["renewal_notified_for"],
-            ),
-        )
-
-
-@dataclass(slots=True)
-class Touch:
-    """A probe's effect on a check row when nothing but these fields changed."""
-
-    config_version: int
-    at: datetime
-    status: str
-    error: str | None
-    meta: dict[str, Any]
 
 
 _BUILDERS: dict[str, Callable[..., bytes]] = {

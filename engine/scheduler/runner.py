@@ -48,7 +48,6 @@ from typing import Any, Protocol
 
 from engine import USER_AGENT
 from engine.confirm import Confirmer, LocalConfirmer
-from engine.db.probing import ScheduledCheck, Touch
 from engine.errors import DatabaseUnavailable
 from engine.evaluate import (
     FAILING,
@@ -68,6 +67,7 @@ from engine.evaluate import (
 from engine.metrics import Metrics
 from engine.probes.outcome import CertOutcome, HttpOutcome
 from engine.results import KIND_CERTIFICATE, KIND_UPTIME, ResultRow, ResultsSink, ResultsWriter
+from engine.scheduled import ScheduledCheck, Touch
 from engine.scheduler.wheel import TimingWheel, first_due
 from engine.settings import Settings
 

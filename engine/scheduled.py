@@ -1,0 +1,81 @@
+"""What the engine holds per check: :class:`ScheduledCheck`, and the :class:`Touch` a steady
+probe leaves for the results writer.
+
+The store builds them (``engine/db/probing.py``) and the engine reads them on every probe:
+compiled with the engine's other per-probe modules (engine/compiled.py), their fields are
+read and written in C, and integer and float fields are kept unboxed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from engine.evaluate import CheckState
+
+
+@dataclass(slots=True)
+class ScheduledCheck:
+    """One enabled check as the engine holds it (kept small: there may be 100,000).
+
+    Configuration is what the probe needs (``url``, ``host``, ``port``) plus the unscaled
+    interval and threshold; ``state`` is the state machine's; ``due`` belongs to the runner
+    (its clock). ``url`` and ``host`` are interned so a monitor's two checks share them.
+    """
+
+    id: int
+    monitor_id: int
+    kind: str
+    url: str
+    host: str
+    port: int
+    interval_s: int
+    threshold_s: int
+    config_version: int
+    state: CheckState
+    due: float = 0.0
+
+    @classmethod
+    def from_row(cls, r: Mapping[str, Any]) -> ScheduledCheck:
+        """From a row of the store's check query."""
+        port_text = r["port"]
+        try:
+            port = int(port_text) if port_text else 0
+        except ValueError:
+            port = 0
+        return cls(
+            id=r["id"],
+            monitor_id=r["monitor_id"],
+            kind=sys.intern(r["kind"]),
+            url=sys.intern(r["url"]),
+            host=sys.intern(r["host"]),
+            port=port,
+            interval_s=r["interval_s"],
+            threshold_s=r["notification_threshold_s"],
+            config_version=r["config_version"],
+            state=CheckState(
+                status=sys.intern(r["status"]),
+                error=r["error"],
+                last_check_at=r["last_check_at"],
+                failing_since=r["failing_since"],
+                detected_by=r["detected_by"],
+                verified_via=r["verified_via"],
+                outage_id=r["outage_id"],
+                incident_event_id=r["incident_event_id"],
+                renewal_notified_for=r["renewal_notified_for"],
+            ),
+        )
+
+
+@dataclass(slots=True)
+class Touch:
+    """A probe's effect on a check row when nothing but these fields changed."""
+
+    config_version: int
+    at: datetime
+    status: str
+    error: str | None
+    meta: dict[str, Any]
