@@ -22,21 +22,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum
-from typing import Any
+from typing import Any, Final
 
 from engine.probes.outcome import CertOutcome, HttpOutcome
 from engine.timefmt import fmt
 from engine.webhooks import payloads
 
-PENDING = "pending"
-OK = "ok"
-DEGRADED = "degraded"
-FAILING = "failing"
-DOWN = "down"
-PAUSED = "paused"
+# Final: compiled (engine/compiled.py), a Final constant is read without a dict lookup.
+PENDING: Final = "pending"
+OK: Final = "ok"
+DEGRADED: Final = "degraded"
+FAILING: Final = "failing"
+DOWN: Final = "down"
+PAUSED: Final = "paused"
 
-UPTIME = "uptime"
-CERTIFICATE = "certificate_health"
+UPTIME: Final = "uptime"
+CERTIFICATE: Final = "certificate_health"
 
 _DAY = 86400.0
 
@@ -52,11 +53,11 @@ class Outcome(IntEnum):
 # The members as plain module globals for the per-probe functions: on Python 3.11 reading
 # ``Outcome.OK`` goes through enum's Python-level member descriptor (~0.25 us, measured),
 # and the steady path of every probe read three of them.
-_OK = Outcome.OK
-_DEGRADED = Outcome.DEGRADED
-_FAILURE = Outcome.FAILURE
+_OK: Final = Outcome.OK
+_DEGRADED: Final = Outcome.DEGRADED
+_FAILURE: Final = Outcome.FAILURE
 
-_STATUS_OF = {_OK: OK, _DEGRADED: DEGRADED}
+_STATUS_OF: Final = {_OK: OK, _DEGRADED: DEGRADED}
 
 
 @dataclass(slots=True)

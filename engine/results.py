@@ -25,7 +25,7 @@ import logging
 import time
 from collections import deque
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from engine.errors import DatabaseUnavailable
 from engine.metrics import Metrics
@@ -33,8 +33,8 @@ from engine.scheduled import Touch
 
 log = logging.getLogger(__name__)
 
-KIND_UPTIME = 1
-KIND_CERTIFICATE = 2
+KIND_UPTIME: Final = 1
+KIND_CERTIFICATE: Final = 2
 
 # One row of probe_results, in engine.db.probing.RESULT_COLUMNS order:
 # (check_id, at, kind, outcome, status_code, total_ms, dns_ms, connect_ms, tls_ms, ttfb_ms,

@@ -55,24 +55,22 @@ from typing import Final, Protocol
 log = logging.getLogger(__name__)
 
 _EPOLL: Final = hasattr(select, "epoll")
-if _EPOLL:
-    _IN: int = select.EPOLLIN
-    _OUT: int = select.EPOLLOUT
-    _ERR_HUP: int = select.EPOLLERR | select.EPOLLHUP
-    # The peer's FIN (EPOLLRDHUP), a reset or an error: after the data, a read must see it.
-    _ENDING: int = select.EPOLLERR | select.EPOLLHUP | select.EPOLLRDHUP
-    # Edge-triggered, both directions, from the start: one epoll_ctl per connection. The
-    # connect's completion is the first EPOLLOUT edge; an answer is an EPOLLIN edge, and
-    # reads go on until the socket is drained (a short read), as edge triggering requires,
-    # and past that when the edge also reported the peer's FIN or a reset: the end that
-    # came with the last data is announced by no further edge.
-    _REGISTER: int = select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP | select.EPOLLET
-else:  # pragma: no cover - the service runs on Linux; other systems use the selector
-    _IN = selectors.EVENT_READ
-    _OUT = selectors.EVENT_WRITE
-    _ERR_HUP = 0
-    _ENDING = 0
-    _REGISTER = _OUT  # level-triggered: switched to _IN (| _OUT) once connected
+# Final, so that compiled (engine/compiled.py) they are read without a dict lookup. The
+# second values are the selector fallback's (other systems; level-triggered).
+_IN: Final[int] = select.EPOLLIN if _EPOLL else selectors.EVENT_READ
+_OUT: Final[int] = select.EPOLLOUT if _EPOLL else selectors.EVENT_WRITE
+_ERR_HUP: Final[int] = (select.EPOLLERR | select.EPOLLHUP) if _EPOLL else 0
+# The peer's FIN (EPOLLRDHUP), a reset or an error: after the data, a read must see it.
+_ENDING: Final[int] = (select.EPOLLERR | select.EPOLLHUP | select.EPOLLRDHUP) if _EPOLL else 0
+# Edge-triggered, both directions, from the start: one epoll_ctl per connection. The
+# connect's completion is the first EPOLLOUT edge; an answer is an EPOLLIN edge, and reads
+# go on until the socket is drained (a short read), as edge triggering requires, and past
+# that when the edge also reported the peer's FIN or a reset: the end that came with the
+# last data is announced by no further edge. The fallback registers for writing and
+# switches to _IN (| _OUT) once connected.
+_REGISTER: Final[int] = (
+    (select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP | select.EPOLLET) if _EPOLL else _OUT
+)
 
 # SO_LINGER {on, 0 s}: close() sends a reset and frees the socket at once.
 _LINGER_RESET: Final = struct.pack("ii", 1, 0)

@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from engine import USER_AGENT
 from engine.confirm import Confirmer, LocalConfirmer
@@ -86,10 +86,10 @@ TICK = 0.02
 MIN_TICK = 0.005
 WHEEL_TICK = 0.01  # wheel bucket width (s); 4096 buckets = one 41 s revolution
 WHEEL_SLOTS = 4096
-SOON_RATE = 1000.0  # pending (new, re-enabled, reset) checks started per second, at most
-RETRY_IN_FLIGHT = 0.25  # a check due while its previous probe still runs tries again then
-MIN_INTERVAL = 0.05  # floor of a scaled interval, so a tiny time scale cannot spin
-THRESHOLD_SLACK = 0.005  # re-probe this long after a threshold expires (clock rounding)
+SOON_RATE: Final = 1000.0  # pending (new, re-enabled, reset) checks started per second, at most
+RETRY_IN_FLIGHT: Final = 0.25  # a check due while its previous probe still runs tries again then
+MIN_INTERVAL: Final = 0.05  # floor of a scaled interval, so a tiny time scale cannot spin
+THRESHOLD_SLACK: Final = 0.005  # re-probe this long after a threshold expires (clock rounding)
 PAGE = 5000  # checks per page when loading or resyncing
 RELOAD_COALESCE = 0.02  # gather a burst of notifications into one reload query
 LISTEN_PING = 15.0  # seconds between liveness round trips on the LISTEN connection
@@ -104,13 +104,15 @@ BACKLOG_RETRY_MAX = 5.0  # ...up to this
 
 
 # The meta of a steady uptime probe, one shared (never modified) dict per status code: no
-# dict per probe, and the results writer encodes each once per batch.
-_UPTIME_META: dict[int | None, dict[str, Any]] = {}
-_UPTIME_META_MAX = 1000  # status codes are three digits; a bound all the same
+# dict per probe, and the results writer encodes each once per batch. Constants here are
+# Final: compiled (engine/compiled.py), a Final is read without a dict lookup.
+_UPTIME_META: Final[dict[int | None, dict[str, Any]]] = {}
+_UPTIME_META_MAX: Final = 1000  # status codes are three digits; a bound all the same
 
-_OK = Outcome.OK  # a global, not a read through enum's descriptor per probe (see evaluate)
-_OUTCOME_CODE = tuple(int(cls) for cls in Outcome)  # int(cls), by indexing: no call per probe
-_utcnow = datetime.now  # the classmethod bound once: one lookup fewer per probe
+_OK: Final = Outcome.OK  # a global, not a read through enum's descriptor per probe (see evaluate)
+# int(cls) by indexing: no call per probe.
+_OUTCOME_CODE: Final = tuple(int(cls) for cls in Outcome)
+_utcnow: Final = datetime.now  # the classmethod bound once: one lookup fewer per probe
 
 
 class EngineStore(Protocol):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
 from operator import itemgetter
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
@@ -32,9 +32,9 @@ _by_due = itemgetter(0)
 
 # Fibonacci hashing: the fractional part of id * golden ratio is spread almost perfectly
 # evenly for consecutive ids, which is what database sequences hand out.
-_GOLDEN = 0x9E3779B97F4A7C15
-_MASK64 = (1 << 64) - 1
-_TWO64 = float(1 << 64)
+_GOLDEN: Final = 0x9E3779B97F4A7C15
+_MASK64: Final = (1 << 64) - 1
+_TWO64: Final = float(1 << 64)
 
 
 def phase_fraction(check_id: int) -> float:
