@@ -327,8 +327,7 @@ class SocketTransport:
                 except (BlockingIOError, InterruptedError):
                     return
                 except OSError as exc:
-                    self.abort()
-                    endpoint.connection_lost(exc)
+                    self._lost(exc)
                     return
                 if not n:
                     self.abort()
@@ -366,8 +365,7 @@ class SocketTransport:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self.abort()
-            self._endpoint.connection_lost(exc)
+            self._lost(exc)
             return
         self._pending = data[n:]
         if not self._pending and not _EPOLL:  # pragma: no cover - level-triggered fallback
