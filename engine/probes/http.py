@@ -4,7 +4,9 @@ Contract (decisions.md, "Uptime check"): :meth:`HttpProber.probe` never raises (
 ``asyncio.CancelledError``) and never runs longer than ``timeout`` plus scheduling noise; the
 whole probe, every redirect hop included, shares that one deadline. Each hop:
 
-1. resolves the host itself (``loop.getaddrinfo``, or the ``resolver`` it was given) and
+1. resolves the host itself (``loop.getaddrinfo``, or the ``resolver`` it was given: the
+   engine gives a caching :class:`~engine.probes.resolver.ProbeResolver`, whose cached
+   answers cost no task and no await) and
    refuses the hop when ANY candidate address is non-public (unless ``allow_private``), then
    connects to the checked IP literal, with the name in ``Host`` and in SNI. DNS rebinding
    between the check and the connect cannot reach a private address, and every redirect hop
@@ -103,6 +105,7 @@ from engine.probes._net import (
     ClientConn,
     Deadlines,
     ProbeFailure,
+    checked_addresses,
     checked_literal,
     ip_literal,
     os_error_words,
@@ -115,6 +118,7 @@ from engine.probes._net import (
 )
 from engine.probes.outcome import HttpOutcome
 from engine.probes.reactor import Reactor
+from engine.probes.resolver import DnsAnswer, ProbeResolver
 
 log = logging.getLogger(__name__)
 
@@ -470,6 +474,9 @@ class HttpProber:
         self._family = source_family(source_address)
         self._allow_private = allow_private
         self._resolver = resolver
+        # A ProbeResolver is used without a task per lookup: a cached answer at once, a
+        # miss through a callback (see _Probe._hop).
+        self._dns = resolver if isinstance(resolver, ProbeResolver) else None
         self._max_redirects = max(0, max_redirects)
         self._max_body = max(0, max_body)
         self._max_header = max(1, max_header_bytes)
@@ -495,12 +502,20 @@ class HttpProber:
             self._ctx = ctx
         return ctx
 
+    @property
+    def resolver(self) -> ProbeResolver | None:
+        """The caching resolver this prober was given, if any (to share with others)."""
+        return self._dns
+
     async def aclose(self) -> None:
-        """Drop the TLS context and the reactor (probes still running fail at once)."""
+        """Drop the TLS context and the reactor (probes still running fail at once), and
+        close the caching resolver's channel (its cache stays)."""
         self._ctx = None
         if self._reactor is not None:
             self._reactor.close()
             self._reactor = None
+        if self._dns is not None:
+            await self._dns.aclose()
 
     def start(
         self,
@@ -736,6 +751,14 @@ class _Probe:
         if hop.ip is not None:
             self._addresses(checked_literal(hop.host, hop.ip, prober._allow_private), None)
             return
+        cache = prober._dns
+        if cache is not None:
+            answer = cache.cached(hop.host)
+            if answer is not None:
+                self._answered(answer, None)
+            else:
+                cache.lookup(hop.host, self._looked_up)
+            return
         dns = self.dns = self.reactor.loop.create_task(resolve_checked(
             hop.host, hop.port, literal=None, family=prober._family,
             allow_private=prober._allow_private, resolver=prober._resolver,
@@ -747,6 +770,23 @@ class _Probe:
             return  # cancelled or expired meanwhile
         self.dns = None
         self._guarded(lambda: self._addresses(*task.result()))
+
+    def _looked_up(self, answer: DnsAnswer, ms: float) -> None:
+        """The resolver's answer after a cache miss (called back from the event loop)."""
+        if self.done is None:
+            return  # cancelled or expired meanwhile
+        self._guarded(lambda: self._answered(answer, ms))
+
+    def _answered(self, answer: DnsAnswer, ms: float | None) -> None:
+        """Connect to a resolver's answer (``ms`` None: it came from the cache); the
+        private-address rule is applied to it here, cached or not."""
+        hop = self.hop
+        assert hop is not None
+        if answer.error is not None:
+            raise ProbeFailure(answer.error)
+        addrs = checked_addresses(hop.host, answer.addresses, self.prober._allow_private)
+        self.out.dns_cached = ms is None
+        self._addresses(addrs, 0.0 if ms is None else ms)
 
     def _addresses(self, addrs: list[str], dns_ms: float | None) -> None:
         """The hop's checked addresses are known: connect to the first that accepts."""
@@ -820,4 +860,5 @@ class _Probe:
         out = self.out
         out.dns_ms = out.connect_ms = out.tls_ms = out.ttfb_ms = None
         out.remote_ip = None
+        out.dns_cached = False
         self._hop()

@@ -38,6 +38,8 @@ class HttpOutcome:
     ttfb_ms: float | None
     redirects: int = 0
     remote_ip: str | None = None
+    # The last hop's name came from the resolver's cache (``dns_ms`` is then 0).
+    dns_cached: bool = False
 
 
 @dataclass(slots=True)
