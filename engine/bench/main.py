@@ -295,8 +295,10 @@ async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
 
 async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0) -> dict[str, Any]:
     cg_out = _callgrind_path(b, w)
+    dns_warm_s = 60.0 if b.dns_address is not None else 0.0
     cfg = {"dsn": b.db.dsn, "settings": b.settings(time_scale=w.time_scale),
            "warmup_s": w.warmup, "duration_s": w.duration, "load_timeout_s": 300,
+           "dns_warm_s": dns_warm_s,
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
            "cprofile": _cprofile_path(b, w), "callgrind": cg_out is not None}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus,
@@ -305,7 +307,7 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0) -> 
         await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
         prof = _profile_window(b, child, w)
         res = await b.wait(child, "result", f"{w.name}: measuring",
-                           w.warmup + w.duration + write_capacity_s + 2,
+                           w.warmup + w.duration + write_capacity_s + 2 + dns_warm_s,
                            slack=600.0 if cg_out else 60.0)
         await _finish_profile(prof)
     finally:

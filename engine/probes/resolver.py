@@ -6,10 +6,12 @@ AAAA query every time (glibc caches nothing) and, behind a resolver tens of mill
 away, limits the whole engine to the pool's threads over the latency (issue 15: 502 probes/s
 at 30 ms). Here:
 
-* lookups go through c-ares (``aiodns``/``pycares``), asynchronous on the event loop's
-  side, with ``resolv.conf`` (servers, search, ndots, timeout, attempts) and ``/etc/hosts``
-  honoured as c-ares does (``lookups`` order from ``resolv.conf``/``nsswitch.conf``);
-  ``servers``, ``timeout`` and ``tries`` override;
+* lookups go through c-ares (``pycares``), its sockets on the event loop (no thread), with
+  ``resolv.conf`` (servers, search, ndots, timeout, attempts) and ``/etc/hosts`` honoured as
+  c-ares does (``lookups`` order from ``resolv.conf``/``nsswitch.conf``); ``servers``,
+  ``timeout`` and ``tries`` override. Measured against dnspython's asynchronous resolver and
+  against c-ares with its own event thread (``aiodns``' default): docs/design.md, "Name
+  lookups";
 * each answer is kept for its TTL (the smallest of its addresses' and CNAMEs'), clamped to
   ``[min_ttl, max_ttl]``; a name that does not exist for ``negative_ttl``, any other failure
   (time-out, SERVFAIL, refused, no address, CNAME loop, oversized answer) for
@@ -43,8 +45,6 @@ from time import monotonic, perf_counter
 from typing import Any, Final
 
 import pycares
-from aiodns import DNSResolver
-from aiodns.error import DNSError
 
 from engine.probes._net import ProbeFailure, short
 
@@ -137,8 +137,7 @@ class ProbeResolver:
         self._cache: OrderedDict[str, DnsAnswer] = OrderedDict()
         self._inflight: dict[str, list[Waiter]] = {}
         self._addresses: dict[str, str] = {}  # one str object per distinct address
-        self._channel: DNSResolver | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._channel: _Cares | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         # Counters read by the bench and the metrics (plain ints: one per probe is cheap).
         self.hits = 0
@@ -221,19 +220,19 @@ class ProbeResolver:
         for task in list(self._tasks):
             task.cancel()
         self._inflight.clear()
-        channel, self._channel, self._loop = self._channel, None, None
+        channel, self._channel = self._channel, None
         if channel is not None:
-            await channel.close()
+            channel.close()
 
     # -- lookups ----------------------------------------------------------------------------
 
-    def _resolver(self) -> DNSResolver:
+    def _resolver(self) -> _Cares:
         loop = asyncio.get_running_loop()
         channel = self._channel
-        if channel is None or self._loop is not loop:
-            kwargs: dict[str, Any] = {"timeout": self._timeout, "tries": self._tries}
-            channel = DNSResolver(nameservers=self._servers or None, loop=loop, **kwargs)
-            self._channel, self._loop = channel, loop
+        if channel is None or channel.loop is not loop:
+            if channel is not None:
+                channel.close()
+            channel = self._channel = _Cares(loop, self._servers, self._timeout, self._tries)
         return channel
 
     def _start(self, host: str) -> None:
@@ -264,11 +263,9 @@ class ProbeResolver:
 
     async def _query(self, host: str) -> DnsAnswer:
         try:
-            result = await self._resolver().getaddrinfo(
-                host, family=socket.AddressFamily(self.family))
-        except DNSError as exc:
-            code = exc.args[0] if exc.args else -1
-            kind, reason = _WORDS.get(code, ("error", "resolver error"))
+            result = await self._resolver().getaddrinfo(host, self.family)
+        except _AresFailed as exc:
+            kind, reason = _WORDS.get(exc.code, ("error", "resolver error"))
             if kind == "no_address" and await self._cname_loop(host):
                 kind, reason = "cname_loop", "CNAME loop"
             return self._failed(host, kind, reason)
@@ -304,8 +301,8 @@ class ProbeResolver:
         name = host
         for _ in range(_MAX_CNAME_HOPS):
             try:
-                res = await self._resolver().query_dns(name, "CNAME")
-            except (DNSError, ValueError):
+                res = await self._resolver().query(name, pycares.QUERY_TYPE_CNAME)
+            except (_AresFailed, ValueError):
                 return False
             target = None
             for rr in res.answer:
@@ -357,3 +354,105 @@ def from_settings(settings: Any, metrics: Any = None) -> ProbeResolver:
         max_names=settings.dns_cache_names,
         metrics=metrics,
     )
+
+
+class _AresFailed(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class _Cares:
+    """A c-ares channel whose sockets are watched by the event loop (``sock_state_cb``):
+    no thread, so no cross-thread wake-up per answer (measured: docs/design.md). Callbacks
+    run inside ``process_fd``, on the loop's thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, servers: list[str], timeout: float,
+                 tries: int) -> None:
+        self.loop = loop
+        self._readers: set[int] = set()
+        self._writers: set[int] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._channel = pycares.Channel(
+            sock_state_cb=self._sock_state, timeout=timeout, tries=tries,
+            servers=servers or None,
+        )
+
+    def getaddrinfo(self, host: str, family: int) -> asyncio.Future[Any]:
+        fut, cb = self._future()
+        try:
+            self._channel.getaddrinfo(host, None, family=socket.AddressFamily(family),
+                                      callback=cb)
+        except pycares.AresError as exc:
+            cb(None, exc.args[0] if exc.args else -1)
+        self._arm()
+        return fut
+
+    def query(self, name: str, qtype: int) -> asyncio.Future[Any]:
+        fut, cb = self._future()
+        try:
+            self._channel.query(name, qtype, callback=cb)
+        except pycares.AresError as exc:
+            cb(None, exc.args[0] if exc.args else -1)
+        self._arm()
+        return fut
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self.loop.is_closed():
+            for fd in self._readers:
+                self.loop.remove_reader(fd)
+            for fd in self._writers:
+                self.loop.remove_writer(fd)
+        self._readers.clear()
+        self._writers.clear()
+        self._channel.cancel()
+        self._channel.close()
+
+    def _future(self) -> tuple[asyncio.Future[Any], Callable[[Any, int | None], None]]:
+        fut: asyncio.Future[Any] = self.loop.create_future()
+
+        def done(result: Any, error: int | None) -> None:
+            if fut.done():
+                return
+            if error is not None:
+                fut.set_exception(_AresFailed(error))
+            else:
+                fut.set_result(result)
+
+        return fut, done
+
+    def _sock_state(self, fd: int, readable: bool, writable: bool) -> None:
+        loop = self.loop
+        if readable and fd not in self._readers:
+            loop.add_reader(fd, self._process, fd, pycares.ARES_SOCKET_BAD)
+            self._readers.add(fd)
+        elif not readable and fd in self._readers:
+            loop.remove_reader(fd)
+            self._readers.discard(fd)
+        if writable and fd not in self._writers:
+            loop.add_writer(fd, self._process, pycares.ARES_SOCKET_BAD, fd)
+            self._writers.add(fd)
+        elif not writable and fd in self._writers:
+            loop.remove_writer(fd)
+            self._writers.discard(fd)
+
+    def _process(self, read_fd: int, write_fd: int) -> None:
+        self._channel.process_fd(read_fd, write_fd)
+        self._arm()
+
+    def _arm(self) -> None:
+        """Keep one timer for c-ares's time-outs and retries while a query is pending."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._readers or self._writers:
+            delay = self._channel.timeout(1.0) or 0.001
+            self._timer = self.loop.call_later(delay, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._channel.process_fd(pycares.ARES_SOCKET_BAD, pycares.ARES_SOCKET_BAD)
+        self._arm()
