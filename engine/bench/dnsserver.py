@@ -98,9 +98,16 @@ class DnsServer:
         loop = asyncio.get_running_loop()
         self._tcp = await asyncio.start_server(self._tcp_client, self.host, self.port)
         self.port = self._tcp.sockets[0].getsockname()[1]
-        self._udp, _ = await loop.create_datagram_endpoint(
-            lambda: _Udp(self), local_addr=(self.host, self.port), family=socket.AF_INET
-        )
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # Bursts of questions (a cold cache: thousands at once) must wait in the socket, not
+        # be dropped: the default buffer holds a few hundred datagrams.
+        for opt in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF):
+            if opt is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, opt, 16 << 20)
+                    break
+        sock.bind((self.host, self.port))
+        self._udp, _ = await loop.create_datagram_endpoint(lambda: _Udp(self), sock=sock)
 
     def close(self) -> None:
         if self._udp is not None:

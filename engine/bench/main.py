@@ -595,8 +595,12 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
         for i in range(1 if opts.quick else LIMIT_PAIRS):
             which = "" if opts.quick else f" ({i + 1} of {LIMIT_PAIRS})"
             cap_w = _capacity_window(b, "engine at capacity" + which, demand)
-            cap_runs.append(_engine_figures(await _run_engine(b, cap_w), kind))
+            cap_res = await _run_engine(b, cap_w)
+            cap_runs.append(_engine_figures(cap_res, kind))
             if names:
+                cap_runs[-1].update(_dns_figures(cap_res, await b.dns_queries(
+                    cap_res["wall_start"], cap_res["wall_end"])))
+                cap_runs[-1]["in_flight_at_end"] = cap_res.get("in_flight_at_end")
                 # The same targets by IP literal, right after: names against literals.
                 await _point_monitors(b, account.id, layout.monitor_urls(n, ports))
                 lit_w = _capacity_window(b, "engine at capacity, IP literals" + which, demand)
@@ -621,6 +625,10 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             "gc": cfig["gc"],
             "runs_probes_per_cpu_s": [c["probes_per_cpu_s"] for c in cap_runs],
         }
+        if names:
+            rec["capacity"].update({k: cfig.get(k) for k in (
+                "dns_queries", "dns_queries_per_probe", "dns_cache_hit_ratio",
+                "in_flight_at_end")})
         if literal_runs:
             cost = [ratio(lit["probes_per_cpu_s"], c["probes_per_cpu_s"])
                     for c, lit in zip(cap_runs, literal_runs, strict=True)]
