@@ -387,6 +387,7 @@ class ClientConn:
         pview: memoryview,
         ctx: ssl.SSLContext | None,
         server_hostname: str | None,
+        session: ssl.SSLSession | None = None,
     ) -> None:
         self.notify: Callable[[], None] | None = notify
         self._rview = rview
@@ -401,8 +402,10 @@ class ClientConn:
         if ctx is not None:
             self._in: ssl.MemoryBIO | None = ssl.MemoryBIO()
             self._out: ssl.MemoryBIO | None = ssl.MemoryBIO()
+            # ``session``: resume it (a full handshake when the server declines).
             self._ssl: ssl.SSLObject | None = ctx.wrap_bio(
-                self._in, self._out, server_side=False, server_hostname=server_hostname
+                self._in, self._out, server_side=False, server_hostname=server_hostname,
+                session=session,
             )
         else:
             self._in = self._out = None

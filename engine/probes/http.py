@@ -231,9 +231,10 @@ class _HttpConn(ClientConn):
         request: bytes,
         max_header: int,
         max_body: int,
+        session: ssl.SSLSession | None = None,
     ) -> None:
         # Not super(): in Python 3.11 that builds a super object on every connection.
-        ClientConn.__init__(self, notify, rview, pview, ctx, server_hostname)
+        ClientConn.__init__(self, notify, rview, pview, ctx, server_hostname, session)
         self.request = request
         self.max_header = max_header
         self.max_body = max_body
@@ -463,6 +464,7 @@ class HttpProber:
         max_body: int = 1 << 20,
         max_header_bytes: int = 64 * 1024,
         resolver: Resolver | None = None,
+        tls_sessions: int = 10_000,
     ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -487,6 +489,12 @@ class HttpProber:
         self._pview = memoryview(bytearray(READ_BUFFER_SIZE))
         self._ctx: ssl.SSLContext | None = None
         self._authorities: dict[str, tuple[_Target, bytes]] = {}
+        # TLS sessions to resume, by (address, port, SNI): the uptime probe does not verify
+        # the certificate (the certificate check does, with a full handshake each time), so
+        # an abbreviated handshake tells it all it needs. At most ``tls_sessions`` (0: no
+        # resumption), the oldest dropped first. See _Probe._keep_session for TLS 1.3.
+        self._sessions: dict[tuple[str, int, str | None], ssl.SSLSession] = {}
+        self._max_sessions = max(0, tls_sessions)
         self._deadlines = Deadlines()
         self._reactor: Reactor | None = None
 
@@ -809,9 +817,10 @@ class _Probe:
         while self.next_addr < len(addrs):
             ip = addrs[self.next_addr]
             self.next_addr += 1
+            session = prober._sessions.get((ip, hop.port, sni)) if ctx is not None else None
             conn = _HttpConn(
                 self._hop_done, prober._rview, prober._pview, ctx, sni, self.request,
-                prober._max_header, prober._max_body,
+                prober._max_header, prober._max_body, session,
             )
             out.remote_ip = ip
             self.t_start = perf_counter()
@@ -834,6 +843,8 @@ class _Probe:
             return
         self.conn = None
         out = self.out
+        if conn.handshaken and conn.error is None and self.prober._max_sessions:
+            self._keep_session(conn)
         _settle(conn, out, self.t_start)
         if conn.connect_error is not None:
             self.last_error = conn.connect_error
@@ -849,6 +860,28 @@ class _Probe:
             assert conn.location is not None
             location = conn.location.decode("utf-8", "surrogateescape").strip()
             self._guarded(lambda: self._redirect(location))
+
+    def _keep_session(self, conn: _HttpConn) -> None:
+        """Keep the connection's TLS session for the next probe of the same address.
+
+        Taken once the answer's head was read, not right after the handshake: a TLS 1.3
+        server sends its session tickets after the handshake, so a session taken then has
+        none and cannot be resumed (offering it costs more than a plain full handshake:
+        the "naive TLS 1.3 resumption" of issue 15). A session resumed once is replaced by
+        the one the server just issued (TLS 1.3 tickets are meant for one use)."""
+        sslobj = conn.ssl_object
+        hop = self.hop
+        if sslobj is None or hop is None or self.out.remote_ip is None:
+            return
+        session = sslobj.session
+        if session is None or not session.has_ticket:
+            return
+        prober = self.prober
+        sessions = prober._sessions
+        key = (self.out.remote_ip, hop.port, hop.host if hop.ip is None else None)
+        if key not in sessions and len(sessions) >= prober._max_sessions:
+            del sessions[next(iter(sessions))]
+        sessions[key] = session
 
     def _redirect(self, location: str) -> None:
         """The next hop, at ``location`` resolved against the current URL."""
