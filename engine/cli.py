@@ -70,7 +70,7 @@ def _with_store(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
     from engine.daemon import database, open_store
 
     async def go(dsn: str) -> T:
-        store = await open_store(dsn, max_size=2)
+        store = await open_store(dsn, max_size=2, settings=settings)
         try:
             return await fn(store)
         finally:

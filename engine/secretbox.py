@@ -63,6 +63,36 @@ class SecretBox:
             raise SecretUnreadable("stored secret cannot be decrypted with this key") from exc
 
 
+# Plain values written before secrets were encrypted (migration 0003): an API token and an
+# http(s) URL never look like a Fernet token ("gAAAAA..."), so both read unambiguously.
+_PLAIN_PREFIXES = ("uw_", "http://", "https://")
+
+
+def reveal(box: SecretBox, value: str | None) -> str | None:
+    """A stored account secret in clear: decrypted, or as it is when written in clear
+    before encryption (until :meth:`Store.encrypt_account_secrets` has run)."""
+    if value is None or value.startswith(_PLAIN_PREFIXES):
+        return value
+    return box.decrypt(value)
+
+
+def is_plain(value: str | None) -> bool:
+    return value is not None and value.startswith(_PLAIN_PREFIXES)
+
+
+_DEFAULT: SecretBox | None = None
+
+
+def default_box() -> SecretBox:
+    """The box of a store opened without one (tools, tests): the settings of the
+    environment (``UPWATCH_SECRET_KEY``/``_FILE``, else ``<UPWATCH_DATA_DIR>/secret.key``),
+    one per process."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = SecretBox.from_settings(Settings())
+    return _DEFAULT
+
+
 def _file_key(path: Path | None) -> bytes:
     """The key in ``path``, created there (0600, atomically) when missing."""
     assert path is not None

@@ -47,6 +47,19 @@ class Plan(BaseModel):
     allowed_intervals: list[int] = Field(default_factory=lambda: list(ALLOWED_INTERVALS))
     monitor_limit: int = Field(default=10_000, ge=0)
 
+    @field_validator("secret_key")
+    @classmethod
+    def _fernet_key(cls, v: SecretStr | None) -> SecretStr | None:
+        """A Fernet key (engine/secretbox.py): 32 bytes in urlsafe base64."""
+        if v is not None:
+            from cryptography.fernet import Fernet
+
+            try:
+                Fernet(v.get_secret_value().strip().encode("ascii"))
+            except (ValueError, TypeError, UnicodeError):
+                raise ValueError("must be a Fernet key (32 bytes, urlsafe base64)") from None
+        return v
+
     @field_validator("allowed_intervals")
     @classmethod
     def _intervals_known(cls, v: list[int]) -> list[int]:
