@@ -47,19 +47,6 @@ class Plan(BaseModel):
     allowed_intervals: list[int] = Field(default_factory=lambda: list(ALLOWED_INTERVALS))
     monitor_limit: int = Field(default=10_000, ge=0)
 
-    @field_validator("secret_key")
-    @classmethod
-    def _fernet_key(cls, v: SecretStr | None) -> SecretStr | None:
-        """A Fernet key (engine/secretbox.py): 32 bytes in urlsafe base64."""
-        if v is not None:
-            from cryptography.fernet import Fernet
-
-            try:
-                Fernet(v.get_secret_value().strip().encode("ascii"))
-            except (ValueError, TypeError, UnicodeError):
-                raise ValueError("must be a Fernet key (32 bytes, urlsafe base64)") from None
-        return v
-
     @field_validator("allowed_intervals")
     @classmethod
     def _intervals_known(cls, v: list[int]) -> list[int]:
@@ -191,6 +178,19 @@ class Settings(BaseSettings):
         if not (v.startswith("http://") or v.startswith("https://")):
             raise ValueError("must be an absolute http(s) URL")
         return v.rstrip("/")
+
+    @field_validator("secret_key")
+    @classmethod
+    def _fernet_key(cls, v: SecretStr | None) -> SecretStr | None:
+        """A Fernet key (engine/secretbox.py): 32 bytes in urlsafe base64."""
+        if v is not None:
+            from cryptography.fernet import Fernet
+
+            try:
+                Fernet(v.get_secret_value().strip().encode("ascii"))
+            except (ValueError, TypeError, UnicodeError):
+                raise ValueError("must be a Fernet key (32 bytes, urlsafe base64)") from None
+        return v
 
     @model_validator(mode="after")
     def _derive(self) -> Settings:
