@@ -68,6 +68,8 @@ class Instance:
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("UPWATCH_")}
+        # Nodes of one installation share its key for secrets at rest (conftest's).
+        env["UPWATCH_SECRET_KEY"] = os.environ["UPWATCH_SECRET_KEY"]
         env.update(
             {
                 "UPWATCH_DATABASE_URL": self.dsn,
