@@ -30,6 +30,7 @@ from engine.errors import DatabaseUnavailable, LimitReached, NotFound, Validatio
 from engine.metrics import Metrics
 from engine.settings import Settings
 from engine.web import api, nodes_api, openapi, status_page, webhooks_api
+from engine.web.access_log import PathOnlyAccessLogger
 from engine.web.concurrency import ApiSlots
 from engine.web.jsonio import json_response, message_response
 from engine.web.keys import (
@@ -259,6 +260,7 @@ def create_app(
         handler_args={
             "max_field_size": MAX_HEADER_FIELD_BYTES,
             "keepalive_timeout": KEEPALIVE_TIMEOUT_S,
+            "access_log_class": PathOnlyAccessLogger,  # never the query: it may hold a token
         },
         middlewares=[
             error_middleware, body_limit_middleware, ApiSlots(settings.api_concurrency).middleware,
