@@ -104,13 +104,13 @@ class _Answer:
         async def pingping_handler(request: web.Request) -> web.StreamResponse:
             if self.normalise_url:
                 request[BODY_REWRITE] = _normalise_url_field
-            # Errors are raised, not returned: they pass through untouched to the app's
-            # error middleware, and so read the same under both mounts.
+            # Errors are raised (the app's error middleware answers them, the same under both
+            # mounts); one a handler returns is passed on as it is too. Only success changes.
             response = await handler(request)
+            if response.status >= 300 or not isinstance(response, web.Response):
+                return response
             if self.empty_object:
                 return json_response({}, status=self.status or response.status)
-            if not isinstance(response, web.Response):
-                return response
             if self.envelope and isinstance(response.body, bytes):  # json_response's bytes
                 response.body = b'{"data":' + response.body + b"}"
             if self.status is not None:
