@@ -26,6 +26,7 @@ from engine.metrics import Metrics
 from engine.probes.http import HttpProber
 from engine.settings import Settings
 from engine.webhooks.deliverer import Deliverer
+from tests.conftest import serve
 from tests.engine_support import fast_settings, fetch, running_engine, wait_status, wait_until
 from tests.instances import WebhookReceiver
 from tests.targets import HttpTarget
@@ -167,13 +168,8 @@ async def test_the_confirming_region_applies_the_same_request_and_assertions(
     app = web.Application()
     app.router.add_routes(peer_routes(store, peer_settings, prober,
                                       Membership("node-us", "us"), Metrics()))
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site_ = web.TCPSite(runner, "127.0.0.1", 0)
-    await site_.start()
-    port = site_._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     try:
-        async with HttpTarget() as site:
+        async with serve(app) as peer_url, HttpTarget() as site:
             site.body = b'{"status": "DOWN"}'
             created = await create(
                 client, url=site.url("/health"),
@@ -185,7 +181,7 @@ async def test_the_confirming_region_applies_the_same_request_and_assertions(
             body = orjson.dumps({"check_id": check_id})
             headers = sign_request(secret.encode(), "POST", CONFIRM_PATH, body, time.time())
             async with aiohttp.ClientSession() as s, s.post(
-                f"http://127.0.0.1:{port}{CONFIRM_PATH}", data=body,
+                peer_url + CONFIRM_PATH, data=body,
                 headers={**headers, "Content-Type": "application/json"},
             ) as r:
                 answer = await r.read()
@@ -199,5 +195,4 @@ async def test_the_confirming_region_applies_the_same_request_and_assertions(
             assert seen.method == "PUT" and seen.body == b"x=1"
             assert seen.headers["x-api-key"] == "k-SECRET"
     finally:
-        await runner.cleanup()
         await prober.aclose()
