@@ -196,3 +196,114 @@ async def test_the_confirming_region_applies_the_same_request_and_assertions(
             assert seen.headers["x-api-key"] == "k-SECRET"
     finally:
         await prober.aclose()
+
+
+JSON_BODY = b'{"status": "DOWN", "n": 7, "items": [{"id": 1}, {"id": 2}], "e": ""}'
+
+
+def _a(source: str, comparison: str, target: Any = None, prop: str | None = None) -> Any:
+    return {"source": source, "property": prop, "comparison": comparison, "target": target}
+
+
+# Per source and comparison: an assertion that holds on the target's answer, and one that
+# fails with these words.
+EVERY: list[tuple[Any | None, Any | None, str]] = [
+    (_a("status_code", "equals", 200), _a("status_code", "equals", 201),
+     "status_code equals 201 failed: got 200"),
+    (_a("status_code", "not_equals", 500), _a("status_code", "not_equals", 200),
+     "status_code not_equals 200 failed: got 200"),
+    (_a("status_code", "less_than", 300), _a("status_code", "less_than", 200),
+     "status_code less_than 200 failed: got 200"),
+    (_a("status_code", "greater_than", 199), _a("status_code", "greater_than", 200),
+     "status_code greater_than 200 failed: got 200"),
+    (_a("response_time", "less_than", 60000), _a("response_time", "less_than", 0),
+     "response_time less_than 0 failed: got "),
+    (_a("response_time", "greater_than", -1), _a("response_time", "greater_than", 60000),
+     "response_time greater_than 60000 failed: got "),
+    (_a("header", "equals", "42", "X-Count"), _a("header", "equals", "41", "X-Count"),
+     'header X-Count equals "41" failed: got "42"'),
+    (_a("header", "not_equals", "41", "X-Count"), _a("header", "not_equals", "42", "X-Count"),
+     'header X-Count not_equals "42" failed: got "42"'),
+    (_a("header", "contains", "json", "Content-Type"),
+     _a("header", "contains", "html", "Content-Type"),
+     'header Content-Type contains "html" failed: got "application/json"'),
+    (_a("header", "not_contains", "html", "Content-Type"),
+     _a("header", "not_contains", "json", "Content-Type"),
+     'header Content-Type not_contains "json" failed: got "application/json"'),
+    (_a("header", "less_than", 100, "X-Count"), _a("header", "less_than", 10, "X-Count"),
+     'header X-Count less_than 10 failed: got "42"'),
+    (_a("header", "greater_than", 10, "X-Count"), _a("header", "greater_than", 100, "X-Count"),
+     'header X-Count greater_than 100 failed: got "42"'),
+    (_a("header", "is_empty", None, "X-None"), _a("header", "is_empty", None, "X-Count"),
+     'header X-Count is_empty failed: got "42"'),
+    (_a("header", "not_empty", None, "X-Count"), _a("header", "not_empty", None, "X-None"),
+     "header X-None not_empty failed: not found"),
+    (_a("header", "matches", "^app.*json$", "Content-Type"),
+     _a("header", "matches", "^text/", "Content-Type"),
+     'header Content-Type matches "^text/" failed: got "application/json"'),
+    (_a("body", "equals", JSON_BODY.decode()), _a("body", "equals", "{}"),
+     'body equals "{}" failed: got '),
+    (_a("body", "not_equals", "{}"), _a("body", "not_equals", JSON_BODY.decode()),
+     "body not_equals "),
+    (_a("body", "contains", "DOWN"), _a("body", "contains", "Welcome"),
+     'body contains "Welcome" failed: not in the body'),
+    (_a("body", "not_contains", "Welcome"), _a("body", "not_contains", "DOWN"),
+     'body not_contains "DOWN" failed: found in the body'),
+    (None, _a("body", "is_empty"), "body is_empty failed: got "),  # cannot hold here
+    (_a("body", "not_empty"), None, ""),  # cannot fail here
+    (_a("body", "matches", r'"n": \d'), _a("body", "matches", r"^\["),
+     'body matches "^\\\\[" failed: no match in the body'),
+    (_a("json", "equals", "DOWN", "$.status"), _a("json", "equals", "UP", "$.status"),
+     'json $.status equals "UP" failed: got "DOWN"'),
+    (_a("json", "not_equals", "UP", "$.status"), _a("json", "not_equals", "DOWN", "$.status"),
+     'json $.status not_equals "DOWN" failed: got "DOWN"'),
+    (_a("json", "contains", "OW", "$.status"), _a("json", "contains", "UP", "$.status"),
+     'json $.status contains "UP" failed: got "DOWN"'),
+    (_a("json", "not_contains", "UP", "$.status"), _a("json", "not_contains", "OW", "$.status"),
+     'json $.status not_contains "OW" failed: got "DOWN"'),
+    (_a("json", "less_than", 10, "$.n"), _a("json", "less_than", 5, "$.n"),
+     'json $.n less_than 5 failed: got "7"'),
+    (_a("json", "greater_than", 5, "$.n"), _a("json", "greater_than", 10, "$.n"),
+     'json $.n greater_than 10 failed: got "7"'),
+    (_a("json", "is_empty", None, "$.missing"), _a("json", "is_empty", None, "$.status"),
+     'json $.status is_empty failed: got "DOWN"'),
+    (_a("json", "not_empty", None, "$.items[?@.id > 1].id"),
+     _a("json", "not_empty", None, "$.e"), "json $.e not_empty failed: empty"),
+    (_a("json", "matches", "^D", "$.status"), _a("json", "matches", "^U", "$.status"),
+     'json $.status matches "^U" failed: got "DOWN"'),
+]
+
+
+async def test_every_source_and_comparison_through_the_engine(
+    store: Store, client: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """Each (source, comparison) once holding (the check is ok) and once failing (down,
+    with the assertion's words as the check's error), in one engine run."""
+    fast = fast_settings(tmp_path)
+    async with HttpTarget() as site:
+        site.body = JSON_BODY
+        site.headers = {"Content-Type": "application/json", "X-Count": "42"}
+        expect: dict[int, tuple[str, str]] = {}
+        for i, (holds, fails, words) in enumerate(EVERY):
+            for assertion, status in ((holds, "ok"), (fails, "down")):
+                if assertion is None:
+                    continue
+                m = await create(client, url=site.url(f"/c/{i}/{status}"),
+                                 assertions=[assertion])
+                expect[m["checks"]["uptime"]["id"]] = (status, words)
+        async with running_engine(store, fast):
+            async def settled() -> bool:
+                rows = await fetch(store, "SELECT id, status FROM checks WHERE id = ANY($1)",
+                                   list(expect))
+                return all(r["status"] == expect[r["id"]][0] for r in rows)
+
+            await wait_until(settled, timeout=30, what="every check in its expected status")
+        rows = await fetch(store, "SELECT id, status, error FROM checks WHERE id = ANY($1)",
+                           list(expect))
+        for r in rows:
+            status, words = expect[r["id"]]
+            if status == "ok":
+                assert r["error"] is None, r
+            else:
+                assert r["error"].startswith(words), (r, words)
+                assert " failed: " in r["error"]
