@@ -72,3 +72,26 @@ def test_the_key_comes_from_settings_a_file_or_the_data_directory(
     other: Any = SecretBox(Fernet.generate_key())
     with pytest.raises(SecretUnreadable):
         other.decrypt(token)
+
+
+async def test_a_node_with_another_key_fails_the_probe_saying_why(tmp_path: Path) -> None:
+    """A monitor whose stored secret header this node cannot decrypt is not probed without
+    it: the probe fails at once with words naming the key."""
+    from engine.probes.http import HttpProber
+    from engine.requestconfig import to_stored
+    from engine.requestspecs import UNREADABLE, SpecBuilder
+    from tests.targets import HttpTarget
+
+    writer = SecretBox(Fernet.generate_key())
+    stored = to_stored({"method": "GET", "headers": [["Authorization", "Bearer x"]],
+                        "body": None, "follow_redirects": True}, writer, None)
+    spec = SpecBuilder(SecretBox(Fernet.generate_key()), 1 << 20).build((stored, None))
+    assert spec is not None and spec.broken == UNREADABLE
+    prober = HttpProber(timeout=2.0, user_agent="t", allow_private=True)
+    try:
+        async with HttpTarget() as site:
+            out = await prober.probe(site.url("/"), spec)
+            assert out.status_code is None and out.error == UNREADABLE
+            assert site.requests == []
+    finally:
+        await prober.aclose()

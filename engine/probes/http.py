@@ -827,10 +827,6 @@ class _Probe:
         """Judge the final response by the monitor's assertions (once, at the end)."""
         conn = self.captured
         self.captured = None
-        if spec.broken is not None:
-            out.status_code = None
-            out.error = spec.broken
-            return
         status = out.status_code
         if status is None or not spec.assertions:
             return
@@ -857,6 +853,8 @@ class _Probe:
         if spec is None:
             hop, self.request = prober._hop(self.url)
         else:
+            if spec.broken is not None:
+                raise ProbeFailure(spec.broken)  # never probe without its headers
             hop = _Target(self.url)
             origin = (hop.tls, hop.host, hop.port)
             if self.origin is None:
