@@ -113,7 +113,11 @@ class WebServer:
     async def run(self, stop: asyncio.Event) -> None:
         from aiohttp import web
 
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=3.0)
+        from engine.web.protocol_errors import ApiRunner
+
+        # ApiRunner: requests the HTTP parser refuses get the API's JSON error, not
+        # aiohttp's plain text quoting the request, and no traceback in the log.
+        runner = ApiRunner(self.app, access_log=None, shutdown_timeout=3.0)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
