@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import shutil
 import signal
@@ -36,17 +35,13 @@ from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import EmbeddedLease
 from tests.instances import Instance, RegionalTarget, WebhookReceiver, fetch, wait_until
 
+# The same fast clock, log reading and monitor set-up as the external-database outage test.
+from tests.test_hostile_database_outage import FAST, _log, _monitor, _status
+
 # The first start runs initdb with fsync on (the service's durable default): allow for it
 # on a loaded machine.
 START_TIMEOUT = 120.0
-FAST = {
-    "UPWATCH_TIME_SCALE": "0.01",  # 30 s interval -> 0.3 s; webhook back-off 10 s -> 0.1 s
-    "UPWATCH_RESULT_FLUSH_INTERVAL": "0.05",
-    "UPWATCH_PROBE_TIMEOUT": "1",
-    "UPWATCH_HEARTBEAT_INTERVAL": "0.5",
-    "UPWATCH_LOG_FORMAT": "json",
-}
-INTERVAL = 0.3  # the checks' interval under FAST
+INTERVAL = 0.3  # the checks' interval under FAST (time scale 0.01)
 
 
 @dataclass
@@ -187,31 +182,6 @@ async def test_a_service_started_while_a_command_holds_the_server_keeps_it(
     assert not server.running()
 
 
-def _log(inst: Instance) -> list[dict[str, Any]]:
-    out = []
-    for line in inst.output:
-        if line.startswith("{"):
-            with contextlib.suppress(ValueError):
-                out.append(json.loads(line))
-    return out
-
-
-async def _status(dsn: str, check_id: int) -> str:
-    rows = await fetch(dsn, "SELECT status FROM checks WHERE id = $1", check_id)
-    return str(rows[0]["status"])
-
-
-async def _monitor(http: aiohttp.ClientSession, url: str) -> int:
-    """An uptime monitor, down as soon as confirmed; its certificate check disabled (a
-    plain-HTTP site would add its own certificate event)."""
-    async with http.post("/webapi/monitors", json={"url": url, "notification_threshold": 0}) as r:
-        assert r.status == 201, await r.text()
-        body = await r.json()
-    async with http.post(f"/webapi/checks/{body['checks']['certificate_health']['id']}/disable"):
-        pass
-    return int(body["checks"]["uptime"]["id"])
-
-
 async def _wait_back(inst: Instance, what: str) -> float:
     async def up() -> bool:
         with contextlib.suppress(aiohttp.ClientError):
@@ -240,11 +210,9 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
                              receiver.url, "--json")
         assert made.code == 0, made.stderr
         token = orjson.loads(made.stdout)["token"]
-        async with aiohttp.ClientSession(
-            base_url=inst.base_url, headers={"Authorization": f"Bearer {token}"}
-        ) as http:
-            flaky_id = await _monitor(http, flaky.url("/"))
-            steady_id = await _monitor(http, steady.url("/"))
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
+            flaky_id = await _monitor(http, inst, flaky.url("/"))
+            steady_id = await _monitor(http, inst, steady.url("/"))
 
             async def both_ok() -> bool:
                 return (await _status(dsn, flaky_id), await _status(dsn, steady_id)) == \
