@@ -176,6 +176,19 @@ async def test_a_service_started_while_a_command_holds_the_server_keeps_it(
         await asyncio.to_thread(command.release)
     assert not server.running()
 
+    # The service stopping while a command still uses the server: the server stays for the
+    # command, and goes when the command, the last user, is done.
+    command = EmbeddedLease(data, EmbeddedPostgres(data / "pg"), service=False)
+    async with service(root):
+        await asyncio.to_thread(command.acquire)
+        assert not command.server.started_here
+    assert server.running()
+    done = await upwatch(data, "status")  # another command in between changes nothing
+    assert done.code == 0, done.stderr
+    assert server.running()
+    await asyncio.to_thread(command.release)
+    assert not server.running()
+
     # Alone, a command that starts the server stops it again when it is done.
     done = await upwatch(data, "account", "list")
     assert done.code == 0, done.stderr
