@@ -240,10 +240,14 @@ class EmbeddedPostgres:
         return pid
 
     def start(self, timeout: float = 60) -> None:
-        """Initialise if needed, start unless already running, and make the database."""
-        self.init()
-        self._clear_stale_pid_file()
-        if not self.running():
+        """Initialise if needed, start unless already running, and make the database. A
+        server already running is used as it is: its data directory's owner and modes are
+        left alone (only the socket directory is checked, since we connect through it)."""
+        if self.running():
+            self._prepare_socket_dir()
+        else:
+            self.init()
+            self._clear_stale_pid_file()
             res = self._cmd(
                 [
                     _bin("pg_ctl"),
