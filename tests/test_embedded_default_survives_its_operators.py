@@ -195,6 +195,11 @@ async def test_a_service_started_while_a_command_holds_the_server_keeps_it(
     assert done.code == 0, done.stderr
     assert not server.running()
 
+    # Overlapping commands, one of which starts the server: the last one out stops it.
+    many = await asyncio.gather(*(upwatch(data, "status") for _ in range(4)))
+    assert [d.code for d in many] == [0, 0, 0, 0], [d.stderr for d in many]
+    assert not server.running()
+
 
 async def _wait_back(inst: Instance, what: str) -> float:
     async def up() -> bool:
