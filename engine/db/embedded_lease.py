@@ -148,31 +148,35 @@ class EmbeddedLease:
             return
         try:
             with self._control():
-                mark = self.data_dir / HANDOVER_MARK
                 try:
-                    # Shared -> exclusive. Not atomic, which is fine: leaving anyway.
-                    fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    last = True
-                except BlockingIOError:
-                    last = False
-                if not last:
-                    if self.service or self.server.started_here:
-                        mark.write_text(f"{os.getpid()}\n", encoding="utf-8")
-                    log.debug("embedded PostgreSQL left running: another upwatch process "
-                             "uses it")
-                    return
-                if self.service or self.server.started_here or mark.exists():
-                    self.server.stop()
-                    mark.unlink(missing_ok=True)
+                    self._leave(users)
+                finally:
+                    # Before the control lock goes: whoever takes it next finds the users'
+                    # lock free of this process.
+                    users.close()
         finally:
-            users.close()
+            users.close()  # also when the control lock was never had
+
+    def _leave(self, users: IO[str]) -> None:
+        mark = self.data_dir / HANDOVER_MARK
+        try:
+            # Shared -> exclusive. Not atomic, which is fine: leaving anyway.
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if self.service or self.server.started_here:
+                mark.write_text(f"{os.getpid()}\n", encoding="utf-8")
+            log.debug("embedded PostgreSQL left running: another upwatch process uses it")
+            return
+        if self.service or self.server.started_here or mark.exists():
+            self.server.stop()
+            mark.unlink(missing_ok=True)
 
     def restart_if_down(self) -> bool:
         """Start the server again if it is not running; True when it was started. Under the
         control lock, so that a command arriving meanwhile waits for it rather than starting
         a second server."""
         with self._control():
-            if self.server.postmaster_pid() is not None and self.server.running():
+            if self.server.running():
                 return False
             self.server.start()
             return True
