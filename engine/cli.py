@@ -67,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="--names: seconds the DNS server takes to answer (default 0)")
     bench.add_argument("--dns-ttl", type=int, default=None, metavar="S",
                        help="--names: TTL of its answers (default 300)")
+    bench.add_argument("--assertions", type=float, default=None, metavar="SHARE",
+                       help="http: what requests and assertions cost (engine/bench/assertions)")
     return p
 
 
@@ -77,13 +79,13 @@ def _with_store(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
     from engine.daemon import database, open_store
 
     async def go(dsn: str) -> T:
-        store = await open_store(dsn, max_size=2)
+        store = await open_store(dsn, max_size=2, settings=settings)
         try:
             return await fn(store)
         finally:
             await store.close()
 
-    with database(settings) as (dsn, _server):
+    with database(settings) as (dsn, _lease):
         return uvloop.run(go(dsn))
 
 

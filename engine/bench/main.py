@@ -71,6 +71,7 @@ class Options:
     names: bool = False
     dns_latency: float = 0.0
     dns_ttl: int = 300
+    assertions: float | None = None  # http: the share of monitors with assertions
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -103,7 +104,18 @@ class Options:
             names=names,
             dns_latency=float(dns_latency) if dns_latency is not None else 0.0,
             dns_ttl=int(dns_ttl) if dns_ttl is not None else 300,
+            assertions=_share(getattr(args, "assertions", None), scenario),
         )
+
+
+def _share(value: float | None, scenario: str) -> float | None:
+    if value is None:
+        return None
+    if scenario != "http":
+        raise BenchError("--assertions applies to the http scenario")
+    if not 0 < value <= 1:
+        raise BenchError("--assertions is a share of the monitors, above 0 and at most 1")
+    return float(value)
 
 
 def _cores() -> tuple[set[int], set[int]]:
@@ -136,13 +148,17 @@ class Bench:
     async def __aenter__(self) -> Bench:
         from engine.bench.procs import pin_pid
         from engine.db.store import Store
+        from engine.secretbox import KEY_FILE, SecretBox
 
         # Before anything is started: the embedded server inherits this affinity.
         pin_pid(0, self.other_cpus)
         self.progress.phase("starting a fresh database", 5)
         try:
             await self.db.start()
-            self.store = await Store.connect(self.db.dsn, min_size=1, max_size=4)
+            # The key of the children's settings (data_dir below): one key per run.
+            self.store = await Store.connect(
+                self.db.dsn, min_size=1, max_size=4,
+                secrets=SecretBox(key_file=self.workdir / "data" / KEY_FILE))
         except BaseException:
             await self._release()
             raise
@@ -293,7 +309,8 @@ async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
             await asyncio.wait_for(task, 120)
 
 
-async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0) -> dict[str, Any]:
+async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
+                      python: str | None = None) -> dict[str, Any]:
     cg_out = _callgrind_path(b, w)
     dns_warm_s = 60.0 if b.dns_address is not None else 0.0
     cfg = {"dsn": b.db.dsn, "settings": b.settings(time_scale=w.time_scale),
@@ -302,7 +319,8 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0) -> 
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
            "cprofile": _cprofile_path(b, w), "callgrind": cg_out is not None}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus,
-                                prefix=callgrind.wrapper(cg_out) if cg_out else None)
+                                prefix=callgrind.wrapper(cg_out) if cg_out else None,
+                                python=python)
     try:
         await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
         prof = _profile_window(b, child, w)
@@ -1021,7 +1039,11 @@ async def _run(opts: Options, progress: Progress) -> dict[str, Any]:
 
 async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
     async with Bench(opts, progress) as b:
-        if opts.scenario == "webhooks":
+        if opts.scenario == "http" and opts.assertions:
+            from engine.bench.assertions import scenario_assertions
+
+            rec = await scenario_assertions(b, opts.assertions)
+        elif opts.scenario == "webhooks":
             rec = await scenario_webhooks(b)
         elif opts.scenario == "api":
             rec = await scenario_api(b)
