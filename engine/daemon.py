@@ -189,7 +189,7 @@ async def build_node(
         from engine.cluster.nodes import NodeRegistry
         from engine.cluster.peer import PeerConfirmer, RegionConfirmer, peer_routes
         from engine.confirm import LocalConfirmer
-        from engine.maintenance import Maintenance
+        from engine.partitions import PartitionUpkeep
         from engine.probes.http import HttpProber
         from engine.scheduler.runner import Engine
         from engine.webhooks.deliverer import Deliverer
@@ -215,7 +215,7 @@ async def build_node(
         comps["cluster"] = registry.run
         comps["engine"] = engine.run
         comps["deliverer"] = Deliverer(store, settings, metrics=metrics).run
-        comps["maintenance"] = Maintenance(store, settings).run
+        comps["partitions"] = PartitionUpkeep(store, settings).run
     return node
 
 
