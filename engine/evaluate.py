@@ -77,6 +77,9 @@ class CheckState:
     outage_id: int | None = None
     incident_event_id: int | None = None
     renewal_notified_for: datetime | None = None
+    # Down, and good probes since then: the restore waits for the recovery threshold.
+    recovering_since: datetime | None = None
+    renewal_notified_fingerprint: str | None = None
 
     @property
     def confirmed(self) -> bool:
@@ -95,6 +98,8 @@ class CheckState:
         self.outage_id = other.outage_id
         self.incident_event_id = other.incident_event_id
         self.renewal_notified_for = other.renewal_notified_for
+        self.recovering_since = other.recovering_since
+        self.renewal_notified_fingerprint = other.renewal_notified_fingerprint
 
 
 @dataclass(slots=True)
@@ -185,6 +190,8 @@ def _durable(prev: CheckState, new: CheckState) -> bool:
         or prev.outage_id != new.outage_id
         or prev.incident_event_id != new.incident_event_id
         or prev.renewal_notified_for != new.renewal_notified_for
+        or prev.recovering_since != new.recovering_since
+        or prev.renewal_notified_fingerprint != new.renewal_notified_fingerprint
     )
 
 
@@ -195,6 +202,7 @@ def _cleared(status: str, error: str | None, now: datetime, prev: CheckState) ->
         error=error,
         last_check_at=now,
         renewal_notified_for=prev.renewal_notified_for,
+        renewal_notified_fingerprint=prev.renewal_notified_fingerprint,
     )
 
 
@@ -209,7 +217,22 @@ def _kept(prev: CheckState, status: str, error: str | None, now: datetime) -> Ch
         outage_id=prev.outage_id,
         incident_event_id=prev.incident_event_id,
         renewal_notified_for=prev.renewal_notified_for,
+        recovering_since=prev.recovering_since,
+        renewal_notified_fingerprint=prev.renewal_notified_fingerprint,
     )
+
+
+def _waited(now: datetime, start: datetime, resumed_at: datetime | None) -> float:
+    """Seconds a wait that began at ``start`` has lasted; a maintenance window that ended
+    after ``start`` (``resumed_at``) starts it afresh at its end."""
+    if resumed_at is not None and resumed_at > start:
+        start = resumed_at
+    return _seconds(now, start)
+
+
+def recovering_error(since: datetime) -> str:
+    """The ``error`` of a down check whose recovery is not confirmed yet."""
+    return f"responding again since {fmt(since)}; recovery not confirmed yet"
 
 
 def _downtime_event(
@@ -262,8 +285,17 @@ def evaluate_uptime(
     region: str,
     threshold: float,
     slow_threshold_ms: float,
+    recovery: float = 0.0,
+    muted_until: datetime | None = None,
+    resumed_at: datetime | None = None,
 ) -> Transition:
-    """A scheduled uptime probe's outcome (design.md, uptime table)."""
+    """A scheduled uptime probe's outcome (design.md, uptime table).
+
+    ``recovery``: seconds of good probes (the recovery threshold, scaled) before a down
+    check is restored. ``muted_until``: the end of the maintenance window the monitor is in
+    now (None: none), during which nothing goes down or is restored. ``resumed_at``: the end
+    of the monitor's last window before ``now``; thresholds count from it when it is later
+    than what they count from (an outage still open when a window ends is judged afresh)."""
     cls = classify(outcome, slow_threshold_ms)
     error = uptime_error(outcome, cls, slow_threshold_ms)
     meta = uptime_meta(outcome)
@@ -272,6 +304,13 @@ def evaluate_uptime(
     if cls is not Outcome.FAILURE:
         status = _STATUS_OF[cls]
         if prev.status == DOWN:
+            since = prev.recovering_since or now
+            if muted_until is not None or _waited(now, since, resumed_at) < recovery:
+                # down | ok/degraded, recovery not confirmed yet (or a window is on): down,
+                # counting good probes from the first of them.
+                new = _kept(prev, DOWN, recovering_error(since), now)
+                new.recovering_since = since
+                return Transition(new, meta, cls, durable=_durable(prev, new))
             # down | ok/degraded -> ok/degraded; outage closed; uptime_restored.
             new = _cleared(status, error, now, prev)
             tr = Transition(new, meta, cls, close_outage_id=prev.outage_id, durable=True)
@@ -302,12 +341,16 @@ def evaluate_uptime(
 
     assert error is not None
     if prev.status == DOWN:
-        # down | failure -> down, error updated.
-        return Transition(_kept(prev, DOWN, error, now), meta, cls)
+        # down | failure -> down, error updated; a recovery being confirmed relapses (the
+        # outage stays the one it was).
+        new = _kept(prev, DOWN, error, now)
+        new.recovering_since = None
+        return Transition(new, meta, cls, durable=prev.recovering_since is not None)
     if prev.status == FAILING and prev.confirmed:
-        # failing, confirmed | failure -> down once the threshold has passed.
+        # failing, confirmed | failure -> down once the threshold has passed (never during
+        # a maintenance window).
         since = prev.failing_since or now
-        if _seconds(now, since) >= threshold:
+        if muted_until is None and _waited(now, since, resumed_at) >= threshold:
             new = _kept(prev, DOWN, error, now)
             ev = _downtime_event(prev, now, error, code, prev.verified_via or region)
             return Transition(new, meta, cls, alert_outage=True, events=[ev], durable=True)
@@ -339,15 +382,20 @@ def evaluate_confirmation(
     verified_via: str,
     threshold: float,
     slow_threshold_ms: float,
+    recovery: float = 0.0,
+    muted_until: datetime | None = None,
+    resumed_at: datetime | None = None,
 ) -> Transition:
-    """The confirmation probe's outcome for a check that is failing and unconfirmed.
+    """The confirmation probe's outcome for a check that is failing and unconfirmed
+    (the keywords as for :func:`evaluate_uptime`).
 
     Anything else (the state moved on meanwhile) is evaluated as an ordinary probe.
     """
     if prev.status != FAILING or prev.confirmed:
         return evaluate_uptime(
             prev, outcome, now=now, region=verified_via, threshold=threshold,
-            slow_threshold_ms=slow_threshold_ms,
+            slow_threshold_ms=slow_threshold_ms, recovery=recovery, muted_until=muted_until,
+            resumed_at=resumed_at,
         )
     cls = classify(outcome, slow_threshold_ms)
     meta = uptime_meta(outcome)
@@ -370,7 +418,7 @@ def evaluate_confirmation(
     new.failing_since = since
     new.verified_via = verified_via
     tr = Transition(new, meta, cls, open_outage=outage, durable=True)
-    if _seconds(now, since) >= threshold:
+    if muted_until is None and _waited(now, since, resumed_at) >= threshold:
         new.status = DOWN
         tr.alert_outage = True
         tr.events.append(_downtime_event(prev, now, error, outcome.status_code, verified_via))
@@ -383,6 +431,33 @@ def threshold_due(state: CheckState, threshold: float) -> datetime | None:
     if state.status != FAILING or not state.confirmed or state.failing_since is None:
         return None
     return state.failing_since + timedelta(seconds=threshold)
+
+
+def decision_due(
+    state: CheckState,
+    threshold: float,
+    recovery: float,
+    muted_until: datetime | None,
+    resumed_at: datetime | None,
+) -> datetime | None:
+    """When a probe can next change a waiting decision: a confirmed outage's alert
+    (``threshold``) or a down check's restore (``recovery``), counted as the evaluation
+    counts them (from the end of a window that is on, or that ended after the wait began);
+    None when nothing waits. The runner probes again then if that is before the interval."""
+    if state.status == FAILING and state.confirmed and state.failing_since is not None:
+        start = state.failing_since
+        wait = threshold
+    elif state.status == DOWN and state.recovering_since is not None:
+        start = state.recovering_since
+        wait = recovery
+    else:
+        return None
+    if muted_until is not None:
+        if muted_until > start:
+            start = muted_until
+    elif resumed_at is not None and resumed_at > start:
+        start = resumed_at
+    return start + timedelta(seconds=wait)
 
 
 # -- certificate ---------------------------------------------------------------------------

@@ -37,6 +37,10 @@ class ScheduledCheck:
     config_version: int
     state: CheckState
     due: float = 0.0
+    # Uptime: the recovery threshold (s, unscaled). Certificate: the expiry threshold in
+    # percent of the certificate's lifetime.
+    recovery_s: int = 0
+    expiry_percent: int = 0
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> ScheduledCheck:
@@ -66,7 +70,11 @@ class ScheduledCheck:
                 outage_id=r["outage_id"],
                 incident_event_id=r["incident_event_id"],
                 renewal_notified_for=r["renewal_notified_for"],
+                recovering_since=r["recovering_since"],
+                renewal_notified_fingerprint=r["renewal_notified_fingerprint"],
             ),
+            recovery_s=r["recovery_threshold_s"],
+            expiry_percent=r["expiry_threshold_percent"],
         )
 
 

@@ -39,7 +39,8 @@ _IDENTIFIER_TRIES = 5
 _MONITOR_COLUMNS = "m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port"
 _CHECK_COLUMNS = (
     "c.id, c.monitor_id, c.kind, c.status, c.error, c.interval_s, c.is_enabled,"
-    " c.notification_threshold_s, c.last_check_at, c.meta"
+    " c.notification_threshold_s, c.last_check_at, c.meta,"
+    " c.recovery_threshold_s, c.expiry_threshold_percent"
 )
 
 # --- reads ---------------------------------------------------------------------------------
@@ -189,7 +190,7 @@ SQL_RESET_CHECKS = f"""
 UPDATE checks AS c
 SET status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END,
     error = NULL, last_check_at = NULL, meta = '{{}}'::jsonb,
-    failing_since = NULL, detected_by = NULL, outage_id = NULL,
+    failing_since = NULL, detected_by = NULL, outage_id = NULL, recovering_since = NULL,
     incident_event_id = NULL, renewal_notified_for = NULL,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.monitor_id = $1
@@ -221,7 +222,8 @@ FOR UPDATE OF c
 
 SQL_UPDATE_CHECK_CONFIG = f"""
 UPDATE checks AS c
-SET interval_s = $2, notification_threshold_s = $3,
+SET interval_s = $2, notification_threshold_s = $3, recovery_threshold_s = $4,
+    expiry_threshold_percent = $5,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -233,6 +235,7 @@ SQL_DISABLE_CHECK = f"""
 UPDATE checks AS c
 SET is_enabled = false, status = 'paused', error = NULL,
     failing_since = NULL, detected_by = NULL, outage_id = NULL, incident_event_id = NULL,
+    recovering_since = NULL,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -282,6 +285,8 @@ class CheckRecord:
     notification_threshold: int
     last_check_at: datetime | None
     meta: dict[str, Any]
+    recovery_threshold: int = 0  # uptime: seconds of good probes before uptime_restored
+    expiry_threshold_percent: int = 0  # certificate: percent of its lifetime left
 
     @classmethod
     def from_row(cls, row: asyncpg.Record, id_column: str = "id") -> CheckRecord:
@@ -297,6 +302,8 @@ class CheckRecord:
             notification_threshold=row["notification_threshold_s"],
             last_check_at=row["last_check_at"],
             meta=meta if isinstance(meta, dict) else {},
+            recovery_threshold=row["recovery_threshold_s"],
+            expiry_threshold_percent=row["expiry_threshold_percent"],
         )
 
 
@@ -590,10 +597,13 @@ class MonitorsMixin(StoreBase):
         *,
         interval: int | None = None,
         notification_threshold_s: int | None = None,
+        recovery_threshold_s: int | None = None,
+        expiry_threshold_percent: int | None = None,
     ) -> CheckRecord:
         """Set the interval and/or threshold (seconds; for a certificate check the expiry
-        threshold in days x 86400). Nothing changes, and no version is bumped, when the
-        values are already those. NotFound when the check is not the account's."""
+        threshold in days x 86400), the recovery threshold (s) or the expiry threshold in
+        percent; None leaves a value as it is. Nothing changes, and no version is bumped,
+        when the values are already those. NotFound when the check is not the account's."""
         async with self._tx() as conn:
             row = await conn.fetchrow(SQL_LOCK_CHECK, check_id, account_id)
             if row is None:
@@ -605,10 +615,22 @@ class MonitorsMixin(StoreBase):
                 if notification_threshold_s is None
                 else notification_threshold_s
             )
-            if (new_interval, new_threshold) == (check.interval, check.notification_threshold):
+            new_recovery = (
+                check.recovery_threshold if recovery_threshold_s is None
+                else recovery_threshold_s
+            )
+            new_percent = (
+                check.expiry_threshold_percent if expiry_threshold_percent is None
+                else expiry_threshold_percent
+            )
+            if (new_interval, new_threshold, new_recovery, new_percent) == (
+                check.interval, check.notification_threshold, check.recovery_threshold,
+                check.expiry_threshold_percent,
+            ):
                 return check
             row = await conn.fetchrow(
-                SQL_UPDATE_CHECK_CONFIG, check_id, new_interval, new_threshold)
+                SQL_UPDATE_CHECK_CONFIG, check_id, new_interval, new_threshold, new_recovery,
+                new_percent)
             await self._notify(conn, CHANNEL_CHECKS, str(check_id))
         assert row is not None
         return CheckRecord.from_row(row)

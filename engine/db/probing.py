@@ -39,6 +39,8 @@ _CHECK_COLUMNS = """
     c.id, c.monitor_id, c.kind, c.interval_s, c.notification_threshold_s, c.config_version,
     c.status, c.error, c.last_check_at, c.failing_since, c.detected_by, c.outage_id,
     c.incident_event_id, c.renewal_notified_for, o.verified_via,
+    c.recovery_threshold_s, c.recovering_since, c.expiry_threshold_percent,
+    c.renewal_notified_fingerprint,
     m.url, m.host, m.port
 """
 _CHECK_FROM = """
@@ -86,7 +88,7 @@ SQL_WRITE_STATE = """
 UPDATE checks SET
     status = $2, error = $3, meta = $4::jsonb, last_check_at = $5,
     failing_since = $6, detected_by = $7, outage_id = $8, incident_event_id = $9,
-    renewal_notified_for = $10,
+    renewal_notified_for = $10, recovering_since = $11, renewal_notified_fingerprint = $12,
     state_version = state_version + 1, updated_at = now()
 WHERE id = $1
 """
@@ -527,7 +529,8 @@ class ProbingMixin(StoreBase):
                 SQL_WRITE_STATE, check_id, state.status, state.error, tr.meta,
                 state.last_check_at, state.failing_since,
                 state.detected_by, state.outage_id, state.incident_event_id,
-                state.renewal_notified_for,
+                state.renewal_notified_for, state.recovering_since,
+                state.renewal_notified_fingerprint,
             )
         return state
 

@@ -129,6 +129,8 @@ async def update_check(request: web.Request) -> web.Response:
         account.id, check_id,
         interval=command.interval,
         notification_threshold_s=command.notification_threshold_s,
+        recovery_threshold_s=command.recovery_threshold_s,
+        expiry_threshold_percent=command.expiry_threshold_percent,
     )
     return json_response(views.check_updated(updated))
 

@@ -63,8 +63,18 @@ def certificate_meta(check: CheckRecord) -> dict[str, Any]:
     }
 
 
+def _alert_settings(check: CheckRecord, out: dict[str, Any]) -> dict[str, Any]:
+    """Issue 17's settings, added to a check object only when set (non-zero): a client
+    that uses none of them sees exactly api.md's shapes."""
+    if check.recovery_threshold:
+        out["recovery_threshold"] = check.recovery_threshold
+    if check.expiry_threshold_percent:
+        out["expiry_threshold_percent"] = check.expiry_threshold_percent
+    return out
+
+
 def check_full(check: CheckRecord, figures: UptimeFigures | None) -> dict[str, Any]:
-    return {
+    return _alert_settings(check, {
         "id": check.id,
         "status": check.status,
         "error": check.error,
@@ -73,7 +83,7 @@ def check_full(check: CheckRecord, figures: UptimeFigures | None) -> dict[str, A
         "notification_threshold": check.notification_threshold,
         "last_check_at": fmt(check.last_check_at),
         "meta": uptime_meta(check, figures) if check.kind == UPTIME else certificate_meta(check),
-    }
+    })
 
 
 def check_reduced(check: CheckRecord) -> dict[str, Any]:
@@ -119,14 +129,14 @@ def monitor_reduced(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
 
 def check_updated(check: CheckRecord) -> dict[str, Any]:
     """The check update response."""
-    return {
+    return _alert_settings(check, {
         "id": check.id,
         "status": check.status,
         "interval": check.interval,
         "is_enabled": check.is_enabled,
         "notification_threshold": check.notification_threshold,
         "last_check_at": fmt(check.last_check_at),
-    }
+    })
 
 
 def check_toggled(check: CheckRecord) -> dict[str, Any]:

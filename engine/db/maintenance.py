@@ -1,0 +1,146 @@
+"""Maintenance windows in the store: the API's create, list and delete, the engine's
+per-monitor load, and the windows of one monitor (statistics, status page).
+
+Windows are account rows, for every monitor of the account (``all_monitors``) or for the
+monitors in ``maintenance_window_monitors`` (a deleted monitor leaves its windows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, time
+
+import asyncpg
+
+from engine.db.base import StoreBase
+from engine.errors import NotFound, ValidationFailed
+from engine.maintenance_windows import LOOKBACK, Window
+
+_WINDOW_COLUMNS = """
+    w.id, w.reason, w.all_monitors, w.starts_at, w.ends_at, w.weekday, w.start_time,
+    w.duration_s, w.time_zone
+"""
+SQL_INSERT_WINDOW = """
+INSERT INTO maintenance_windows
+    (account_id, all_monitors, reason, starts_at, ends_at, weekday, start_time, duration_s,
+     time_zone)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+RETURNING id
+"""
+SQL_OWNED_MONITORS = """
+SELECT id FROM monitors WHERE account_id = $1 AND id = ANY($2::bigint[])
+"""
+SQL_INSERT_WINDOW_MONITORS = """
+INSERT INTO maintenance_window_monitors (window_id, monitor_id)
+SELECT $1, unnest($2::bigint[])
+"""
+SQL_WINDOWS_OF_ACCOUNT = f"""
+SELECT {_WINDOW_COLUMNS},
+       array(SELECT wm.monitor_id FROM maintenance_window_monitors wm
+             WHERE wm.window_id = w.id ORDER BY 1) AS monitor_ids
+FROM maintenance_windows w
+WHERE w.account_id = $1
+ORDER BY w.id
+"""
+SQL_DELETE_WINDOW = "DELETE FROM maintenance_windows WHERE id = $1 AND account_id = $2"
+# What the engine needs: (monitor, window) for windows that are weekly or end after $1.
+SQL_WINDOWS_BY_MONITOR = f"""
+SELECT wm.monitor_id, {_WINDOW_COLUMNS}
+FROM maintenance_window_monitors wm
+JOIN maintenance_windows w ON w.id = wm.window_id
+WHERE NOT w.all_monitors AND (w.ends_at IS NULL OR w.ends_at > $1)
+UNION ALL
+SELECT m.id, {_WINDOW_COLUMNS}
+FROM maintenance_windows w
+JOIN monitors m ON m.account_id = w.account_id
+WHERE w.all_monitors AND (w.ends_at IS NULL OR w.ends_at > $1)
+"""
+# One monitor's windows (one-off ones ending after $2).
+SQL_WINDOWS_OF_MONITOR = f"""
+SELECT {_WINDOW_COLUMNS}
+FROM maintenance_windows w
+JOIN monitors m ON m.account_id = w.account_id
+WHERE m.id = $1 AND (w.ends_at IS NULL OR w.ends_at > $2)
+  AND (w.all_monitors OR EXISTS (
+      SELECT 1 FROM maintenance_window_monitors wm
+      WHERE wm.window_id = w.id AND wm.monitor_id = m.id))
+ORDER BY w.id
+"""
+
+
+def window_of(row: asyncpg.Record, monitor_ids: Sequence[int] | None = None) -> Window:
+    return Window(
+        id=row["id"],
+        reason=row["reason"],
+        monitor_ids=None if row["all_monitors"] else tuple(monitor_ids or ()),
+        starts_at=row["starts_at"],
+        ends_at=row["ends_at"],
+        weekday=row["weekday"],
+        start_time=row["start_time"],
+        duration_s=row["duration_s"],
+        time_zone=row["time_zone"],
+    )
+
+
+class MaintenanceMixin(StoreBase):
+    async def create_window(
+        self,
+        account_id: int,
+        *,
+        monitor_ids: Sequence[int] | None,
+        reason: str,
+        starts_at: datetime | None = None,
+        ends_at: datetime | None = None,
+        weekday: int | None = None,
+        start_time: time | None = None,
+        duration_s: int | None = None,
+        time_zone: str | None = None,
+    ) -> Window:
+        """A window of the account (validated by the caller); ``monitor_ids`` None covers
+        every monitor of the account. A monitor that is not the account's is a 422 under
+        ``monitors`` (the same whether it exists or not)."""
+        async with self._tx() as conn:
+            ids: list[int] = []
+            if monitor_ids is not None:
+                ids = sorted(set(monitor_ids))
+                owned = {r["id"] for r in await conn.fetch(SQL_OWNED_MONITORS, account_id, ids)}
+                unknown = [i for i in ids if i not in owned]
+                if unknown:
+                    raise ValidationFailed({"monitors": [
+                        "Unknown monitor id(s): " + ", ".join(str(i) for i in unknown) + "."
+                    ]})
+            window_id = await conn.fetchval(
+                SQL_INSERT_WINDOW, account_id, monitor_ids is None, reason, starts_at, ends_at,
+                weekday, start_time, duration_s, time_zone,
+            )
+            if ids:
+                await conn.execute(SQL_INSERT_WINDOW_MONITORS, window_id, ids)
+        return Window(
+            id=window_id, reason=reason,
+            monitor_ids=None if monitor_ids is None else tuple(ids),
+            starts_at=starts_at, ends_at=ends_at, weekday=weekday, start_time=start_time,
+            duration_s=duration_s, time_zone=time_zone,
+        )
+
+    async def list_windows(self, account_id: int) -> list[Window]:
+        rows = await self._fetch(SQL_WINDOWS_OF_ACCOUNT, account_id)
+        return [window_of(r, r["monitor_ids"]) for r in rows]
+
+    async def delete_window(self, account_id: int, window_id: int) -> None:
+        """NotFound when the window is not the account's."""
+        status = await self._execute(SQL_DELETE_WINDOW, window_id, account_id)
+        if status.endswith(" 0"):
+            raise NotFound("Maintenance window not found.")
+
+    async def windows_by_monitor(self, now: datetime) -> dict[int, list[Window]]:
+        """Every monitor's windows that can still matter at ``now`` (the engine's calendar)."""
+        rows = await self._fetch(SQL_WINDOWS_BY_MONITOR, now - LOOKBACK)
+        out: dict[int, list[Window]] = {}
+        for r in rows:
+            out.setdefault(r["monitor_id"], []).append(window_of(r))
+        return out
+
+    async def windows_of_monitor(self, monitor_id: int, since: datetime) -> list[Window]:
+        """The monitor's windows, one-off ones only if they end after ``since``."""
+        rows = await self._fetch(SQL_WINDOWS_OF_MONITOR, monitor_id, since)
+        return [window_of(r) for r in rows]
