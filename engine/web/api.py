@@ -11,9 +11,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from engine.db.accounts import Account
+from engine.db.monitors import STATS_WINDOW
 from engine.errors import NotFound
 from engine.settings import Settings
-from engine.web import validation, views
+from engine.web import maintenance_api, validation, views
 from engine.web.jsonio import empty_response, json_response, read_body
 from engine.web.keys import ACCOUNT, SETTINGS, STORE
 from engine.web.validation import TargetUrl
@@ -107,8 +108,14 @@ async def delete_monitor(request: web.Request) -> web.Response:
 @routes.get("/webapi/monitors/{id}/statistics")
 async def monitor_statistics(request: web.Request) -> web.Response:
     monitor_id = _path_id(request)
-    stats = await request.app[STORE].monitor_statistics(_account(request).id, monitor_id)
-    return json_response(views.statistics(stats))
+    store = request.app[STORE]
+    stats = await store.monitor_statistics(_account(request).id, monitor_id)
+    # Maintenance windows leave the uptime figure (engine/web/maintenance_api.py).
+    windows = await store.windows_of_monitor(monitor_id, stats.now - STATS_WINDOW)
+    body = views.statistics(stats)
+    if windows:
+        body = maintenance_api.statistics_with_maintenance(body, stats, windows)
+    return json_response(body)
 
 
 # --- checks --------------------------------------------------------------------------------

@@ -126,6 +126,9 @@ def _has_control_chars(text: str) -> bool:
     return any(unicodedata.category(ch) in _LINE_BREAKING_CATEGORIES for ch in text)
 
 
+has_control_chars = _has_control_chars
+
+
 def validate_interval(value: Any, plan: Plan, field: str = "interval") -> int:
     """An interval in seconds from api.md section 8 that the account's plan allows."""
     interval = as_int(value, field)
