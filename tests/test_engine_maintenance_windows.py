@@ -83,8 +83,7 @@ async def test_a_window_that_closes_during_an_outage_alerts_after_the_threshold_
     calendar = MaintenanceCalendar(store, refresh=60.0)
     threshold = 60  # s: 0.6 s scaled
     async with HttpTarget() as site:
-        monitor_id, check_id, _ = await add_monitor(store, acc.id, site.url("/"),
-                                                    threshold=threshold)
+        _, check_id, _ = await add_monitor(store, acc.id, site.url("/"), threshold=threshold)
         async with running_engine(store, fast_settings(tmp_path), calendar=calendar):
             await wait_status(store, check_id, "ok")
             now = datetime.now(UTC)
