@@ -134,6 +134,8 @@ class Transition:
     events: list[EventSpec] = field(default_factory=list)
     confirm: bool = False
     durable: bool = False
+    # A certificate probe's leaf, for the check's certificate history (first/last seen).
+    certificate: CertOutcome | None = None
 
 
 # -- classification ----------------------------------------------------------------------
@@ -166,15 +168,29 @@ def uptime_meta(outcome: HttpOutcome) -> dict[str, Any]:
     return {"http_status_code": outcome.status_code}
 
 
+def lifetime_days(outcome: CertOutcome) -> float | None:
+    """The certificate's own lifetime (valid_to - valid_from) in days, 2 decimals."""
+    if outcome.valid_from is None or outcome.valid_to is None:
+        return None
+    return round(_seconds(outcome.valid_to, outcome.valid_from) / _DAY, 2)
+
+
 def certificate_meta(outcome: CertOutcome) -> dict[str, Any]:
-    """Every key always present (null when the probe could not read the certificate)."""
-    return {
+    """api.md's keys always present (null when the probe could not read the certificate);
+    the leaf's identity (issue 17) added when it was read."""
+    meta: dict[str, Any] = {
         "issuer": outcome.issuer,
         "signature_algorithm": outcome.signature_algorithm,
         "is_self_signed": outcome.is_self_signed,
         "valid_from": fmt(outcome.valid_from),
         "valid_to": fmt(outcome.valid_to),
     }
+    if outcome.fingerprint_sha256 is not None:
+        meta["fingerprint_sha256"] = outcome.fingerprint_sha256
+        meta["serial"] = outcome.serial
+        meta["key_type"] = outcome.key_type
+        meta["lifetime_days"] = lifetime_days(outcome)
+    return meta
 
 
 def _seconds(a: datetime, b: datetime) -> float:
@@ -464,13 +480,28 @@ def decision_due(
 
 
 def _renewal_due(
-    prev: CheckState, outcome: CertOutcome, now: datetime, threshold_days: int
+    prev: CheckState, outcome: CertOutcome, now: datetime, threshold_days: int,
+    threshold_percent: int,
 ) -> bool:
-    if threshold_days <= 0 or outcome.valid_to is None:
+    """Fewer than ``threshold_days`` days, or less than ``threshold_percent`` of the
+    certificate's own lifetime, left; once per certificate: by SHA-256 fingerprint, or by
+    ``valid_to`` when no fingerprint is known (a state from before fingerprints)."""
+    valid_to = outcome.valid_to
+    if valid_to is None or (threshold_days <= 0 and threshold_percent <= 0):
         return False
-    if prev.renewal_notified_for == outcome.valid_to:
+    fingerprint = outcome.fingerprint_sha256
+    if fingerprint is not None and prev.renewal_notified_fingerprint is not None:
+        if prev.renewal_notified_fingerprint == fingerprint:
+            return False
+    elif prev.renewal_notified_for == valid_to:
         return False
-    return _seconds(outcome.valid_to, now) < threshold_days * _DAY
+    remaining = _seconds(valid_to, now)
+    if threshold_days > 0 and remaining < threshold_days * _DAY:
+        return True
+    if threshold_percent > 0 and outcome.valid_from is not None:
+        lifetime = _seconds(valid_to, outcome.valid_from)
+        return lifetime > 0 and remaining < lifetime * threshold_percent / 100.0
+    return False
 
 
 def _cert_fields(outcome: CertOutcome, now: datetime) -> dict[str, Any]:
@@ -485,9 +516,24 @@ def _cert_fields(outcome: CertOutcome, now: datetime) -> dict[str, Any]:
 
 
 def evaluate_certificate(
-    prev: CheckState, outcome: CertOutcome, *, now: datetime, expiry_threshold_days: int
+    prev: CheckState, outcome: CertOutcome, *, now: datetime, expiry_threshold_days: int,
+    expiry_threshold_percent: int = 0,
 ) -> Transition:
-    """A certificate probe's outcome (design.md, certificate table)."""
+    """A certificate probe's outcome (design.md, certificate table). Every probe that read
+    a leaf carries it (``certificate``) for the check's certificate history, and is then
+    durable."""
+    tr = _evaluate_certificate(
+        prev, outcome, now, expiry_threshold_days, expiry_threshold_percent)
+    if outcome.fingerprint_sha256 is not None:
+        tr.certificate = outcome
+        tr.durable = True
+    return tr
+
+
+def _evaluate_certificate(
+    prev: CheckState, outcome: CertOutcome, now: datetime, expiry_threshold_days: int,
+    expiry_threshold_percent: int,
+) -> Transition:
     meta = certificate_meta(outcome)
     if outcome.valid:
         if prev.status == DOWN:
@@ -501,16 +547,18 @@ def evaluate_certificate(
                     parent_id=prev.incident_event_id,
                 ))
             return tr
-        # not down | valid -> ok; renewal_due once per valid_to when fewer days remain.
+        # not down | valid -> ok; renewal_due once per certificate when fewer days (or less
+        # of its lifetime) remain.
         new = _cleared(OK, None, now, prev)
         tr = Transition(new, meta, Outcome.OK)
-        if _renewal_due(prev, outcome, now, expiry_threshold_days):
+        if _renewal_due(prev, outcome, now, expiry_threshold_days, expiry_threshold_percent):
             assert outcome.valid_to is not None
             remaining = _seconds(outcome.valid_to, now)
             fields = _cert_fields(outcome, now)
             fields["expires_in_days"] = max(0, int(remaining // _DAY))
             tr.events.append(EventSpec(payloads.CERTIFICATE_RENEWAL_DUE, fields))
             new.renewal_notified_for = outcome.valid_to
+            new.renewal_notified_fingerprint = outcome.fingerprint_sha256
         tr.durable = bool(tr.events) or _durable(prev, new)
         return tr
 

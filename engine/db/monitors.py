@@ -184,6 +184,7 @@ SQL_DELETE_PROBE_RESULTS = "DELETE FROM probe_results WHERE check_id = ANY($1::b
 SQL_DELETE_ROLLUPS = "DELETE FROM check_rollups_hourly WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_OUTAGES = "DELETE FROM outages WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_PERIODS = "DELETE FROM check_periods WHERE check_id = ANY($1::bigint[])"
+SQL_DELETE_CERTIFICATES = "DELETE FROM check_certificates WHERE check_id = ANY($1::bigint[])"
 
 # A new host is a new site: the state machine starts over (paused checks stay paused).
 SQL_RESET_CHECKS = f"""
@@ -191,7 +192,7 @@ UPDATE checks AS c
 SET status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END,
     error = NULL, last_check_at = NULL, meta = '{{}}'::jsonb,
     failing_since = NULL, detected_by = NULL, outage_id = NULL, recovering_since = NULL,
-    incident_event_id = NULL, renewal_notified_for = NULL,
+    incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprint = NULL,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.monitor_id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -564,7 +565,7 @@ class MonitorsMixin(StoreBase):
                 SQL_UPDATE_MONITOR, monitor_id, new_alias, url, scheme, host, port)
             if url_changed and host != current["host"]:
                 for sql in (SQL_DELETE_PROBE_RESULTS, SQL_DELETE_ROLLUPS,
-                            SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS):
+                            SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS, SQL_DELETE_CERTIFICATES):
                     await conn.execute(sql, check_ids)
                 check_rows = await conn.fetch(SQL_RESET_CHECKS, monitor_id)
                 await conn.execute(SQL_OPEN_PERIODS_OF_ENABLED, monitor_id)

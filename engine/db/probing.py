@@ -24,6 +24,7 @@ import asyncpg
 import orjson
 
 from engine.db.base import CHANNEL_CHECKS, UNAVAILABLE_ERRORS, StoreBase
+from engine.db.certificates import record_certificate
 from engine.db.pool import mark_session_state
 from engine.db.webhook_queue import insert_event
 from engine.errors import DatabaseUnavailable
@@ -509,6 +510,8 @@ class ProbingMixin(StoreBase):
                 )
             elif tr.alert_outage and state.outage_id is not None:
                 await conn.execute(SQL_ALERT_OUTAGE, state.outage_id)
+            if tr.certificate is not None and state.last_check_at is not None:
+                await record_certificate(conn, check_id, tr.certificate, state.last_check_at)
             if tr.events:
                 monitor = payloads.MonitorRef(row["monitor_id"], row["url"], row["alias"])
                 for ev in tr.events:

@@ -825,7 +825,8 @@ class Engine:
             return
         now = datetime.now(UTC)
         tr = evaluate_certificate(
-            c.state, outcome, now=now, expiry_threshold_days=c.threshold_s // 86400
+            c.state, outcome, now=now, expiry_threshold_days=c.threshold_s // 86400,
+            expiry_threshold_percent=c.expiry_percent,
         )
         self._probe_counters[("certificate_health", tr.outcome)].inc()
         self._phase_total.observe(outcome.total_ms / 1000.0)

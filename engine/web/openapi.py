@@ -135,7 +135,15 @@ def _schemas() -> dict[str, Any]:
             "is_self_signed": _nullable({"type": "boolean"}),
             "valid_from": _nullable({"type": "string"}),
             "valid_to": _nullable({"type": "string"}),
-        }),
+            # Issue 17: present once the check has read a certificate.
+            "fingerprint_sha256": {"type": "string", "description": "SHA-256 of the leaf "
+                                   "(lower-case hex); present once a certificate was read."},
+            "serial": {"type": "string", "description": "Lower-case hexadecimal."},
+            "key_type": {"type": "string", "example": "EC-secp256r1"},
+            "lifetime_days": {"type": "number", "minimum": 0,
+                              "description": "valid_to - valid_from, in days."},
+        }, required=["issuer", "signature_algorithm", "is_self_signed", "valid_from",
+                     "valid_to"]),
         "UptimeCheck": _obj(
             {**check_common, "meta": _ref("UptimeMeta"), "recovery_threshold": _RECOVERY},
             required=[*check_common, "meta"]),

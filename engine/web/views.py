@@ -60,7 +60,16 @@ def certificate_meta(check: CheckRecord) -> dict[str, Any]:
         "is_self_signed": self_signed if isinstance(self_signed, bool) else None,
         "valid_from": _timestamp(meta.get("valid_from")),
         "valid_to": _timestamp(meta.get("valid_to")),
-    }
+    } | _certificate_identity(meta)
+
+
+def _certificate_identity(meta: dict[str, Any]) -> dict[str, Any]:
+    """Issue 17's keys, once the check has read a certificate that has them (before, the
+    meta is exactly api.md's)."""
+    if not isinstance(meta.get("fingerprint_sha256"), str):
+        return {}
+    return {k: meta.get(k) for k in ("fingerprint_sha256", "serial", "key_type",
+                                      "lifetime_days")}
 
 
 def _alert_settings(check: CheckRecord, out: dict[str, Any]) -> dict[str, Any]:
