@@ -41,6 +41,7 @@ class ScheduledCheck:
     # percent of the certificate's lifetime.
     recovery_s: int = 0
     expiry_percent: int = 0
+    account_id: int = 0  # for the account's maintenance windows
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> ScheduledCheck:
@@ -75,6 +76,7 @@ class ScheduledCheck:
             ),
             recovery_s=r["recovery_threshold_s"],
             expiry_percent=r["expiry_threshold_percent"],
+            account_id=r["account_id"],
         )
 
 

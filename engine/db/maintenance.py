@@ -43,16 +43,17 @@ WHERE w.account_id = $1
 ORDER BY w.id
 """
 SQL_DELETE_WINDOW = "DELETE FROM maintenance_windows WHERE id = $1 AND account_id = $2"
-# What the engine needs: (monitor, window) for windows that are weekly or end after $1.
-SQL_WINDOWS_BY_MONITOR = f"""
-SELECT wm.monitor_id, {_WINDOW_COLUMNS}
+# What the engine needs, for windows that are weekly or end after $1: (monitor, window) of
+# the listed monitors, and (account, window) of account-wide windows (one row each, however
+# many monitors the account has).
+SQL_WINDOWS_FOR_ENGINE = f"""
+SELECT wm.monitor_id, NULL::bigint AS account_id, {_WINDOW_COLUMNS}
 FROM maintenance_window_monitors wm
 JOIN maintenance_windows w ON w.id = wm.window_id
 WHERE NOT w.all_monitors AND (w.ends_at IS NULL OR w.ends_at > $1)
 UNION ALL
-SELECT m.id, {_WINDOW_COLUMNS}
+SELECT NULL::bigint, w.account_id, {_WINDOW_COLUMNS}
 FROM maintenance_windows w
-JOIN monitors m ON m.account_id = w.account_id
 WHERE w.all_monitors AND (w.ends_at IS NULL OR w.ends_at > $1)
 """
 # One monitor's windows (one-off ones ending after $2).
@@ -132,13 +133,20 @@ class MaintenanceMixin(StoreBase):
         if status.endswith(" 0"):
             raise NotFound("Maintenance window not found.")
 
-    async def windows_by_monitor(self, now: datetime) -> dict[int, list[Window]]:
-        """Every monitor's windows that can still matter at ``now`` (the engine's calendar)."""
-        rows = await self._fetch(SQL_WINDOWS_BY_MONITOR, now - LOOKBACK)
-        out: dict[int, list[Window]] = {}
+    async def windows_for_engine(
+        self, now: datetime
+    ) -> tuple[dict[int, list[Window]], dict[int, list[Window]]]:
+        """The windows that can still matter at ``now`` (the engine's calendar): by monitor
+        (listed monitors) and by account (account-wide windows)."""
+        rows = await self._fetch(SQL_WINDOWS_FOR_ENGINE, now - LOOKBACK)
+        by_monitor: dict[int, list[Window]] = {}
+        by_account: dict[int, list[Window]] = {}
         for r in rows:
-            out.setdefault(r["monitor_id"], []).append(window_of(r))
-        return out
+            if r["monitor_id"] is not None:
+                by_monitor.setdefault(r["monitor_id"], []).append(window_of(r))
+            else:
+                by_account.setdefault(r["account_id"], []).append(window_of(r))
+        return by_monitor, by_account
 
     async def windows_of_monitor(self, monitor_id: int, since: datetime) -> list[Window]:
         """The monitor's windows, one-off ones only if they end after ``since``."""

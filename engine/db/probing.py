@@ -41,7 +41,7 @@ _CHECK_COLUMNS = """
     c.status, c.error, c.last_check_at, c.failing_since, c.detected_by, c.outage_id,
     c.incident_event_id, c.renewal_notified_for, o.verified_via,
     c.recovery_threshold_s, c.recovering_since, c.expiry_threshold_percent,
-    c.renewal_notified_fingerprint,
+    c.renewal_notified_fingerprint, m.account_id,
     m.url, m.host, m.port
 """
 _CHECK_FROM = """

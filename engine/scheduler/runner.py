@@ -576,7 +576,8 @@ class Engine:
             if c.kind == UPTIME and (
                 c.state.status == FAILING or c.state.recovering_since is not None
             ):
-                muted_until, resumed_at = self._calendar.quiet(c.monitor_id, datetime.now(UTC))
+                muted_until, resumed_at = self._calendar.quiet(
+                    c.monitor_id, c.account_id, datetime.now(UTC))
                 alert_at = decision_due(
                     c.state, self._threshold(c), c.recovery_s * self._scale, muted_until,
                     resumed_at,
@@ -793,7 +794,7 @@ class Engine:
         now = datetime.now(UTC)
         threshold = self._threshold(c)
         recovery = c.recovery_s * self._scale
-        muted_until, resumed_at = self._calendar.quiet(c.monitor_id, now)
+        muted_until, resumed_at = self._calendar.quiet(c.monitor_id, c.account_id, now)
         tr = evaluate_uptime(
             c.state, outcome, now=now, region=self._region, threshold=threshold,
             slow_threshold_ms=self._slow_ms, recovery=recovery, muted_until=muted_until,
@@ -808,7 +809,7 @@ class Engine:
         if confirmation is None or not self._current(c, version):
             return  # no verdict: the check stays failing and the next probe asks again
         now = datetime.now(UTC)
-        muted_until, resumed_at = self._calendar.quiet(c.monitor_id, now)
+        muted_until, resumed_at = self._calendar.quiet(c.monitor_id, c.account_id, now)
         tr = evaluate_confirmation(
             c.state, confirmation.outcome, now=now, verified_via=confirmation.region,
             threshold=threshold, slow_threshold_ms=self._slow_ms, recovery=recovery,
