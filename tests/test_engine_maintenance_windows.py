@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.db.store import Store
+from engine.maintenance_windows import Window
 from engine.scheduler.calendar import MaintenanceCalendar
 from tests.engine_support import (
     add_monitor,
@@ -50,8 +51,8 @@ async def test_a_window_that_opens_during_an_outage_holds_the_restore_until_it_e
             [downtime] = await events_of(store, check_id)
             now = datetime.now(UTC)
             end = now + timedelta(seconds=WINDOW)
-            await store.create_window(acc.id, monitor_ids=[monitor_id], reason="fixing it",
-                                      starts_at=now - timedelta(minutes=1), ends_at=end)
+            await store.create_window(acc.id, Window(0, "fixing it", (monitor_id,),
+                                      starts_at=now - timedelta(minutes=1), ends_at=end))
             await calendar.reload()
             site.status = 200
             # Good probes in the window: stored, the check stays down, nothing is sent.
@@ -89,8 +90,8 @@ async def test_a_window_that_closes_during_an_outage_alerts_after_the_threshold_
             now = datetime.now(UTC)
             end = now + timedelta(seconds=WINDOW)
             # For every monitor of the account.
-            await store.create_window(acc.id, monitor_ids=None, reason="deploy",
-                                      starts_at=now - timedelta(minutes=1), ends_at=end)
+            await store.create_window(acc.id, Window(0, "deploy", None,
+                                      starts_at=now - timedelta(minutes=1), ends_at=end))
             await calendar.reload()
             site.status = 503
             # Confirmed in the window (an outage row, for history), but never down.

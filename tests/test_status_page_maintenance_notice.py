@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 
 from engine.db.store import Store
+from engine.maintenance_windows import Window
 from engine.timefmt import fmt, utcnow
 
 
@@ -28,15 +29,15 @@ async def test_current_and_upcoming_windows_are_announced(
     async with aiohttp.ClientSession(base_url=status_page_url) as s:
         async with s.get(f"/{m.identifier}") as r:
             assert "maintenance" not in (await r.text()).lower()
-        await store.create_window(acc.id, monitor_ids=[m.id], reason="<b>DB upgrade</b>",
+        await store.create_window(acc.id, Window(0, "<b>DB upgrade</b>", (m.id,),
                                   starts_at=now - timedelta(minutes=10),
-                                  ends_at=now + timedelta(hours=1))
-        await store.create_window(acc.id, monitor_ids=None, reason="",
+                                  ends_at=now + timedelta(hours=1)))
+        await store.create_window(acc.id, Window(0, "", None,
                                   starts_at=now + timedelta(days=2),
-                                  ends_at=now + timedelta(days=2, hours=2))
-        await store.create_window(acc.id, monitor_ids=None, reason="far away",
+                                  ends_at=now + timedelta(days=2, hours=2)))
+        await store.create_window(acc.id, Window(0, "far away", None,
                                   starts_at=now + timedelta(days=20),
-                                  ends_at=now + timedelta(days=20, hours=2))
+                                  ends_at=now + timedelta(days=20, hours=2)))
         async with s.get(f"/{m.identifier}") as r:
             assert r.status == 200
             html = await r.text()

@@ -8,7 +8,8 @@ monitors in ``maintenance_window_monitors`` (a deleted monitor leaves its window
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, time
+from dataclasses import replace
+from datetime import datetime
 
 import asyncpg
 
@@ -84,44 +85,28 @@ def window_of(row: asyncpg.Record, monitor_ids: Sequence[int] | None = None) -> 
 
 
 class MaintenanceMixin(StoreBase):
-    async def create_window(
-        self,
-        account_id: int,
-        *,
-        monitor_ids: Sequence[int] | None,
-        reason: str,
-        starts_at: datetime | None = None,
-        ends_at: datetime | None = None,
-        weekday: int | None = None,
-        start_time: time | None = None,
-        duration_s: int | None = None,
-        time_zone: str | None = None,
-    ) -> Window:
-        """A window of the account (validated by the caller); ``monitor_ids`` None covers
-        every monitor of the account. A monitor that is not the account's is a 422 under
-        ``monitors`` (the same whether it exists or not)."""
+    async def create_window(self, account_id: int, window: Window) -> Window:
+        """``window`` (validated by the caller; its ``id`` is ignored) for the account; with
+        ``monitor_ids`` None it covers every monitor of the account. A monitor that is not
+        the account's is a 422 under ``monitors`` (the same whether it exists or not).
+        Returns the window with its id."""
+        w = window
         async with self._tx() as conn:
-            ids: list[int] = []
-            if monitor_ids is not None:
-                ids = sorted(set(monitor_ids))
+            ids = sorted(set(w.monitor_ids or ()))
+            if w.monitor_ids is not None:
                 owned = {r["id"] for r in await conn.fetch(SQL_OWNED_MONITORS, account_id, ids)}
                 unknown = [i for i in ids if i not in owned]
-                if unknown:
+                if unknown or not ids:
                     raise ValidationFailed({"monitors": [
                         "Unknown monitor id(s): " + ", ".join(str(i) for i in unknown) + "."
                     ]})
             window_id = await conn.fetchval(
-                SQL_INSERT_WINDOW, account_id, monitor_ids is None, reason, starts_at, ends_at,
-                weekday, start_time, duration_s, time_zone,
+                SQL_INSERT_WINDOW, account_id, w.monitor_ids is None, w.reason, w.starts_at,
+                w.ends_at, w.weekday, w.start_time, w.duration_s, w.time_zone,
             )
             if ids:
                 await conn.execute(SQL_INSERT_WINDOW_MONITORS, window_id, ids)
-        return Window(
-            id=window_id, reason=reason,
-            monitor_ids=None if monitor_ids is None else tuple(ids),
-            starts_at=starts_at, ends_at=ends_at, weekday=weekday, start_time=start_time,
-            duration_s=duration_s, time_zone=time_zone,
-        )
+        return replace(w, id=window_id, monitor_ids=None if w.monitor_ids is None else tuple(ids))
 
     async def list_windows(self, account_id: int) -> list[Window]:
         rows = await self._fetch(SQL_WINDOWS_OF_ACCOUNT, account_id)

@@ -16,7 +16,7 @@ from aiohttp import web
 from engine.db.accounts import Account
 from engine.db.certificates import MAX_LISTED, SeenCertificate
 from engine.timefmt import fmt
-from engine.web import validation
+from engine.web import openapi, validation
 from engine.web.jsonio import json_response
 from engine.web.keys import ACCOUNT, STORE
 
@@ -53,12 +53,8 @@ async def list_certificates(request: web.Request) -> web.Response:
 
 # --- OpenAPI -----------------------------------------------------------------------------
 
-_TS = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$",
-       "example": "2026-01-31 12:00:00"}
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    return {**schema, "nullable": True}
+_TS = openapi.TIMESTAMP
+_nullable = openapi.nullable
 
 
 _CERTIFICATE: dict[str, Any] = {
@@ -92,9 +88,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                         "content": {"application/json": {
                             "schema": {"type": "array", "items": _CERTIFICATE}}}},
                 "404": {"$ref": "#/components/responses/NotFound"},
-                "401": {"$ref": "#/components/responses/Unauthenticated"},
-                "429": {"$ref": "#/components/responses/TooManyRequests"},
-                "503": {"$ref": "#/components/responses/Unavailable"},
+                **openapi.common_responses(),
             },
         },
     },

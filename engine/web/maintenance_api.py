@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -47,7 +46,7 @@ from engine.maintenance_windows import (
 )
 from engine.stats import uptime_percentage
 from engine.timefmt import fmt, utcnow
-from engine.web import validation
+from engine.web import openapi, validation
 from engine.web.jsonio import empty_response, json_response, read_body
 from engine.web.keys import ACCOUNT, STORE
 
@@ -63,18 +62,6 @@ _CLOCK = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2}))?$")
 _ZONE = re.compile(r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$")
 _ONE_OFF_FIELDS = ("starts_at", "ends_at")
 _WEEKLY_FIELDS = ("weekday", "start_time", "duration_seconds", "time_zone")
-
-
-@dataclass(frozen=True, slots=True)
-class WindowCreate:
-    monitor_ids: list[int] | None
-    reason: str
-    starts_at: datetime | None = None
-    ends_at: datetime | None = None
-    weekday: int | None = None
-    start_time: time | None = None
-    duration_s: int | None = None
-    time_zone: str | None = None
 
 
 def _fail(field: str, message: str) -> ValidationFailed:
@@ -117,7 +104,7 @@ def _weekday(value: Any, field: str = "weekday") -> int:
     return WEEKDAYS.index(value.lower())
 
 
-def _monitors(value: Any, field: str = "monitors") -> list[int] | None:
+def _monitors(value: Any, field: str = "monitors") -> tuple[int, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not value or len(value) > MAX_MONITORS:
@@ -129,7 +116,7 @@ def _monitors(value: Any, field: str = "monitors") -> list[int] | None:
         if not 1 <= number <= validation.MAX_ID:
             raise _fail(field, f"The {field} must hold monitor ids.")
         ids.append(number)
-    return ids
+    return tuple(sorted(set(ids)))
 
 
 def _reason(value: Any, field: str = "reason") -> str:
@@ -144,8 +131,9 @@ def _reason(value: Any, field: str = "reason") -> str:
     return value
 
 
-def validate_window(body: Mapping[str, Any]) -> WindowCreate:
-    """The POST body (see the module docstring); every field's error at once."""
+def validate_window(body: Mapping[str, Any]) -> Window:
+    """The POST body (see the module docstring) as a window to create (``id`` 0); every
+    field's error at once."""
     errors: dict[str, list[str]] = {}
 
     def run(fn: Any, *args: Any) -> Any:
@@ -178,8 +166,8 @@ def validate_window(body: Mapping[str, Any]) -> WindowCreate:
         zone = run(_zone, body["time_zone"]) if "time_zone" in weekly else None
         if errors:
             raise ValidationFailed(errors)
-        return WindowCreate(monitors, reason, weekday=weekday, start_time=start,
-                            duration_s=duration, time_zone=zone)
+        return Window(0, reason, monitors, weekday=weekday, start_time=start,
+                      duration_s=duration, time_zone=zone)
     for f in _ONE_OFF_FIELDS:
         if f not in one_off:
             errors.setdefault(f, []).append(
@@ -195,7 +183,7 @@ def validate_window(body: Mapping[str, Any]) -> WindowCreate:
                 "A one-off window may last at most 31 days.")
     if errors:
         raise ValidationFailed(errors)
-    return WindowCreate(monitors, reason, starts_at=starts, ends_at=ends)
+    return Window(0, reason, monitors, starts_at=starts, ends_at=ends)
 
 
 def window_view(w: Window, now: datetime) -> dict[str, Any]:
@@ -258,12 +246,7 @@ async def list_windows(request: web.Request) -> web.Response:
 @routes.post("/webapi/maintenance")
 async def create_window(request: web.Request) -> web.Response:
     body = await read_body(request)
-    cmd = validate_window(body)
-    window = await request.app[STORE].create_window(
-        _account(request).id, monitor_ids=cmd.monitor_ids, reason=cmd.reason,
-        starts_at=cmd.starts_at, ends_at=cmd.ends_at, weekday=cmd.weekday,
-        start_time=cmd.start_time, duration_s=cmd.duration_s, time_zone=cmd.time_zone,
-    )
+    window = await request.app[STORE].create_window(_account(request).id, validate_window(body))
     return json_response(window_view(window, utcnow()), status=201)
 
 
@@ -276,17 +259,14 @@ async def delete_window(request: web.Request) -> web.Response:
 
 # --- OpenAPI -----------------------------------------------------------------------------
 
-_TS = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$",
-       "example": "2026-01-31 02:00:00"}
-_ID = {"type": "integer", "format": "int64", "minimum": 1, "maximum": validation.MAX_ID}
+_TS = openapi.TIMESTAMP
+_ID = openapi.INT64
 _CLOCK_SCHEMA = {"type": "string", "pattern": r"^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$",
                  "example": "02:00"}
 _ZONE_SCHEMA = {"type": "string", "maxLength": 64, "example": "Europe/Berlin",
                 "description": "An IANA time zone name."}
 
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    return {**schema, "nullable": True}
+_nullable = openapi.nullable
 
 
 _MONITORS = _nullable({
@@ -336,14 +316,6 @@ _WEEKLY_BODY = {
 }
 
 
-def _common_responses() -> dict[str, Any]:
-    return {
-        "401": {"$ref": "#/components/responses/Unauthenticated"},
-        "429": {"$ref": "#/components/responses/TooManyRequests"},
-        "503": {"$ref": "#/components/responses/Unavailable"},
-    }
-
-
 OPENAPI_PATHS: dict[str, Any] = {
     "/webapi/maintenance": {
         "get": {
@@ -353,7 +325,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                 "200": {"description": "Every window of the account, by id.",
                         "content": {"application/json": {
                             "schema": {"type": "array", "items": _WINDOW}}}},
-                **_common_responses(),
+                **openapi.common_responses(),
             },
         },
         "post": {
@@ -369,7 +341,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                         "content": {"application/json": {"schema": _WINDOW}}},
                 "413": {"$ref": "#/components/responses/TooLarge"},
                 "422": {"$ref": "#/components/responses/ValidationFailed"},
-                **_common_responses(),
+                **openapi.common_responses(),
             },
         },
     },
@@ -381,7 +353,7 @@ OPENAPI_PATHS: dict[str, Any] = {
             "responses": {
                 "204": {"description": "Deleted."},
                 "404": {"$ref": "#/components/responses/NotFound"},
-                **_common_responses(),
+                **openapi.common_responses(),
             },
         },
     },

@@ -460,3 +460,14 @@ def build_document(
             "responses": _responses(),
         },
     }
+
+
+# For other modules' path items (``extra_paths``): the same building blocks.
+nullable = _nullable
+TIMESTAMP: dict[str, Any] = _TIMESTAMP
+INT64: dict[str, Any] = _INT64
+
+
+def common_responses() -> dict[str, Any]:
+    """401, 429 and 503, which every authenticated operation may answer."""
+    return {"401": _r("Unauthenticated"), "429": _r("TooManyRequests"), "503": _r("Unavailable")}
