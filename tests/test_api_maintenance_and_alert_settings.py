@@ -11,11 +11,13 @@ from typing import Any
 import aiohttp
 import pytest
 
+from engine.db.maintenance import MAX_WINDOWS
 from engine.db.store import Store
 from engine.settings import Settings
 from engine.timefmt import fmt, utcnow
 from engine.web.app import create_app
 from engine.web.keys import OPENAPI_DOCUMENT
+from engine.web.maintenance_api import validate_window
 from tests.test_api_openapi import check, resolve
 
 
@@ -207,3 +209,16 @@ async def test_recovery_and_percent_thresholds_are_set_per_check_kind(
             assert field in (await r.json())["errors"]
     async with client.put(f"/webapi/checks/{up}", json={"recovery_threshold": 0}) as r:
         assert "recovery_threshold" not in await r.json()
+
+
+async def test_an_account_has_at_most_200_windows(
+    client: aiohttp.ClientSession, store: Store, account: tuple[Any, str]
+) -> None:
+    acc, _ = account
+    body = {"starts_at": "2026-05-01 10:00:00", "ends_at": "2026-05-01 11:00:00"}
+    for _ in range(MAX_WINDOWS):
+        await store.create_window(acc.id, validate_window(body))
+    async with client.post("/webapi/maintenance", json=body) as r:
+        assert r.status == 422
+        assert "maintenance_limit" in (await r.json())["errors"]
+    assert len(await store.list_windows(acc.id)) == MAX_WINDOWS

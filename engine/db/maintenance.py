@@ -14,6 +14,7 @@ from datetime import datetime
 import asyncpg
 
 from engine.db.base import StoreBase
+from engine.db.monitors import SQL_LOCK_ACCOUNT
 from engine.errors import NotFound, ValidationFailed
 from engine.maintenance_windows import LOOKBACK, Window
 
@@ -28,6 +29,9 @@ INSERT INTO maintenance_windows
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING id
 """
+# Windows per account, at most: the engine reloads every window each second.
+MAX_WINDOWS = 200
+SQL_COUNT_WINDOWS = "SELECT count(*) FROM maintenance_windows WHERE account_id = $1"
 SQL_OWNED_MONITORS = """
 SELECT id FROM monitors WHERE account_id = $1 AND id = ANY($2::bigint[])
 """
@@ -88,10 +92,18 @@ class MaintenanceMixin(StoreBase):
     async def create_window(self, account_id: int, window: Window) -> Window:
         """``window`` (validated by the caller; its ``id`` is ignored) for the account; with
         ``monitor_ids`` None it covers every monitor of the account. A monitor that is not
-        the account's is a 422 under ``monitors`` (the same whether it exists or not).
-        Returns the window with its id."""
+        the account's is a 422 under ``monitors`` (the same whether it exists or not); past
+        ``MAX_WINDOWS`` windows a 422 under ``maintenance_limit``. Returns the window with
+        its id."""
         w = window
         async with self._tx() as conn:
+            # Serialises creates of one account, so that the limit holds.
+            if await conn.fetchval(SQL_LOCK_ACCOUNT, account_id) is None:
+                raise NotFound("Account not found.")
+            if await conn.fetchval(SQL_COUNT_WINDOWS, account_id) >= MAX_WINDOWS:
+                raise ValidationFailed({"maintenance_limit": [
+                    f"The account has reached its limit of {MAX_WINDOWS} maintenance windows."
+                ]})
             ids = sorted(set(w.monitor_ids or ()))
             if w.monitor_ids is not None:
                 owned = {r["id"] for r in await conn.fetch(SQL_OWNED_MONITORS, account_id, ids)}

@@ -1,0 +1,57 @@
+"""The engine's maintenance calendar over the real store: a monitor's own windows and its
+account's, picked up by the reload loop without a restart, gone once deleted."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from engine.db.store import Store
+from engine.maintenance_windows import Window
+from engine.scheduler.calendar import MaintenanceCalendar
+from tests.engine_support import add_monitor, wait_until
+
+
+async def test_the_calendar_follows_the_windows_of_a_monitor_and_its_account(
+    store: Store, account: tuple[Any, str]
+) -> None:
+    acc, _ = account
+    other, _ = await store.create_account("other")
+    mine, _, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/")
+    also_mine, _, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/x")
+    theirs, _, _ = await add_monitor(store, other.id, "http://127.0.0.1:9/y")
+    now = datetime.now(UTC).replace(microsecond=0)
+    end = now + timedelta(hours=1)
+    calendar = MaintenanceCalendar(store, refresh=0.05)
+    stop = asyncio.Event()
+    loop = asyncio.create_task(calendar.run(stop))
+    try:
+        assert calendar.quiet(mine, acc.id, now) == (None, None)
+        own = await store.create_window(
+            acc.id, Window(0, "one monitor", (mine,), starts_at=now - timedelta(minutes=1),
+                           ends_at=end))
+
+        async def muted(monitor_id: int, account_id: int) -> bool:
+            return calendar.quiet(monitor_id, account_id, now)[0] == end
+
+        await wait_until(lambda: muted(mine, acc.id), what="the window in the calendar")
+        assert not await muted(also_mine, acc.id)
+        await store.create_window(
+            acc.id, Window(0, "everything", None, starts_at=now - timedelta(hours=2),
+                           ends_at=now - timedelta(hours=1)))
+        await wait_until(lambda: asyncio.sleep(0, calendar.quiet(also_mine, acc.id, now)[1]),
+                         what="the account-wide window")
+        assert calendar.quiet(also_mine, acc.id, now) == (None, now - timedelta(hours=1))
+        assert calendar.quiet(theirs, other.id, now) == (None, None)
+        await store.delete_window(acc.id, own.id)
+
+        async def unmuted() -> bool:
+            return not await muted(mine, acc.id)
+
+        await wait_until(unmuted, what="the deleted window gone")
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
