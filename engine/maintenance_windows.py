@@ -133,6 +133,27 @@ def overlap_seconds(a: Sequence[Span], b: Sequence[Span]) -> float:
     return total
 
 
+def net_of_maintenance(
+    outage_seconds: float,
+    enabled_seconds: float,
+    outages: Iterable[Span],
+    spans: Sequence[Span],
+    start: datetime,
+    end: datetime,
+) -> tuple[float, float, float]:
+    """(outage, enabled, maintenance) seconds of ``[start, end)`` with the time of the merged
+    window ``spans`` taken out of both figures: what uptime is computed from (docs/alerts.md).
+    ``outages`` are the outage spans (an open one ending at ``end``)."""
+    maintenance = seconds_within(spans, start, end)
+    clipped = [(max(b, start), min(e, end)) for b, e in outages]
+    overlap = overlap_seconds(merged(s for s in clipped if s[1] > s[0]), spans)
+    return (
+        max(0.0, outage_seconds - overlap),
+        max(0.0, enabled_seconds - maintenance),
+        maintenance,
+    )
+
+
 def notices(
     windows: Sequence[Window], now: datetime, horizon: timedelta
 ) -> list[tuple[Window, Span]]:

@@ -157,6 +157,9 @@ async def test_statistics_leave_maintenance_out_of_uptime(
     async with client.get(f"/webapi/monitors/{m['id']}/statistics") as r:
         plain = await r.json()
     assert "maintenance_seconds" not in plain  # api.md's shape while no window is there
+    async with client.get(f"/webapi/monitors/{m['id']}") as r:
+        before = (await r.json())["checks"]["uptime"]["meta"]["average_uptime_percentage"]
+    assert before == plain["uptime_percentage_30d"]
     assert plain["uptime_percentage_30d"] == pytest.approx(
         100 * (1 - 7200 / (10 * 86400)), abs=0.001)
     async with client.post("/webapi/maintenance", json={
@@ -171,6 +174,13 @@ async def test_statistics_leave_maintenance_out_of_uptime(
     assert stats["uptime_percentage_30d"] == pytest.approx(
         100 * (1 - 3600 / (10 * 86400 - 7200)), abs=0.001)
     assert stats["outages"] == plain["outages"]  # outages stay listed as they were
+    # The monitor's meta shows the same 30-day uptime, in get and in list.
+    async with client.get(f"/webapi/monitors/{m['id']}") as r:
+        meta = (await r.json())["checks"]["uptime"]["meta"]
+    assert meta["average_uptime_percentage"] == stats["uptime_percentage_30d"]
+    async with client.get("/webapi/monitors") as r:
+        [listed] = await r.json()
+    assert listed["checks"]["uptime"]["meta"] == meta
 
 
 async def test_recovery_and_percent_thresholds_are_set_per_check_kind(

@@ -47,6 +47,11 @@ FROM maintenance_windows w
 WHERE w.account_id = $1
 ORDER BY w.id
 """
+SQL_OUTAGES_OF_CHECKS = """
+SELECT check_id, started_at, COALESCE(ended_at, $3) AS ended_at
+FROM outages
+WHERE check_id = ANY($1::bigint[]) AND (ended_at IS NULL OR ended_at > $2) AND started_at < $3
+"""
 SQL_DELETE_WINDOW = "DELETE FROM maintenance_windows WHERE id = $1 AND account_id = $2"
 # What the engine needs, for windows that are weekly or end after $1: (monitor, window) of
 # the listed monitors, and (account, window) of account-wide windows (one row each, however
@@ -129,6 +134,15 @@ class MaintenanceMixin(StoreBase):
         status = await self._execute(SQL_DELETE_WINDOW, window_id, account_id)
         if status.endswith(" 0"):
             raise NotFound("Maintenance window not found.")
+
+    async def outage_spans(
+        self, check_ids: list[int], since: datetime, now: datetime
+    ) -> dict[int, list[tuple[datetime, datetime]]]:
+        """The checks' outages touching ``[since, now)``, an open one ending at ``now``."""
+        out: dict[int, list[tuple[datetime, datetime]]] = {}
+        for r in await self._fetch(SQL_OUTAGES_OF_CHECKS, check_ids, since, now):
+            out.setdefault(r["check_id"], []).append((r["started_at"], r["ended_at"]))
+        return out
 
     async def windows_for_engine(
         self, now: datetime

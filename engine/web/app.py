@@ -53,6 +53,7 @@ from engine.web.keys import (
     SETTINGS,
     STORE,
 )
+from engine.web.maintenance_uptime import WINDOWS_CACHE, WindowsCache
 from engine.web.ratelimit import RateLimiter, retry_after_header
 
 log = logging.getLogger(__name__)
@@ -283,6 +284,7 @@ def create_app(
     app[METRICS] = metrics if metrics is not None else Metrics()
     app[HTTP_COUNTERS] = {}
     app[RATE_LIMITER] = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    app[WINDOWS_CACHE] = WindowsCache()
     app[OPENAPI_DOCUMENT] = orjson.dumps(
         openapi.build_document(
             settings.public_base_url,

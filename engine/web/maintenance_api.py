@@ -35,20 +35,13 @@ from aiohttp import web
 from engine.db.accounts import Account
 from engine.db.monitors import STATS_WINDOW, StatisticsRecord
 from engine.errors import ValidationFailed
-from engine.maintenance_windows import (
-    WEEKDAYS,
-    Window,
-    merged,
-    next_span,
-    overlap_seconds,
-    seconds_within,
-    spans_of,
-)
+from engine.maintenance_windows import WEEKDAYS, Window, net_of_maintenance, next_span, spans_of
 from engine.stats import uptime_percentage
 from engine.timefmt import fmt, utcnow
 from engine.web import openapi, validation
 from engine.web.jsonio import empty_response, json_response, read_body
 from engine.web.keys import ACCOUNT, STORE
+from engine.web.maintenance_uptime import WINDOWS_CACHE
 
 routes = web.RouteTableDef()
 
@@ -216,17 +209,13 @@ def statistics_with_maintenance(
     now = stats.now
     since = now - STATS_WINDOW
     spans = spans_of(windows, since, now)
-    maintenance = seconds_within(spans, since, now)
+    figures = stats.figures
+    outage_s, enabled_s, maintenance = net_of_maintenance(
+        figures.outage_seconds, figures.enabled_seconds,
+        [(o.started_at, o.ended_at or now) for o in stats.outages], spans, since, now)
     if maintenance <= 0:
         return body
-    outages = [(max(o.started_at, since), o.ended_at or now) for o in stats.outages]
-    overlap = overlap_seconds(merged(s for s in outages if s[1] > s[0]), spans)
-    figures = stats.figures
-    body["uptime_percentage_30d"] = uptime_percentage(
-        figures.outage_seconds - overlap,
-        max(0.0, figures.enabled_seconds - maintenance),
-        figures.checks_run,
-    )
+    body["uptime_percentage_30d"] = uptime_percentage(outage_s, enabled_s, figures.checks_run)
     body["maintenance_seconds"] = int(maintenance)
     return body
 
@@ -246,14 +235,18 @@ async def list_windows(request: web.Request) -> web.Response:
 @routes.post("/webapi/maintenance")
 async def create_window(request: web.Request) -> web.Response:
     body = await read_body(request)
-    window = await request.app[STORE].create_window(_account(request).id, validate_window(body))
+    account_id = _account(request).id
+    window = await request.app[STORE].create_window(account_id, validate_window(body))
+    request.app[WINDOWS_CACHE].forget(account_id)
     return json_response(window_view(window, utcnow()), status=201)
 
 
 @routes.delete("/webapi/maintenance/{id}")
 async def delete_window(request: web.Request) -> web.Response:
     window_id = validation.parse_id(request.match_info["id"])
-    await request.app[STORE].delete_window(_account(request).id, window_id)
+    account_id = _account(request).id
+    await request.app[STORE].delete_window(account_id, window_id)
+    request.app[WINDOWS_CACHE].forget(account_id)
     return empty_response()
 
 
