@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from engine.db.store import Store
 from engine.maintenance_windows import Window
@@ -55,3 +56,26 @@ async def test_the_calendar_follows_the_windows_of_a_monitor_and_its_account(
         stop.set()
         with contextlib.suppress(asyncio.CancelledError):
             await loop
+
+
+async def test_a_weekly_window_in_a_time_zone_mutes_now(
+    store: Store, account: tuple[Any, str]
+) -> None:
+    """A weekly window that began a minute ago, New York time, as the engine sees it."""
+    acc, _ = account
+    monitor_id, _, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/")
+    zone = ZoneInfo("America/New_York")
+    now = datetime.now(UTC).replace(microsecond=0)
+    local = (now - timedelta(minutes=1)).astimezone(zone)
+    await store.create_window(acc.id, Window(
+        0, "weekly", (monitor_id,), weekday=local.weekday(),
+        start_time=local.time().replace(tzinfo=None), duration_s=600,
+        time_zone="America/New_York"))
+    calendar = MaintenanceCalendar(store)
+    await calendar.reload()
+    muted_until, resumed_at = calendar.quiet(monitor_id, acc.id, now)
+    assert muted_until == now + timedelta(minutes=9)
+    # Last week's occurrence (an hour off when a daylight-saving change came in between).
+    assert resumed_at is not None
+    assert abs(resumed_at - (now + timedelta(minutes=9) - timedelta(days=7))) <= timedelta(
+        hours=1)
