@@ -15,6 +15,7 @@ import asyncpg
 
 from engine.db.base import StoreBase
 from engine.db.monitors import SQL_LOCK_ACCOUNT
+from engine.db.public import SQL_UPTIME_WINDOW
 from engine.errors import NotFound, ValidationFailed
 from engine.maintenance_windows import LOOKBACK, Window
 
@@ -143,6 +144,15 @@ class MaintenanceMixin(StoreBase):
         for r in await self._fetch(SQL_OUTAGES_OF_CHECKS, check_ids, since, now):
             out.setdefault(r["check_id"], []).append((r["started_at"], r["ended_at"]))
         return out
+
+    async def uptime_inputs(
+        self, check_id: int, since: datetime, now: datetime
+    ) -> tuple[int, float, float]:
+        """(probes, outage seconds, enabled seconds) of the uptime check in ``[since, now]``:
+        what the status page's 30-day uptime is computed from."""
+        row = await self._fetchrow(SQL_UPTIME_WINDOW, check_id, since, now)
+        assert row is not None  # an aggregate-only SELECT always returns one row
+        return int(row["probes"]), float(row["outage_seconds"]), float(row["enabled_seconds"])
 
     async def windows_for_engine(
         self, now: datetime

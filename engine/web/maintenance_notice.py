@@ -1,13 +1,17 @@
-"""The status page's maintenance notice: a monitor's window that is on now or starts within
-``HORIZON``, as plain strings (pure; ``now`` passed in)."""
+"""Maintenance on the status page: a notice for a monitor's window that is on now or starts
+within ``HORIZON`` (plain strings), and the 30-day uptime net of windows, as the statistics
+endpoint computes it (docs/alerts.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from engine.maintenance_windows import Window, notices
+from engine.db.public import UPTIME_WINDOW, StatusPageData
+from engine.db.store import Store
+from engine.maintenance_windows import Window, net_of_maintenance, notices, spans_of
+from engine.stats import uptime_percentage
 from engine.timefmt import fmt
 
 HORIZON = timedelta(days=7)  # upcoming windows announced this far ahead
@@ -47,3 +51,24 @@ def notices_json(items: list[MaintenanceNotice]) -> list[dict[str, Any]]:
          "reason": n.reason}
         for n in items
     ]
+
+
+async def with_maintenance(
+    store: Store, data: StatusPageData
+) -> tuple[StatusPageData, list[MaintenanceNotice]]:
+    """``data`` with its 30-day uptime net of the monitor's windows, and the notices to show.
+    A monitor without windows costs one small query; one with windows in the 30 days, three."""
+    now = data.now
+    since = now - UPTIME_WINDOW
+    windows = await store.windows_of_monitor(data.monitor.id, since)
+    if not windows:
+        return data, []
+    spans = spans_of(windows, since, now)
+    uptime = data.monitor.checks.get("uptime")
+    if spans and uptime is not None:
+        probes, outage_s, enabled_s = await store.uptime_inputs(uptime.id, since, now)
+        outages = (await store.outage_spans([uptime.id], since, now)).get(uptime.id, [])
+        outage_s, enabled_s, _ = net_of_maintenance(
+            outage_s, enabled_s, outages, spans, since, now)
+        data = replace(data, uptime_30d=uptime_percentage(outage_s, enabled_s, probes))
+    return data, maintenance_notices(windows, now)

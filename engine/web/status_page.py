@@ -51,11 +51,7 @@ from engine.errors import DatabaseUnavailable
 from engine.stats import uptime_percentage
 from engine.timefmt import fmt
 from engine.web.keys import STORE
-from engine.web.maintenance_notice import (
-    MaintenanceNotice,
-    maintenance_notices,
-    notices_json,
-)
+from engine.web.maintenance_notice import MaintenanceNotice, notices_json, with_maintenance
 
 routes = web.RouteTableDef()
 
@@ -662,9 +658,14 @@ async def _load(request: web.Request) -> StatusPageData | None:
     return await request.app[STORE].status_page(request.match_info["identifier"])
 
 
-async def _maintenance(request: web.Request, data: StatusPageData) -> list[MaintenanceNotice]:
-    windows = await request.app[STORE].windows_of_monitor(data.monitor.id, data.now)
-    return maintenance_notices(windows, data.now)
+async def _maintenance(
+    request: web.Request, data: StatusPageData
+) -> tuple[StatusPageData, list[MaintenanceNotice]]:
+    """Maintenance windows: uptime net of them, and their notices (maintenance_notice.py)."""
+    try:
+        return await with_maintenance(request.app[STORE], data)
+    except DatabaseUnavailable:
+        return data, []
 
 
 @routes.get(f"/{{identifier:{IDENTIFIER_PATTERN}}}")
@@ -678,10 +679,7 @@ async def status_html(request: web.Request) -> web.Response:
                            "Please try again in a minute.")
     if data is None:
         return not_found_page()
-    try:
-        notices = await _maintenance(request, data)
-    except DatabaseUnavailable:
-        notices = []
+    data, notices = await _maintenance(request, data)
     view = replace(build_view(data), maintenance=notices)
     return _html(render_status(view), 200, CACHE_OK)
 
@@ -695,9 +693,7 @@ async def status_json(request: web.Request) -> web.Response:
         return _json({"message": "The service is temporarily unavailable."}, 503, CACHE_ERROR)
     if data is None:
         return _json({"message": "Status page not found."}, 404, CACHE_ERROR)
+    data, notices = await _maintenance(request, data)
     body = build_json(data)
-    try:
-        body["maintenance"] = notices_json(await _maintenance(request, data))
-    except DatabaseUnavailable:
-        body["maintenance"] = []
+    body["maintenance"] = notices_json(notices)
     return _json(body, 200, CACHE_OK)
