@@ -10,7 +10,10 @@ starts at 03:30 local time, the instant 02:30 would have been); one that a fall-
 happen twice starts at the first of them.
 
 Windows are ``[start, end)``: a probe at ``end`` is outside. Overlapping or touching
-windows of one monitor act as one (``quiet`` gives the end of the whole run).
+windows of one monitor act as one (``quiet`` gives the end of the whole run). A window
+counts from its creation (``created_at``) on: one entered with a start in the past is on
+from then, and no time before it is maintenance, so past downtime cannot be excused after
+the fact.
 No I/O and no clock here: the engine, the API and the status page pass ``now``.
 """
 
@@ -42,13 +45,26 @@ class Window:
     start_time: time | None = None
     duration_s: int | None = None
     time_zone: str | None = None
+    created_at: datetime | None = None  # None: counts from any time (tests, previews)
 
     @property
     def weekly(self) -> bool:
         return self.weekday is not None
 
     def spans(self, start: datetime, end: datetime) -> list[Span]:
-        """The window's occurrences (UTC) that overlap ``[start, end)``, in order."""
+        """The window's occurrences (UTC) that overlap ``[start, end)``, in order, from its
+        creation on."""
+        created = self.created_at
+        if created is None:
+            return self.declared_spans(start, end)
+        out = []
+        for begin, finish in self.declared_spans(max(start, created), end):
+            if finish > created:
+                out.append((max(begin, created), finish))
+        return out
+
+    def declared_spans(self, start: datetime, end: datetime) -> list[Span]:
+        """The occurrences as declared, whenever the window was created (what is shown)."""
         if not self.weekly:
             assert self.starts_at is not None and self.ends_at is not None
             if self.starts_at < end and self.ends_at > start:
@@ -157,11 +173,11 @@ def net_of_maintenance(
 def notices(
     windows: Sequence[Window], now: datetime, horizon: timedelta
 ) -> list[tuple[Window, Span]]:
-    """Windows on now or starting within ``horizon``: (window, its occurrence), by start.
-    What the status page announces."""
+    """Windows on now or starting within ``horizon``: (window, its occurrence as declared),
+    by start. What the status page announces."""
     out = []
     for w in windows:
-        for span in w.spans(now, now + horizon):
+        for span in w.declared_spans(now, now + horizon):
             out.append((w, span))
             break  # its next occurrence is enough
     out.sort(key=lambda item: (item[1][0], item[0].id))
@@ -169,7 +185,7 @@ def notices(
 
 
 def next_span(window: Window, now: datetime) -> Span | None:
-    """The occurrence that is on at ``now``, else the next one; None for a one-off window
-    that is over."""
-    spans = window.spans(now, now + timedelta(days=8))
+    """The occurrence (as declared) that is on at ``now``, else the next one; None for a
+    one-off window that is over."""
+    spans = window.declared_spans(now, now + timedelta(days=8))
     return spans[0] if spans else None

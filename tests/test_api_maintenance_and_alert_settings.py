@@ -5,6 +5,7 @@ and api.md's shapes untouched while none of it is used."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -167,6 +168,15 @@ async def test_statistics_leave_maintenance_out_of_uptime(
         "starts_at": fmt(now - timedelta(hours=4)), "ends_at": fmt(now - timedelta(hours=2)),
     }) as r:
         assert r.status == 201
+        window = await r.json()
+    # Entered after the fact, a window excuses nothing: it counts from its creation on.
+    async with client.get(f"/webapi/monitors/{m['id']}/statistics") as r:
+        assert await r.json() == plain
+    # The same window, declared a day ahead.
+    async with store.pool.acquire() as conn:
+        await conn.execute("UPDATE maintenance_windows SET created_at = $2 WHERE id = $1",
+                           window["id"], now - timedelta(days=1))
+    await asyncio.sleep(1.1)  # the API's per-account copy of the windows is a second old
     async with client.get(f"/webapi/monitors/{m['id']}/statistics") as r:
         stats = await r.json()
     conforms(doc, "/webapi/monitors/{id}/statistics", "get", 200, stats)

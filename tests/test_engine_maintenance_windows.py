@@ -23,7 +23,7 @@ from tests.engine_support import (
 )
 from tests.targets import HttpTarget
 
-WINDOW = 2.0  # real seconds a test window stays on (windows are wall-clock, never scaled)
+WINDOW = 3.0  # real seconds a test window stays on (windows are wall-clock, never scaled)
 
 
 async def events_of(store: Store, check_id: int) -> list[Any]:

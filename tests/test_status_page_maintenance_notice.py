@@ -83,10 +83,13 @@ async def test_the_30_day_uptime_leaves_maintenance_out(
         async with s.get(f"/{m.identifier}.json") as r:
             before = (await r.json())["uptime_30d"]
         assert before < 100
-        # A window over the whole outage: nothing counts against the uptime.
+        # A window over the whole outage, declared a day ahead.
         await store.create_window(acc.id, Window(
             0, "move", (m.id,), starts_at=now - timedelta(hours=6),
             ends_at=now - timedelta(hours=2)))
+        async with store.pool.acquire() as conn:
+            await conn.execute("UPDATE maintenance_windows SET created_at = $1",
+                               now - timedelta(days=1))
         async with s.get(f"/{m.identifier}.json") as r:
             body = await r.json()
         assert body["uptime_30d"] == 100.0

@@ -21,14 +21,14 @@ from engine.maintenance_windows import LOOKBACK, Window
 
 _WINDOW_COLUMNS = """
     w.id, w.reason, w.all_monitors, w.starts_at, w.ends_at, w.weekday, w.start_time,
-    w.duration_s, w.time_zone
+    w.duration_s, w.time_zone, w.created_at
 """
 SQL_INSERT_WINDOW = """
 INSERT INTO maintenance_windows
     (account_id, all_monitors, reason, starts_at, ends_at, weekday, start_time, duration_s,
      time_zone)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-RETURNING id
+RETURNING id, created_at
 """
 # Windows per account, at most: the engine reloads every window each second.
 MAX_WINDOWS = 200
@@ -91,6 +91,7 @@ def window_of(row: asyncpg.Record, monitor_ids: Sequence[int] | None = None) -> 
         start_time=row["start_time"],
         duration_s=row["duration_s"],
         time_zone=row["time_zone"],
+        created_at=row["created_at"],
     )
 
 
@@ -118,13 +119,15 @@ class MaintenanceMixin(StoreBase):
                     raise ValidationFailed({"monitors": [
                         "Unknown monitor id(s): " + ", ".join(str(i) for i in unknown) + "."
                     ]})
-            window_id = await conn.fetchval(
+            row = await conn.fetchrow(
                 SQL_INSERT_WINDOW, account_id, w.monitor_ids is None, w.reason, w.starts_at,
                 w.ends_at, w.weekday, w.start_time, w.duration_s, w.time_zone,
             )
+            assert row is not None
             if ids:
-                await conn.execute(SQL_INSERT_WINDOW_MONITORS, window_id, ids)
-        return replace(w, id=window_id, monitor_ids=None if w.monitor_ids is None else tuple(ids))
+                await conn.execute(SQL_INSERT_WINDOW_MONITORS, row["id"], ids)
+        return replace(w, id=row["id"], created_at=row["created_at"],
+                       monitor_ids=None if w.monitor_ids is None else tuple(ids))
 
     async def list_windows(self, account_id: int) -> list[Window]:
         rows = await self._fetch(SQL_WINDOWS_OF_ACCOUNT, account_id)

@@ -18,8 +18,9 @@ POST answers 201 with the window; GET 200 with the account's windows (by id); DE
 A window object always has every key: ``id``, ``type`` (``one_off`` or ``weekly``),
 ``reason``, ``monitors`` (ids, or null for every monitor), ``starts_at``, ``ends_at``,
 ``weekday``, ``start_time``, ``duration_seconds``, ``time_zone`` (null where the type has
-none), ``active`` (on now), and ``next_starts_at`` / ``next_ends_at`` (the occurrence on
-now, else the next one; null when a one-off window is over).
+none), ``created_at`` (the window counts from then on: a start in the past is not applied
+retroactively), ``active`` (on now), and ``next_starts_at`` / ``next_ends_at`` (the
+occurrence on now, else the next one; null when a one-off window is over).
 """
 
 from __future__ import annotations
@@ -192,6 +193,7 @@ def window_view(w: Window, now: datetime) -> dict[str, Any]:
         "start_time": None if w.start_time is None else w.start_time.strftime("%H:%M:%S"),
         "duration_seconds": w.duration_s,
         "time_zone": w.time_zone,
+        "created_at": fmt(w.created_at),
         "active": span is not None and span[0] <= now < span[1],
         "next_starts_at": fmt(span[0]) if span else None,
         "next_ends_at": fmt(span[1]) if span else None,
@@ -282,6 +284,8 @@ _WINDOW: dict[str, Any] = {
         "duration_seconds": _nullable({"type": "integer", "minimum": MIN_DURATION,
                                        "maximum": MAX_DURATION}),
         "time_zone": _nullable({"type": "string"}),
+        "created_at": {**_TS, "description": "The window counts from then on: no earlier "
+                                             "time is maintenance."},
         "active": {"type": "boolean", "description": "A window is on now."},
         "next_starts_at": _nullable({**_TS, "description": "The occurrence on now, else the "
                                                            "next; null when it is over."}),
