@@ -99,3 +99,22 @@ def test_notices_list_current_and_upcoming_windows() -> None:
         (3, (utc(2026, 6, 1, 11), utc(2026, 6, 1, 13))),
         (2, (utc(2026, 6, 2), utc(2026, 6, 2, 2))),
     ]
+
+
+def test_a_window_counts_from_its_creation_on() -> None:
+    created = utc(2026, 6, 10, 12, 30)  # in the middle of the second occurrence
+    w = Window(id=1, reason="", monitor_ids=None, weekday=2, start_time=time(12, 0),
+               duration_s=3600, time_zone="UTC", created_at=created)
+    start, end = utc(2026, 6, 1), utc(2026, 7, 1)
+    assert w.spans(start, end) == [
+        (created, utc(2026, 6, 10, 13)),
+        (utc(2026, 6, 17, 12), utc(2026, 6, 17, 13)),
+        (utc(2026, 6, 24, 12), utc(2026, 6, 24, 13)),
+    ]
+    assert len(w.declared_spans(start, end)) == 4  # what the API shows
+    # Before its creation nothing is muted and nothing "ended".
+    assert quiet([w], utc(2026, 6, 10, 12, 15)) == (None, None)
+    assert quiet([w], utc(2026, 6, 10, 12, 45)) == (utc(2026, 6, 10, 13), None)
+    past = Window(id=2, reason="", monitor_ids=None, starts_at=utc(2026, 6, 1),
+                  ends_at=utc(2026, 6, 2), created_at=utc(2026, 6, 5))
+    assert past.spans(start, end) == []
