@@ -42,7 +42,7 @@ _CHECK_COLUMNS = """
     c.incident_event_id, c.renewal_notified_for, o.verified_via,
     c.recovery_threshold_s, c.recovering_since, c.expiry_threshold_percent,
     c.renewal_notified_fingerprint, m.account_id,
-    m.url, m.host, m.port
+    m.url, m.host, m.port, m.request, m.assertions
 """
 _CHECK_FROM = """
 FROM checks c
