@@ -7,14 +7,17 @@ monitors in ``maintenance_window_monitors`` (a deleted monitor leaves its window
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
-from engine.db.base import StoreBase
+from engine.db.base import UNAVAILABLE_ERRORS, StoreBase
 from engine.db.monitors import SQL_LOCK_ACCOUNT
+from engine.db.probing import Listener
 from engine.db.public import SQL_UPTIME_WINDOW
 from engine.errors import NotFound, ValidationFailed
 from engine.maintenance_windows import LOOKBACK, Window
@@ -30,7 +33,10 @@ INSERT INTO maintenance_windows
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING id, created_at
 """
-# Windows per account, at most: the engine reloads every window each second.
+# Notified (no payload) whenever a window is created or deleted: the engines' calendars
+# reload at once (their periodic reload is the safety net).
+CHANNEL_MAINTENANCE = "upwatch_maintenance"
+# Windows per account, at most: every engine holds them all and reloads them often.
 MAX_WINDOWS = 200
 SQL_COUNT_WINDOWS = "SELECT count(*) FROM maintenance_windows WHERE account_id = $1"
 SQL_OWNED_MONITORS = """
@@ -126,6 +132,7 @@ class MaintenanceMixin(StoreBase):
             assert row is not None
             if ids:
                 await conn.execute(SQL_INSERT_WINDOW_MONITORS, row["id"], ids)
+            await self._notify(conn, CHANNEL_MAINTENANCE)
         return replace(w, id=row["id"], created_at=row["created_at"],
                        monitor_ids=None if w.monitor_ids is None else tuple(ids))
 
@@ -135,9 +142,31 @@ class MaintenanceMixin(StoreBase):
 
     async def delete_window(self, account_id: int, window_id: int) -> None:
         """NotFound when the window is not the account's."""
-        status = await self._execute(SQL_DELETE_WINDOW, window_id, account_id)
-        if status.endswith(" 0"):
-            raise NotFound("Maintenance window not found.")
+        async with self._tx() as conn:
+            status = await conn.execute(SQL_DELETE_WINDOW, window_id, account_id)
+            if status.endswith(" 0"):
+                raise NotFound("Maintenance window not found.")
+            await self._notify(conn, CHANNEL_MAINTENANCE)
+
+    @contextlib.asynccontextmanager
+    async def listen_maintenance(self, on_change: Callable[[], None]) -> AsyncIterator[Listener]:
+        """LISTEN on ``upwatch_maintenance`` on a connection held from the pool for the
+        block; ``on_change()`` runs for every notification. The yielded :class:`Listener`
+        tells when the connection is lost (notifications sent meanwhile are gone: reload)."""
+
+        def callback(_conn: Any, _pid: int, _channel: str, _payload: str) -> None:
+            on_change()
+
+        async with self._conn() as conn:
+            listener = Listener(conn)
+            await conn.add_listener(CHANNEL_MAINTENANCE, callback)
+            try:
+                yield listener
+            finally:
+                listener.close()
+                if not conn.is_closed():
+                    with contextlib.suppress(*UNAVAILABLE_ERRORS, asyncpg.PostgresError):
+                        await conn.remove_listener(CHANNEL_MAINTENANCE, callback)
 
     async def outage_spans(
         self, check_ids: list[int], since: datetime, now: datetime
