@@ -15,9 +15,9 @@ from typing import Any
 
 import asyncpg
 
-from engine.db.base import UNAVAILABLE_ERRORS, StoreBase
+from engine.db.base import StoreBase
 from engine.db.monitors import SQL_LOCK_ACCOUNT
-from engine.db.probing import Listener
+from engine.db.probing import Listener, listening
 from engine.db.public import SQL_UPTIME_WINDOW
 from engine.errors import NotFound, ValidationFailed
 from engine.maintenance_windows import LOOKBACK, Window
@@ -157,16 +157,8 @@ class MaintenanceMixin(StoreBase):
         def callback(_conn: Any, _pid: int, _channel: str, _payload: str) -> None:
             on_change()
 
-        async with self._conn() as conn:
-            listener = Listener(conn)
-            await conn.add_listener(CHANNEL_MAINTENANCE, callback)
-            try:
-                yield listener
-            finally:
-                listener.close()
-                if not conn.is_closed():
-                    with contextlib.suppress(*UNAVAILABLE_ERRORS, asyncpg.PostgresError):
-                        await conn.remove_listener(CHANNEL_MAINTENANCE, callback)
+        async with listening(self._conn(), CHANNEL_MAINTENANCE, callback) as listener:
+            yield listener
 
     async def outage_spans(
         self, check_ids: list[int], since: datetime, now: datetime

@@ -272,6 +272,23 @@ class Listener:
             self._conn.remove_termination_listener(self._on_term)
 
 
+@contextlib.asynccontextmanager
+async def listening(
+    acquired: contextlib.AbstractAsyncContextManager[Any], channel: str, callback: Any
+) -> AsyncIterator[Listener]:
+    """LISTEN on ``channel`` on the connection ``acquired`` gives, for the block."""
+    async with acquired as conn:
+        listener = Listener(conn)
+        await conn.add_listener(channel, callback)
+        try:
+            yield listener
+        finally:
+            listener.close()
+            if not conn.is_closed():
+                with contextlib.suppress(*UNAVAILABLE_ERRORS, asyncpg.PostgresError):
+                    await conn.remove_listener(channel, callback)
+
+
 _BUILDERS: dict[str, Callable[..., bytes]] = {
     payloads.DOWNTIME: payloads.downtime,
     payloads.UPTIME_RESTORED: payloads.uptime_restored,
@@ -471,16 +488,8 @@ class ProbingMixin(StoreBase):
                 return
             on_change(check_id)
 
-        async with self._conn() as conn:
-            listener = Listener(conn)
-            await conn.add_listener(CHANNEL_CHECKS, callback)
-            try:
-                yield listener
-            finally:
-                listener.close()
-                if not conn.is_closed():
-                    with contextlib.suppress(*UNAVAILABLE_ERRORS, asyncpg.PostgresError):
-                        await conn.remove_listener(CHANNEL_CHECKS, callback)
+        async with listening(self._conn(), CHANNEL_CHECKS, callback) as listener:
+            yield listener
 
     # -- transitions ---------------------------------------------------------------------
 
