@@ -216,6 +216,9 @@ async def build_node(
         comps["engine"] = engine.run
         comps["deliverer"] = Deliverer(store, settings, metrics=metrics).run
         comps["maintenance"] = Maintenance(store, settings).run
+        from engine.timings_rollup import PhaseRollup
+
+        comps["phase_rollup"] = PhaseRollup(store).run
     return node
 
 

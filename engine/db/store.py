@@ -10,11 +10,13 @@ from engine.db.monitors import MonitorsMixin
 from engine.db.pool import create_pool
 from engine.db.probing import ProbingMixin
 from engine.db.public import PublicMixin
+from engine.db.timings import TimingsMixin
 from engine.db.webhook_queue import WebhookQueueMixin
 
 
 class Store(
-    AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin
+    AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin,
+    TimingsMixin,
 ):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 
