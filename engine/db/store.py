@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from engine.db.accounts import AccountsMixin
+from engine.db.badges import BadgesMixin
 from engine.db.cluster import ClusterMixin
 from engine.db.monitors import MonitorsMixin
 from engine.db.pool import create_pool
@@ -16,7 +17,7 @@ from engine.db.webhook_queue import WebhookQueueMixin
 
 class Store(
     AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin,
-    TimingsMixin,
+    TimingsMixin, BadgesMixin,
 ):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 

@@ -29,7 +29,15 @@ from engine.db.store import Store
 from engine.errors import DatabaseUnavailable, LimitReached, NotFound, ValidationFailed
 from engine.metrics import Metrics
 from engine.settings import Settings
-from engine.web import api, nodes_api, openapi, status_page, timings_api, webhooks_api
+from engine.web import (
+    api,
+    badges,
+    nodes_api,
+    openapi,
+    status_page,
+    timings_api,
+    webhooks_api,
+)
 from engine.web.concurrency import ApiSlots
 from engine.web.jsonio import json_response, message_response
 from engine.web.keys import (
@@ -284,6 +292,7 @@ def create_app(
     app.router.add_get("/webapi/openapi.json", openapi_json)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_text)
+    app.router.add_routes(badges.routes)
     # Last: /{identifier} must never shadow a fixed path (its pattern cannot match one).
     app.router.add_routes(status_page.routes)
     return app
