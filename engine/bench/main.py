@@ -760,6 +760,18 @@ async def _settle_history(conn: Any) -> None:
     await conn.execute("VACUUM (ANALYZE) check_rollups_hourly")
 
 
+async def _roll_phase_history(b: Bench, conn: Any) -> int:
+    """The phase roll-up job over the seeded 30 days of raw results, as it would have run
+    hour by hour (the same store method, from a progress mark 31 days back)."""
+    from engine.timings_rollup import GRACE
+
+    await conn.execute("UPDATE phase_rollup_progress"
+                       " SET rolled_until = date_trunc('hour', now()) - interval '31 days'")
+    rolled = await b.store.roll_phase_timings(datetime.now(UTC), grace=GRACE, max_hours=800)
+    await conn.execute("VACUUM (ANALYZE) check_phase_rollups_hourly")
+    return rolled
+
+
 async def scenario_api(b: Bench) -> dict[str, Any]:
     import aiohttp
 
@@ -779,6 +791,7 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         stats_check = await conn.fetchval(
             "SELECT id FROM checks WHERE monitor_id = $1 AND kind = 'uptime'", stats_monitor)
         history = await seed_history(conn, account.id, stats_check, days=30)
+        history["phase_hours_rolled"] = await _roll_phase_history(b, conn)
         await _settle_history(conn)
 
     port = layout.free_port(layout.API_HOST)
@@ -858,6 +871,16 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         stats = await gen.expect("result", opts.duration + 60, tick=b.progress.tick)
     finally:
         await b.procs.stop(gen)
+    b.progress.phase("api: timings (30 days) latency, one request at a time", opts.duration)
+    gen = await b.procs.spawn(
+        "timings", "loadgen",
+        {"urls": [f"{base}/webapi/monitors/{stats_monitor}/timings?period=30d"],
+         "headers": {"Authorization": auth}, "concurrency": 1, "duration_s": opts.duration,
+         "max_requests": 5000}, b.other_cpus)
+    try:
+        timings = await gen.expect("result", opts.duration + 60, tick=b.progress.tick)
+    finally:
+        await b.procs.stop(gen)
     from engine.bench.limits import wrk_available
 
     rec: dict[str, Any] = {
@@ -866,10 +889,13 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         "list_monitors_rps": round(list_rps, 1),
         "statistics_ms": {"p50": stats["latency_ms"]["p50"], "p99": stats["latency_ms"]["p99"]},
         "statistics_requests": stats["requests"],
+        "timings_ms": {"p50": timings["latency_ms"]["p50"],
+                       "p99": timings["latency_ms"]["p99"]},
+        "timings_requests": timings["requests"],
         "cpu_s_per_get": get_cpu, "cpu_s_per_list": list_cpu,
         "db_cpu_s_per_get": db_cpu.get("get"), "db_cpu_s_per_list": db_cpu.get("list"),
         "load_tool_cpu_s_per_get": db_cpu.get("get_client"),
-        "errors": get_errors + list_errors + stats["errors"],
+        "errors": get_errors + list_errors + stats["errors"] + timings["errors"],
         "load_tool": "wrk" if wrk_available() else "aiohttp load generator",
         "history": history,
         "probes_per_s": None, "cpu_s_per_probe": None, "lateness_ms": None,
