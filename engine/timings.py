@@ -24,10 +24,11 @@ PER_OCTAVE: Final = 4
 TOP_BUCKET: Final = 100
 
 # The same function in SQL, over a column or expression ``{ms}`` (real or double), in the
-# same float arithmetic as bucket_of: 4 / ln 2 as one constant.
+# same float arithmetic as bucket_of: 4 / ln 2 as one constant. NULL stays NULL (LEAST
+# alone would make it the top bucket: it ignores NULL arguments).
 _SCALE: Final = PER_OCTAVE / math.log(2)
 SQL_BUCKET: Final = (
-    "CASE WHEN {ms} < 0.25 THEN 0 "
+    "CASE WHEN {ms} IS NULL THEN NULL WHEN {ms} < 0.25 THEN 0 "
     f"ELSE LEAST({TOP_BUCKET}, 1 + floor(ln(({{ms}})::float8 / 0.25) * {_SCALE!r})::int) END"
 )
 

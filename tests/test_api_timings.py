@@ -10,9 +10,16 @@ from typing import Any
 import aiohttp
 
 from engine.db.store import Store
-from engine.timings import bucket_bounds, bucket_of, quantile
+from engine.timings import SQL_BUCKET, bucket_bounds, bucket_of, quantile
 from engine.web.timings_api import check_slots
-from tests.engine_support import add_monitor, fast_settings, fetchval, running_engine, wait_until
+from tests.engine_support import (
+    add_monitor,
+    fast_settings,
+    fetch,
+    fetchval,
+    running_engine,
+    wait_until,
+)
 from tests.targets import HttpTarget, TlsCerts, tls_target
 
 PHASE_KEYS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "total_ms")
@@ -169,3 +176,11 @@ def test_quantiles_from_the_buckets_are_within_their_width() -> None:
     assert 18 <= (quantile(hist, 0.5) or 0) <= 23
     assert 700 <= (quantile(hist, 0.95) or 0) <= 900
     assert quantile({}, 0.5) is None
+
+
+async def test_the_sql_buckets_are_the_python_buckets(store: Store) -> None:
+    values = [0.0, 0.1, 0.25, 0.3, 1.0, 2.5, 7.5, 199.9, 200.0, 1234.5, 30000.0, 1e9]
+    sql = "SELECT " + SQL_BUCKET.format(ms="v") + " FROM unnest($1::real[]) AS t(v)"
+    got = [r[0] for r in await fetch(store, sql, values)]
+    assert got == [bucket_of(v) for v in values]
+    assert await fetchval(store, "SELECT " + SQL_BUCKET.format(ms="NULL::real")) is None

@@ -8,6 +8,7 @@ from engine.db.accounts import AccountsMixin
 from engine.db.badges import BadgesMixin
 from engine.db.cluster import ClusterMixin
 from engine.db.monitors import MonitorsMixin
+from engine.db.outage_history import OutageHistoryMixin
 from engine.db.pool import create_pool
 from engine.db.probing import ProbingMixin
 from engine.db.public import PublicMixin
@@ -17,7 +18,7 @@ from engine.db.webhook_queue import WebhookQueueMixin
 
 class Store(
     AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin,
-    TimingsMixin, BadgesMixin,
+    TimingsMixin, BadgesMixin, OutageHistoryMixin,
 ):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 

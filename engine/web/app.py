@@ -282,7 +282,7 @@ def create_app(
         openapi.build_document(
             settings.public_base_url,
             extra_paths={**webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS,
-                         **timings_api.OPENAPI_PATHS},
+                         **timings_api.OPENAPI_PATHS, **badges.OPENAPI_PATHS},
         )
     )
     app.router.add_routes(api.routes)

@@ -184,3 +184,33 @@ async def badge_svg(request: web.Request) -> web.Response:
     else:
         badge = status_badge(data)
     return _svg(request, badge, 200, CACHE_OK)
+
+
+_SVG = {"image/svg+xml": {"schema": {"type": "string"}}}
+OPENAPI_PATHS: dict[str, Any] = {
+    "/{identifier}/badge.svg": {
+        "get": {
+            "summary": "Badge (shields-style SVG): status, uptime or response time",
+            "operationId": "getBadge",
+            "security": [],
+            "parameters": [
+                {"name": "identifier", "in": "path", "required": True,
+                 "schema": {"type": "string", "pattern": f"^{IDENTIFIER_PATTERN}$"}},
+                {"name": "type", "in": "query", "required": False,
+                 "schema": {"type": "string", "enum": list(TYPES), "default": "status"}},
+                {"name": "period", "in": "query", "required": False,
+                 "description": "For uptime (default 30d) and response (default 24h).",
+                 "schema": {"type": "string", "enum": list(PERIODS)}},
+            ],
+            "responses": {
+                "200": {"description": "The badge (Cache-Control: public, max-age=60; ETag).",
+                        "content": _SVG},
+                "304": {"description": "Unchanged since the If-None-Match ETag."},
+                "404": {"description": "Unknown identifier (a grey badge).", "content": _SVG},
+                "422": {"$ref": "#/components/responses/ValidationFailed"},
+                "503": {"description": "The database is unavailable (a grey badge).",
+                        "content": _SVG},
+            },
+        },
+    },
+}

@@ -29,9 +29,9 @@ import base64
 import hashlib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
@@ -51,6 +51,9 @@ from engine.errors import DatabaseUnavailable
 from engine.stats import uptime_percentage
 from engine.timefmt import fmt
 from engine.web.keys import STORE
+
+if TYPE_CHECKING:
+    from engine.web.status_history import DayLine, PhaseChartView
 
 routes = web.RouteTableDef()
 
@@ -257,6 +260,7 @@ class Bar:
     w: float
     cls: str
     title: str
+    anchor: str = ""  # id of the day's detail line (engine/web/status_history.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +314,9 @@ class StatusView:
     chart: ChartView | None
     outages: list[OutageView]
     updated: str
+    # Added by engine.web.status_history.enrich.
+    day_lines: list[DayLine] = field(default_factory=list)
+    phases: PhaseChartView | None = None
 
 
 _BAR_STEP = 10   # viewBox units per day; the SVG is stretched to the card width
@@ -326,6 +333,11 @@ def day_class(uptime: float | None) -> str:
     if uptime >= 99.0:
         return "d-minor"
     return "d-major"
+
+
+def day_anchor(day: date) -> str:
+    """The id of a day's detail line, which its bar links to."""
+    return f"day-{day.isoformat()}"
 
 
 def bars_view(days: list[DayBar]) -> BarsView:
@@ -352,7 +364,7 @@ def bars_view(days: list[DayBar]) -> BarsView:
             enabled_s += d.enabled_seconds
             probes += d.probes
         items.append(Bar(x=i * _BAR_STEP, w=_BAR_STEP - _BAR_GAP, cls=day_class(uptime),
-                         title=title))
+                         title=title, anchor=day_anchor(d.day)))
     overall = uptime_percentage(outage_s, enabled_s, probes)
     with_data = len(days) - no_data
     if with_data == 0:
@@ -666,7 +678,10 @@ async def status_html(request: web.Request) -> web.Response:
                            "Please try again in a minute.")
     if data is None:
         return not_found_page()
-    return _html(render_status(build_view(data)), 200, CACHE_OK)
+    from engine.web.status_history import enrich
+
+    view = await enrich(request.app[STORE], data, build_view(data))
+    return _html(render_status(view), 200, CACHE_OK)
 
 
 @routes.get(f"/{{identifier:{IDENTIFIER_PATTERN}}}.json")
