@@ -3,6 +3,7 @@ probes of real targets, and from hourly phase roll-ups across an hour boundary."
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import aiohttp
 
 from engine.db.store import Store
 from engine.timings import SQL_BUCKET, bucket_bounds, bucket_of, quantile
+from engine.timings_rollup import PhaseRollup
 from engine.web.timings_api import check_slots
 from tests.engine_support import (
     add_monitor,
@@ -184,3 +186,44 @@ async def test_the_sql_buckets_are_the_python_buckets(store: Store) -> None:
     got = [r[0] for r in await fetch(store, sql, values)]
     assert got == [bucket_of(v) for v in values]
     assert await fetchval(store, "SELECT " + SQL_BUCKET.format(ms="NULL::real")) is None
+
+
+async def test_the_job_rolls_each_hour_once_even_with_two_nodes_at_it(
+    store: Store, account: tuple[Any, str]
+) -> None:
+    acc, _ = account
+    _, check_id, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/", notify=False)
+    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start = this_hour - timedelta(hours=6)
+    async with store.pool.acquire() as conn:
+        await conn.execute("UPDATE phase_rollup_progress SET rolled_until = $1", start)
+    for h in range(6):
+        await _insert(store, check_id, start + timedelta(hours=h, minutes=7), 50.0 + h)
+    later = this_hour + timedelta(minutes=11)
+    done = await asyncio.gather(*(
+        store.roll_phase_timings(later, grace=timedelta(minutes=10)) for _ in range(3)))
+    assert sum(done) == 6 and sorted(done)[-1] == 6  # one of them did it all
+    assert await fetchval(store, "SELECT rolled_until FROM phase_rollup_progress") == this_hour
+    assert await fetchval(
+        store, "SELECT sum(probes) FROM check_phase_rollups_hourly WHERE check_id = $1",
+        check_id) == 6
+
+
+async def test_the_rollup_component_runs_until_stopped(
+    store: Store, account: tuple[Any, str]
+) -> None:
+    acc, _ = account
+    await add_monitor(store, acc.id, "http://127.0.0.1:9/", notify=False)
+    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    async with store.pool.acquire() as conn:
+        await conn.execute("UPDATE phase_rollup_progress SET rolled_until = $1",
+                           this_hour - timedelta(hours=3))
+    stop = asyncio.Event()
+    task = asyncio.create_task(PhaseRollup(store, interval=3600).run(stop))
+
+    async def caught_up() -> bool:
+        rolled = await fetchval(store, "SELECT rolled_until FROM phase_rollup_progress")
+        return bool(rolled >= this_hour - timedelta(hours=1))
+    await wait_until(caught_up, timeout=10, what="the job to roll the ended hours")
+    stop.set()
+    await asyncio.wait_for(task, 5)
