@@ -24,6 +24,10 @@ from tests.engine_support import (
 )
 from tests.targets import HttpTarget, TlsCerts, tls_target
 
+
+def utc_midnight(ts: datetime) -> datetime:
+    return ts.replace(hour=0, minute=0, second=0, microsecond=0)
+
 PHASE_KEYS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "total_ms")
 
 
@@ -124,8 +128,9 @@ async def test_phase_rollups_across_an_hour_boundary_agree_with_the_raw_results(
     this_hour = now.replace(minute=0)
     last_hour = this_hour - timedelta(hours=1)
     async with store.pool.acquire() as conn:
-        await conn.execute("UPDATE phase_rollup_progress SET rolled_until = $1",
-                           last_hour - timedelta(hours=1))
+        await conn.execute(
+            "UPDATE phase_rollup_progress SET rolled_until = $1, days_rolled_until = $2",
+            last_hour - timedelta(hours=1), utc_midnight(last_hour - timedelta(hours=1)))
     # 10 probes either side of the boundary, 100 ms before it and 300 ms after; one failed
     # probe (counted, no phases) and one confirmation probe (not counted) before it.
     for i in range(10):
@@ -158,10 +163,23 @@ async def test_phase_rollups_across_an_hour_boundary_agree_with_the_raw_results(
     assert await store.roll_phase_timings(later, grace=timedelta(minutes=10)) == 1
     assert hour_slots(await check_slots(store, check_id, "24h", later)) == raw
     # Days add the hours' histograms up (one day or two, if the boundary is midnight).
-    days = [s for s in await check_slots(store, check_id, "7d", later) if s.probes]
-    assert sum(s.probes for s in days) == 21
+    days = [(s.start, s.probes, s.responses, s.phases)
+            for s in await check_slots(store, check_id, "7d", later) if s.probes]
+    assert sum(d[1] for d in days) == 21
     if len(days) == 1:
-        assert 92 <= (days[0].phases["ttfb"]["p50"] or 0) <= 327
+        assert 92 <= (days[0][3]["ttfb"]["p50"] or 0) <= 327
+
+    # Once the day is over it is summed into a daily row, and read from there the same.
+    next_day = utc_midnight(this_hour) + timedelta(days=1, minutes=11)
+    assert await store.roll_phase_timings(next_day, grace=timedelta(minutes=10)) >= 1
+    assert await fetchval(store, "SELECT days_rolled_until FROM phase_rollup_progress") == (
+        utc_midnight(next_day))
+    assert await fetchval(
+        store, "SELECT sum(probes) FROM check_phase_rollups_daily WHERE check_id = $1",
+        check_id) == 21
+    from_days = [(s.start, s.probes, s.responses, s.phases)
+                 for s in await check_slots(store, check_id, "7d", next_day) if s.probes]
+    assert from_days == days
 
 
 def test_quantiles_from_the_buckets_are_within_their_width() -> None:
@@ -196,7 +214,8 @@ async def test_the_job_rolls_each_hour_once_even_with_two_nodes_at_it(
     this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = this_hour - timedelta(hours=6)
     async with store.pool.acquire() as conn:
-        await conn.execute("UPDATE phase_rollup_progress SET rolled_until = $1", start)
+        await conn.execute("UPDATE phase_rollup_progress SET rolled_until = $1,"
+                           " days_rolled_until = $2", start, utc_midnight(start))
     for h in range(6):
         await _insert(store, check_id, start + timedelta(hours=h, minutes=7), 50.0 + h)
     later = this_hour + timedelta(minutes=11)

@@ -9,7 +9,7 @@ from engine.db import migrate
 EXPECTED_TABLES = {
     "accounts", "monitors", "checks", "check_periods", "outages", "probe_results",
     "check_rollups_hourly", "nodes", "webhook_events", "schema_migrations",
-    "check_phase_rollups_hourly", "phase_rollup_progress",
+    "check_phase_rollups_hourly", "check_phase_rollups_daily", "phase_rollup_progress",
 }
 
 

@@ -766,9 +766,10 @@ async def _roll_phase_history(b: Bench, conn: Any) -> int:
     from engine.timings_rollup import GRACE
 
     await conn.execute("UPDATE phase_rollup_progress"
-                       " SET rolled_until = date_trunc('hour', now()) - interval '31 days'")
+                       " SET rolled_until = date_trunc('hour', now(), 'UTC') - interval '31 days',"
+                       " days_rolled_until = date_trunc('day', now(), 'UTC') - interval '31 days'")
     rolled = await b.store.roll_phase_timings(datetime.now(UTC), grace=GRACE, max_hours=800)
-    await conn.execute("VACUUM (ANALYZE) check_phase_rollups_hourly")
+    await conn.execute("VACUUM (ANALYZE) check_phase_rollups_hourly, check_phase_rollups_daily")
     return rolled
 
 

@@ -16,6 +16,7 @@ from engine.db.base import StoreBase
 from engine.timings import CODE_STRIDE, SQL_BUCKET
 
 HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
 
 # Per raw result, the codes it adds one to: -1 (a probe), -2 (a response) and, for a
 # response, the code of each phase it measured (a NULL phase gives a NULL code, dropped).
@@ -45,9 +46,9 @@ GROUP BY {{key}}
 """
 
 SQL_LOCK_PROGRESS = """
-SELECT rolled_until FROM phase_rollup_progress FOR UPDATE SKIP LOCKED
+SELECT rolled_until, days_rolled_until FROM phase_rollup_progress FOR UPDATE SKIP LOCKED
 """
-SQL_SET_PROGRESS = "UPDATE phase_rollup_progress SET rolled_until = $1"
+SQL_SET_PROGRESS = "UPDATE phase_rollup_progress SET rolled_until = $1, days_rolled_until = $2"
 
 # One hour [$1, $2) of every uptime check, from probe_results, replacing what was there.
 # Driven from checks, so the planner may take one index range per check
@@ -77,16 +78,46 @@ ON CONFLICT (check_id, hour) DO UPDATE SET
 # An hour's cells are ~35 per check (10,000 checks: ~350,000 groups); the default 4 MB
 # made the aggregation spill to disk.
 SQL_ROLL_WORK_MEM = "SET LOCAL work_mem = '64MB'"
-SQL_DELETE_OLD = "DELETE FROM check_phase_rollups_hourly WHERE hour < $1"
+# One UTC day [$1, $2) of every check, summed from its rolled hours. Once a day, off the
+# request path: the unnest is the costly part (~1 us a cell).
+SQL_ROLL_DAY = """
+WITH cells AS (
+    SELECT r.check_id, u.code, sum(u.n)::int AS n
+    FROM check_phase_rollups_hourly r, unnest(r.codes, r.counts) AS u(code, n)
+    WHERE r.hour >= $1 AND r.hour < $2
+    GROUP BY 1, 2
+),
+totals AS (
+    SELECT check_id, sum(probes)::int AS probes, sum(responses)::int AS responses
+    FROM check_phase_rollups_hourly
+    WHERE hour >= $1 AND hour < $2
+    GROUP BY 1
+),
+hists AS (
+    SELECT check_id, array_agg(code ORDER BY code) AS codes, array_agg(n ORDER BY code) AS counts
+    FROM cells GROUP BY 1
+)
+INSERT INTO check_phase_rollups_daily (check_id, day, probes, responses, codes, counts)
+SELECT t.check_id, $1, t.probes, t.responses,
+       COALESCE(h.codes, '{}'::smallint[]), COALESCE(h.counts, '{}'::int[])
+FROM totals t LEFT JOIN hists h ON h.check_id = t.check_id
+ORDER BY 1
+ON CONFLICT (check_id, day) DO UPDATE SET
+    probes = EXCLUDED.probes, responses = EXCLUDED.responses,
+    codes = EXCLUDED.codes, counts = EXCLUDED.counts
+"""
+SQL_DELETE_OLD_HOURS = "DELETE FROM check_phase_rollups_hourly WHERE hour < $1"
+SQL_DELETE_OLD_DAYS = "DELETE FROM check_phase_rollups_daily WHERE day < $1"
 
-# One check ($1) from $2 (a slot boundary) to $3 (now), in slots of $4 seconds: rolled hours
-# from the rollups, the rest from probe_results (both in one snapshot, so an hour the job
-# rolls meanwhile is counted once). Rows (i, probes, responses, codes, counts): one per
-# rolled hour, and one per slot with raw results. The histograms are added up by the caller:
-# unnesting 720 hours of ~20 cells in SQL took longer than the rest of the query together.
+# One check ($1) from $2 (a slot boundary) to $3 (now), in slots of $4 seconds: rolled days
+# (when $5: slots of whole days) and hours from the rollups, the rest from probe_results
+# (all in one snapshot, so what the job rolls meanwhile is counted once). Rows (i, probes,
+# responses, codes, counts): one per rolled day or hour, and one per slot with raw results.
+# The histograms are added up by the caller: unnesting 720 hours of ~20 cells in SQL took
+# longer than the rest of the query together.
 _SLOT = "floor((date_part('epoch', {t}) - date_part('epoch', $2::timestamptz)) / $4)::int"
 SQL_CHECK_TIMINGS = f"""
-WITH prog AS (SELECT rolled_until AS u FROM phase_rollup_progress),
+WITH prog AS (SELECT rolled_until AS u, days_rolled_until AS du FROM phase_rollup_progress),
 cells AS (
     SELECT r.i, r.code, count(*)::int AS n
     FROM (SELECT {_SLOT.format(t="p.at")} AS i, unnest({_CODES.format(p="p")}) AS code
@@ -96,9 +127,14 @@ cells AS (
     WHERE r.code IS NOT NULL
     GROUP BY 1, 2
 )
+SELECT {_SLOT.format(t="d.day")} AS i, d.probes, d.responses, d.codes, d.counts
+FROM check_phase_rollups_daily d, prog
+WHERE $5 AND d.check_id = $1 AND d.day >= $2 AND d.day < prog.du
+UNION ALL
 SELECT {_SLOT.format(t="r.hour")} AS i, r.probes, r.responses, r.codes, r.counts
 FROM check_phase_rollups_hourly r, prog
-WHERE r.check_id = $1 AND r.hour >= $2 AND r.hour < prog.u
+WHERE r.check_id = $1 AND r.hour < prog.u
+  AND r.hour >= CASE WHEN $5 THEN GREATEST($2::timestamptz, prog.du) ELSE $2::timestamptz END
 UNION ALL
 SELECT * FROM ({_FOLD.format(key="i")}) live
 """
@@ -125,26 +161,33 @@ class TimingsMixin(StoreBase):
         limit = now - grace
         done = 0
         async with self._tx() as conn:
-            rolled = await conn.fetchval(SQL_LOCK_PROGRESS)
-            if rolled is None:
+            progress = await conn.fetchrow(SQL_LOCK_PROGRESS)
+            if progress is None:
                 return 0
+            rolled, days = progress["rolled_until"], progress["days_rolled_until"]
             await conn.execute(SQL_ROLL_WORK_MEM)
             while rolled + HOUR <= limit and done < max_hours:
                 await conn.execute(SQL_ROLL_HOUR, rolled, rolled + HOUR)
                 rolled += HOUR
                 done += 1
-            if done:
-                await conn.execute(SQL_SET_PROGRESS, rolled)
+            while days + DAY <= rolled:  # every hour of the day is rolled
+                await conn.execute(SQL_ROLL_DAY, days, days + DAY)
+                days += DAY
+            if (rolled, days) != (progress["rolled_until"], progress["days_rolled_until"]):
+                await conn.execute(SQL_SET_PROGRESS, rolled, days)
             if keep is not None:
-                await conn.execute(SQL_DELETE_OLD, now - keep)
+                await conn.execute(SQL_DELETE_OLD_HOURS, now - keep)
+                await conn.execute(SQL_DELETE_OLD_DAYS, now - keep)
         return done
 
     async def check_timings(
         self, check_id: int, start: datetime, now: datetime, slot: timedelta
     ) -> dict[int, TimingCells]:
         """Slot index (0 = the slot starting at ``start``) -> figures, for slots with
-        probes in them."""
-        rows = await self._fetch(SQL_CHECK_TIMINGS, check_id, start, now, slot.total_seconds())
+        probes in them. Slots of a day or more must start at UTC midnights (they are read
+        from the daily rows)."""
+        rows = await self._fetch(SQL_CHECK_TIMINGS, check_id, start, now, slot.total_seconds(),
+                                 slot >= DAY)
         acc: dict[int, tuple[list[int], dict[int, int]]] = {}
         for i, probes, responses, codes, counts in rows:
             entry = acc.get(i)

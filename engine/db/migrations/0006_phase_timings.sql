@@ -28,12 +28,28 @@ CREATE TABLE check_phase_rollups_hourly (
 -- For the retention delete (hours older than the endpoint's 30 days go).
 CREATE INDEX check_phase_rollups_hourly_hour_idx ON check_phase_rollups_hourly (hour);
 
--- Every hour before rolled_until has been rolled (for every check); later hours are read
--- from probe_results. One row; the roll-up job locks it, so nodes never roll an hour twice
--- at once. Starts a week back, so an existing install's recent raw results are rolled too.
-CREATE TABLE phase_rollup_progress (
-    singleton       boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
-    rolled_until    timestamptz NOT NULL
+-- The same per UTC day (day = its midnight), summed from the hourly rows once the day's
+-- last hour is rolled: the 7- and 30-day views read 30 rows instead of 720.
+CREATE TABLE check_phase_rollups_daily (
+    check_id        bigint      NOT NULL REFERENCES checks (id) ON DELETE CASCADE,
+    day             timestamptz NOT NULL,
+    probes          integer     NOT NULL,
+    responses       integer     NOT NULL,
+    codes           smallint[]  NOT NULL,
+    counts          integer[]   NOT NULL,
+    PRIMARY KEY (check_id, day)
 );
-INSERT INTO phase_rollup_progress (rolled_until)
-VALUES (date_trunc('hour', now(), 'UTC') - interval '7 days');
+CREATE INDEX check_phase_rollups_daily_day_idx ON check_phase_rollups_daily (day);
+
+-- Every hour before rolled_until has been rolled (for every check), and every day before
+-- days_rolled_until (<= rolled_until); later hours are read from probe_results. One row;
+-- the roll-up job locks it, so nodes never roll an hour twice at once. Starts a week back,
+-- so an existing install's recent raw results are rolled too.
+CREATE TABLE phase_rollup_progress (
+    singleton           boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    rolled_until        timestamptz NOT NULL,
+    days_rolled_until   timestamptz NOT NULL
+);
+INSERT INTO phase_rollup_progress (rolled_until, days_rolled_until)
+VALUES (date_trunc('hour', now(), 'UTC') - interval '7 days',
+        date_trunc('day', now(), 'UTC') - interval '7 days');
