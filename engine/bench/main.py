@@ -862,26 +862,23 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
     script = write_id_script(b.workdir / "monitor_ids.lua", "/webapi/monitors/", ids)
     get_rps, get_errors, get_cpu = await load(script, 32, "api: GET /webapi/monitors/{id}")
     list_rps, list_errors, list_cpu = await load("/webapi/monitors", 4, "api: GET /webapi/monitors")
-    b.progress.phase("api: statistics latency, one request at a time", opts.duration)
-    gen = await b.procs.spawn(
-        "statistics", "loadgen",
-        {"urls": [f"{base}/webapi/monitors/{stats_monitor}/statistics"],
-         "headers": {"Authorization": auth}, "concurrency": 1, "duration_s": opts.duration,
-         "max_requests": 5000}, b.other_cpus)
-    try:
-        stats = await gen.expect("result", opts.duration + 60, tick=b.progress.tick)
-    finally:
-        await b.procs.stop(gen)
-    b.progress.phase("api: timings (30 days) latency, one request at a time", opts.duration)
-    gen = await b.procs.spawn(
-        "timings", "loadgen",
-        {"urls": [f"{base}/webapi/monitors/{stats_monitor}/timings?period=30d"],
-         "headers": {"Authorization": auth}, "concurrency": 1, "duration_s": opts.duration,
-         "max_requests": 5000}, b.other_cpus)
-    try:
-        timings = await gen.expect("result", opts.duration + 60, tick=b.progress.tick)
-    finally:
-        await b.procs.stop(gen)
+    async def one_at_a_time(name: str, what: str, path: str) -> dict[str, Any]:
+        """Latency of ``path`` requested one at a time (the load generator's result)."""
+        b.progress.phase(f"api: {what} latency, one request at a time", opts.duration)
+        gen = await b.procs.spawn(
+            name, "loadgen",
+            {"urls": [f"{base}/webapi/monitors/{stats_monitor}/{path}"],
+             "headers": {"Authorization": auth}, "concurrency": 1, "duration_s": opts.duration,
+             "max_requests": 5000}, b.other_cpus)
+        try:
+            result: dict[str, Any] = await gen.expect(
+                "result", opts.duration + 60, tick=b.progress.tick)
+        finally:
+            await b.procs.stop(gen)
+        return result
+
+    stats = await one_at_a_time("statistics", "statistics", "statistics")
+    timings = await one_at_a_time("timings", "timings (30 days)", "timings?period=30d")
     from engine.bench.limits import wrk_available
 
     rec: dict[str, Any] = {
