@@ -57,6 +57,7 @@ async def test_bars_open_their_day_with_the_keyboard_and_phases_render_under_the
 
     async with Browser(tmp_path) as b:
         await b.open(url)
+        assert await b.evaluate("document.scripts.length") == 0  # what follows is HTML and CSS
         assert await b.evaluate("document.querySelectorAll('svg.bars a').length") == 90
         # The phase chart: stacked rects of all four phases, and its legend.
         for phase in ("dns", "connect", "tls", "ttfb"):
@@ -134,3 +135,21 @@ async def test_badges_render_alone_and_embedded_in_another_page(
             "[...document.images].map(i => i.complete && i.naturalWidth > 0)")
         assert loaded == [True, True, True]
         await b.screenshot(ARTIFACTS / "badges-embedded.png")
+        assert b.security_messages == []
+
+
+async def test_the_browser_reports_what_a_csp_refuses(tmp_path: Path) -> None:
+    """The control for ``security_messages == []`` above: a refused inline style is seen."""
+    from aiohttp import web
+
+    async def page(_request: web.Request) -> web.Response:
+        return web.Response(text="<!doctype html><p style='color: red'>x</p>",
+                            content_type="text/html",
+                            headers={"Content-Security-Policy": "default-src 'none'"})
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    async with serve(app) as url, Browser(tmp_path, size=(400, 200)) as b:
+        await b.open(url + "/")
+        assert await b.evaluate("document.querySelector('p').textContent") == "x"
+        assert any("Content Security Policy" in m for m in b.security_messages)
