@@ -246,3 +246,30 @@ async def test_the_rollup_component_runs_until_stopped(
     await wait_until(caught_up, timeout=10, what="the job to roll the ended hours")
     stop.set()
     await asyncio.wait_for(task, 5)
+
+
+async def test_a_new_host_starts_its_timings_afresh(
+    store: Store, client: aiohttp.ClientSession
+) -> None:
+    async with client.post("/webapi/monitors", json={"url": "http://127.0.0.1:9/",
+                                                      "alias": "old"}) as resp:
+        assert resp.status == 201, await resp.text()
+        monitor = await resp.json()
+    check_id = monitor["checks"]["uptime"]["id"]
+    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    async with store.pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE phase_rollup_progress SET rolled_until = $1, days_rolled_until = $2",
+            this_hour - timedelta(days=3), utc_midnight(this_hour - timedelta(days=3)))
+    for h in range(1, 30):
+        await _insert(store, check_id, this_hour - timedelta(hours=h), 80.0)
+    await store.roll_phase_timings(this_hour + timedelta(minutes=11),
+                                   grace=timedelta(minutes=10), max_hours=100)
+    body = await _timings(client, monitor["id"], "7d")
+    assert sum(s["probes"] for s in body["timings"]) == 29
+    async with client.put(f"/webapi/monitors/{monitor['id']}",
+                          json={"url": "http://127.0.0.2:9/"}) as resp:
+        assert resp.status == 200, await resp.text()
+    for period in ("24h", "7d", "30d"):
+        body = await _timings(client, monitor["id"], period)
+        assert sum(s["probes"] for s in body["timings"]) == 0, period
