@@ -89,5 +89,9 @@ async def test_unknown_identifiers_and_bad_parameters(store: Store, api: str) ->
     # Without history the figures are "no data", not a flattering 100%.
     _, _, svg = await _get(api, f"/{site.identifier}/badge.svg?type=uptime")
     assert _words(svg) == "uptime 30d: no data"
-    status, _, _ = await _get(api, "/../etc/badge.svg")
-    assert status == 404
+    for path in ("/../etc/badge.svg", "/%C2%84/badge.svg", "/short/badge.svg",
+                 "/" + "x" * 65 + "/badge.svg", "/a%2F..%2Fb1234567/badge.svg"):
+        status, headers, body = await _get(api, path)
+        assert status == 404, path
+        assert headers["Content-Type"].startswith("image/svg+xml"), path
+        assert _words(body) == "status: not found"

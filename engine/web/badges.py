@@ -18,6 +18,7 @@ API's JSON shape. ``Cache-Control: public, max-age=60`` and a strong ``ETag`` of
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -159,7 +160,13 @@ def _invalid(field: str, allowed: Any) -> web.Response:
                              headers={**_HEADERS, "Cache-Control": CACHE_ERROR})
 
 
-@routes.get(f"/{{identifier:{IDENTIFIER_PATTERN}}}/badge.svg")
+# Any one path segment reaches the handler, so that a malformed identifier gets the same
+# SVG 404 as an unknown one (an <img> shows it), not the status page's HTML 404. It is only
+# ever compared with the strict pattern and looked up, never used as a path.
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+
+
+@routes.get("/{identifier}/badge.svg")
 async def badge_svg(request: web.Request) -> web.Response:
     kind = request.query.get("type", "status")
     if kind not in TYPES:
@@ -167,10 +174,12 @@ async def badge_svg(request: web.Request) -> web.Response:
     period = request.query.get("period", DEFAULT_PERIOD[kind])
     if period not in PERIODS:
         return _invalid("period", PERIODS)
+    identifier = request.match_info["identifier"]
+    if not _IDENTIFIER.fullmatch(identifier):
+        return _svg(request, Badge(kind, "not found", GREY), 404, CACHE_ERROR)
     now = utcnow()
     try:
-        data = await request.app[STORE].badge_data(
-            request.match_info["identifier"], now - PERIODS[period], now)
+        data = await request.app[STORE].badge_data(identifier, now - PERIODS[period], now)
     except DatabaseUnavailable:
         response = _svg(request, Badge(kind, "unavailable", GREY), 503, CACHE_ERROR)
         response.headers["Retry-After"] = "30"
@@ -195,7 +204,8 @@ OPENAPI_PATHS: dict[str, Any] = {
             "security": [],
             "parameters": [
                 {"name": "identifier", "in": "path", "required": True,
-                 "schema": {"type": "string", "pattern": f"^{IDENTIFIER_PATTERN}$"}},
+                 "description": "Anything else than a monitor's identifier is a 404.",
+                 "schema": {"type": "string"}},
                 {"name": "type", "in": "query", "required": False,
                  "schema": {"type": "string", "enum": list(TYPES), "default": "status"}},
                 {"name": "period", "in": "query", "required": False,
