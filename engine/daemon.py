@@ -50,14 +50,21 @@ def database(
         yield server.dsn(), lease
 
 
-async def open_store(dsn: str, *, max_size: int = 20) -> Store:
+async def open_store(
+    dsn: str, *, max_size: int = 20, settings: Settings | None = None
+) -> Store:
     from engine.db import migrate
+    from engine.secretbox import SecretBox
 
-    store = await Store.connect(dsn, min_size=2, max_size=max_size)
+    box = SecretBox.from_settings(settings) if settings is not None else None
+    store = await Store.connect(dsn, min_size=2, max_size=max_size, secrets=box)
     async with store.pool.acquire() as conn:
         applied = await migrate.apply(conn)
     if applied:
         log.info("schema migrated", extra={"applied": ",".join(applied)})
+    encrypted = await store.encrypt_account_secrets()
+    if encrypted:
+        log.info("account secrets encrypted at rest", extra={"accounts": encrypted})
     return store
 
 
@@ -251,7 +258,8 @@ async def serve(
 ) -> int:
     metrics = Metrics()
     notifier = Notifier()
-    store = await open_store(dsn, max_size=max(10, min(50, settings.webhook_concurrency)))
+    store = await open_store(
+        dsn, max_size=max(10, min(50, settings.webhook_concurrency)), settings=settings)
     node: Node | None = None
     try:
         await _first_start(store, settings, embedded is not None)

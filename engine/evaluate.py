@@ -136,11 +136,16 @@ class Transition:
 
 def classify(outcome: HttpOutcome, slow_threshold_ms: float) -> Outcome:
     """decisions.md: 2xx/3xx within the slow threshold is ok; a slow or 4xx response is
-    degraded; no response or a 5xx is a failure."""
+    degraded; no response or a 5xx is a failure. Issue 23: a failed assertion is a
+    failure; a status_code assertion that held replaces the 2xx/3xx rule."""
     code = outcome.status_code
     if code is None or code >= 500:
+        if code is not None and outcome.status_asserted and outcome.assertion_error is None:
+            return _DEGRADED if outcome.total_ms > slow_threshold_ms else _OK
         return _FAILURE
-    if code >= 400 or outcome.total_ms > slow_threshold_ms:
+    if outcome.assertion_error is not None:
+        return _FAILURE  # issue 23: any failed assertion fails the probe
+    if (code >= 400 and not outcome.status_asserted) or outcome.total_ms > slow_threshold_ms:
         return _DEGRADED
     return _OK
 
@@ -152,7 +157,9 @@ def uptime_error(outcome: HttpOutcome, cls: Outcome, slow_threshold_ms: float) -
     code = outcome.status_code
     if code is None:
         return outcome.error or "no response"
-    if code >= 400:
+    if outcome.assertion_error is not None:
+        return outcome.assertion_error
+    if code >= 400 and not outcome.status_asserted:
         return f"HTTP {code}"
     return f"slow response: {outcome.total_ms:.0f} ms (threshold {slow_threshold_ms:.0f} ms)"
 

@@ -36,7 +36,9 @@ MAX_OUTAGES_LISTED = 1000
 IDENTIFIER_BYTES = 9  # secrets.token_urlsafe(9): 12 URL-safe characters, 72 random bits
 _IDENTIFIER_TRIES = 5
 
-_MONITOR_COLUMNS = "m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port"
+_MONITOR_COLUMNS = (
+    "m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port, m.request, m.assertions"
+)
 _CHECK_COLUMNS = (
     "c.id, c.monitor_id, c.kind, c.status, c.error, c.interval_s, c.is_enabled,"
     " c.notification_threshold_s, c.last_check_at, c.meta"
@@ -142,11 +144,12 @@ WHERE c.id = $1 AND m.account_id = $2
 # monitor limit) without blocking foreign-key checks against the account row.
 SQL_LOCK_ACCOUNT = "SELECT id FROM accounts WHERE id = $1 FOR NO KEY UPDATE"
 
-SQL_INSERT_MONITOR = """
-INSERT INTO monitors AS m (account_id, identifier, alias, url, scheme, host, port)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+SQL_INSERT_MONITOR = f"""
+INSERT INTO monitors AS m (account_id, identifier, alias, url, scheme, host, port, request,
+                           assertions)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (identifier) DO NOTHING
-RETURNING m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port
+RETURNING {_MONITOR_COLUMNS}
 """
 
 SQL_INSERT_CHECKS = f"""
@@ -172,11 +175,12 @@ SQL_LOCK_CHECKS_OF_MONITOR = f"""
 SELECT {_CHECK_COLUMNS} FROM checks c WHERE c.monitor_id = $1 ORDER BY c.id FOR UPDATE
 """
 
-SQL_UPDATE_MONITOR = """
+SQL_UPDATE_MONITOR = f"""
 UPDATE monitors AS m
-SET alias = $2, url = $3, scheme = $4, host = $5, port = $6, updated_at = now()
+SET alias = $2, url = $3, scheme = $4, host = $5, port = $6, request = $7, assertions = $8,
+    updated_at = now()
 WHERE m.id = $1
-RETURNING m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port
+RETURNING {_MONITOR_COLUMNS}
 """
 
 SQL_DELETE_PROBE_RESULTS = "DELETE FROM probe_results WHERE check_id = ANY($1::bigint[])"
@@ -352,6 +356,9 @@ class MonitorRecord:
     port: str
     checks: dict[str, CheckRecord]
     uptime: UptimeFigures | None = None
+    # Issue 23, as stored (engine/requestconfig.py): None when not set.
+    request: Any = None
+    assertions: Any = None
 
     @classmethod
     def from_rows(
@@ -368,6 +375,8 @@ class MonitorRecord:
             port=monitor["port"],
             checks={c.kind: c for c in checks},
             uptime=uptime,
+            request=monitor["request"],
+            assertions=monitor["assertions"],
         )
 
 
@@ -489,13 +498,16 @@ class MonitorsMixin(StoreBase):
         notification_threshold: int,
         certificate_interval: int,
         monitor_limit: int,
+        request: Any = None,
+        assertions: Any = None,
     ) -> MonitorRecord:
         """Create a monitor with an enabled, pending uptime check (``interval``,
         ``notification_threshold``) and certificate check (``certificate_interval``, no
         expiry threshold), each with an open enabled period, and notify the engine.
 
         Raises LimitReached when the account already has ``monitor_limit`` monitors, and
-        NotFound when the account no longer exists.
+        NotFound when the account no longer exists. ``request``/``assertions``: stored
+        forms (engine/requestconfig.py), or None.
         The identifier is random (``secrets.token_urlsafe``), retried on a collision.
         """
         async with self._tx() as conn:
@@ -509,7 +521,8 @@ class MonitorsMixin(StoreBase):
             for _ in range(_IDENTIFIER_TRIES):
                 identifier = secrets.token_urlsafe(IDENTIFIER_BYTES)
                 monitor = await conn.fetchrow(
-                    SQL_INSERT_MONITOR, account_id, identifier, alias, url, scheme, host, port)
+                    SQL_INSERT_MONITOR, account_id, identifier, alias, url, scheme, host, port,
+                    request, assertions)
                 if monitor is not None:
                     break
             if monitor is None:  # 72 random bits colliding five times: something is broken
@@ -533,6 +546,7 @@ class MonitorsMixin(StoreBase):
         scheme: str | None = None,
         host: str | None = None,
         port: str | None = None,
+        config: tuple[Any, Any] | None = None,
     ) -> MonitorRecord:
         """Change the alias and/or URL (``url``, ``scheme``, ``host``, ``port`` together).
 
@@ -540,7 +554,8 @@ class MonitorsMixin(StoreBase):
         enabled checks back to pending with fresh periods and clears their state. Any other
         URL change keeps history. Either way a URL change bumps ``config_version`` and
         notifies; an alias change only notifies (payloads carry the alias). NotFound when
-        the monitor is not the account's.
+        the monitor is not the account's. ``config``: the new stored ``(request,
+        assertions)`` (issue 23); a change of them bumps ``config_version`` like a URL change.
         """
         async with self._tx() as conn:
             current = await conn.fetchrow(SQL_LOCK_MONITOR, account_id, monitor_id)
@@ -554,10 +569,15 @@ class MonitorsMixin(StoreBase):
                 url, scheme, host, port = (
                     current["url"], current["scheme"], current["host"], current["port"])
             url_changed = url != current["url"]
+            old_config = (current["request"], current["assertions"])
+            new_config = old_config if config is None else config
+            if new_config != old_config and not url_changed:
+                url_changed = True  # the engine reloads: same bump, history kept
             if not url_changed and new_alias == current["alias"]:
                 return MonitorRecord.from_rows(current, checks)
             monitor = await conn.fetchrow(
-                SQL_UPDATE_MONITOR, monitor_id, new_alias, url, scheme, host, port)
+                SQL_UPDATE_MONITOR, monitor_id, new_alias, url, scheme, host, port,
+                *new_config)
             if url_changed and host != current["host"]:
                 for sql in (SQL_DELETE_PROBE_RESULTS, SQL_DELETE_ROLLUPS,
                             SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS,

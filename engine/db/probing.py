@@ -39,7 +39,7 @@ _CHECK_COLUMNS = """
     c.id, c.monitor_id, c.kind, c.interval_s, c.notification_threshold_s, c.config_version,
     c.status, c.error, c.last_check_at, c.failing_since, c.detected_by, c.outage_id,
     c.incident_event_id, c.renewal_notified_for, o.verified_via,
-    m.url, m.host, m.port
+    m.url, m.host, m.port, m.request, m.assertions
 """
 _CHECK_FROM = """
 FROM checks c

@@ -38,6 +38,11 @@ class HttpOutcome:
     ttfb_ms: float | None
     redirects: int = 0
     remote_ip: str | None = None
+    # A monitor's assertions (issue 23): the first failed one's words (the response, with
+    # its status_code, counts as a failure then), and whether a status_code assertion held
+    # in place of the 2xx/3xx rule.
+    assertion_error: str | None = None
+    status_asserted: bool = False
 
 
 @dataclass(slots=True)

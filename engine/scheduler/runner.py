@@ -66,9 +66,11 @@ from engine.evaluate import (
 )
 from engine.metrics import Metrics
 from engine.probes.outcome import CertOutcome, HttpOutcome
+from engine.requestspecs import SpecBuilder
 from engine.results import KIND_CERTIFICATE, KIND_UPTIME, ResultRow, ResultsSink, ResultsWriter
 from engine.scheduled import ScheduledCheck, Touch
 from engine.scheduler.wheel import TimingWheel, first_due
+from engine.secretbox import SecretBox
 from engine.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -224,6 +226,7 @@ class Engine:
             http_prober, "start", None
         )
         self._cert = cert_prober
+        self._specs = SpecBuilder(SecretBox.from_settings(settings), settings.max_assertion_body)
         self._confirmer: Confirmer = confirmer or LocalConfirmer.from_settings(
             http_prober, settings, metrics
         )
@@ -420,6 +423,8 @@ class Engine:
             # Unchanged: the in-memory state may be ahead of batched writes, keep it.
             return
         self._adopted_unfrozen += 1
+        if new.configured is not None:
+            new.request = self._specs.build(new.configured)
         self._checks[new.id] = new
         if old is not None:
             self._wheel.cancel(old.id)
@@ -633,7 +638,11 @@ class Engine:
         assert loop is not None  # set by the first _start_ready
         start_http = self._start_http
         if start_http is not None and c.kind == UPTIME:
-            self._in_flight[c.id] = start_http(loop, c.url, self._uptime_done, c)
+            if c.request is None:
+                self._in_flight[c.id] = start_http(loop, c.url, self._uptime_done, c)
+            else:
+                self._in_flight[c.id] = start_http(
+                    loop, c.url, self._uptime_done, c, c.request)
         else:
             self._in_flight[c.id] = loop.create_task(self._probe(c))
 
@@ -708,7 +717,10 @@ class Engine:
             elif c.kind == UPTIME:
                 # The probe is awaited here rather than in _probe_uptime: one coroutine frame
                 # fewer to pass through on every resumption of the probe.
-                outcome = await self._http.probe(c.url)
+                outcome = await (
+                    self._http.probe(c.url) if c.request is None
+                    else self._http.probe(c.url, c.request)  # type: ignore[call-arg]
+                )
                 if self._current(c, version) and not self._steady(c, version, outcome):
                     await self._probe_uptime(c, version, outcome)
             else:
@@ -1020,5 +1032,6 @@ def _http_row(
 ) -> ResultRow:
     return (
         check_id, at, KIND_UPTIME, int(cls), o.status_code, o.total_ms, o.dns_ms,
-        o.connect_ms, o.tls_ms, o.ttfb_ms, region, confirmation, o.error,
+        o.connect_ms, o.tls_ms, o.ttfb_ms, region, confirmation,
+        o.error if o.assertion_error is None else o.assertion_error,
     )

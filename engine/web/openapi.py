@@ -222,7 +222,66 @@ def _schemas() -> dict[str, Any]:
                 {"type": "string", "maxLength": MAX_URL_LENGTH, "pattern": URL_PATTERN}),
         }, required=[]),
         "Health": _obj({"status": {"type": "string", "enum": ["ok", "unavailable"]}}),
+        **_request_schemas(),
     }
+
+
+def _request_schemas() -> dict[str, Any]:
+    """Issue 23: a monitor's own request and its assertions (README, "What up means")."""
+    from engine.probes import request as spec
+    from engine.requestconfig import MAX_ASSERTIONS, MAX_BODY_BYTES, MAX_HEADERS
+
+    return {
+        "Request": {
+            "type": "object",
+            "description": "What the uptime probe sends. Secret header values (Authorization,"
+                           " Proxy-Authorization, Cookie, names holding token, key, secret or"
+                           ' auth) are write-only: shown as "********"; sending "********"'
+                           " keeps the stored value.",
+            "properties": {
+                "method": {"type": "string", "enum": list(spec.METHODS), "default": "GET"},
+                "headers": {
+                    "type": "object", "maxProperties": MAX_HEADERS,
+                    "additionalProperties": {"type": "string"},
+                    "description": "Name: value. Host, Content-Length, Transfer-Encoding and"
+                                   " Connection cannot be set; no CR, LF or NUL.",
+                },
+                "body": _nullable({"type": "string", "description":
+                                   f"At most {MAX_BODY_BYTES} bytes as UTF-8; not with GET"
+                                   " or HEAD."}),
+                "follow_redirects": {"type": "boolean", "default": True},
+            },
+            "required": [],
+        },
+        "Assertion": {
+            "type": "object",
+            "properties": {
+                "source": {"type": "string", "enum": list(spec.SOURCES)},
+                "property": _nullable({"type": "string", "description":
+                                       "header: the header name; json: an RFC 9535 JSONPath"}),
+                "comparison": {"type": "string", "enum": list(spec.COMPARISONS)},
+                "target": {"nullable": True, "oneOf": [{"type": "string"}, {"type": "number"}],
+                           "description": "Not for is_empty/not_empty; matches: an RE2"
+                                          " regular expression."},
+            },
+            "required": ["source", "comparison"],
+        },
+        "Assertions": {"type": "array", "maxItems": MAX_ASSERTIONS,
+                       "items": _ref("Assertion")},
+    }
+
+
+def _with_requests(schemas: dict[str, Any]) -> dict[str, Any]:
+    """The optional ``request`` and ``assertions`` of issue 23 on the monitor shapes (shown
+    only when a monitor sets either) and on the create and update bodies."""
+    extra = {
+        "request": {"nullable": True, "allOf": [_ref("Request")]},
+        "assertions": {"nullable": True, "allOf": [_ref("Assertions")]},
+    }
+    for name in ("Monitor", "ReducedMonitor", "MonitorCreate", "MonitorUpdate"):
+        schema = schemas[name]
+        schemas[name] = {**schema, "properties": {**schema["properties"], **extra}}
+    return schemas
 
 
 def _responses() -> dict[str, Any]:
@@ -411,7 +470,7 @@ def build_document(
                     "schema": _INT64,
                 },
             },
-            "schemas": _schemas(),
+            "schemas": _with_requests(_schemas()),
             "responses": _responses(),
         },
     }

@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.db.accounts import Account
 from engine.db.monitors import CheckRecord, MonitorRecord, StatisticsRecord, UptimeFigures
+from engine.requestconfig import shown_assertions, shown_request
 from engine.settings import ALLOWED_INTERVALS, Plan
 from engine.timefmt import fmt
 
@@ -100,6 +101,18 @@ def monitor_full(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
         "checks": {
             kind: check_full(monitor.checks[kind], monitor.uptime) for kind in CHECK_KINDS
         },
+        **request_fields(monitor),
+    }
+
+
+def request_fields(monitor: MonitorRecord) -> dict[str, Any]:
+    """Issue 23: ``request`` and ``assertions`` (secrets masked) when the monitor sets
+    either, else nothing, so that api.md's shapes stay exact for monitors without them."""
+    if monitor.request is None and not monitor.assertions:
+        return {}
+    return {
+        "request": shown_request(monitor.request),
+        "assertions": shown_assertions(monitor.assertions),
     }
 
 
@@ -114,6 +127,7 @@ def monitor_reduced(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
         "url": monitor.url,
         "status_page": status_page_url(base_url, monitor.identifier),
         "checks": {kind: check_reduced(monitor.checks[kind]) for kind in CHECK_KINDS},
+        **request_fields(monitor),
     }
 
 
