@@ -229,6 +229,9 @@ async def build_node(
         comps["engine"] = engine.run
         comps["deliverer"] = Deliverer(store, settings, metrics=metrics).run
         comps["partitions"] = PartitionUpkeep(store, settings).run
+        from engine.timings_rollup import PhaseRollup
+
+        comps["phase_rollup"] = PhaseRollup(store).run
     return node
 
 

@@ -65,7 +65,7 @@ from engine.webhooks.http import (
     WebhookClient,
     parse_url,
 )
-from engine.webhooks.signing import sign
+from engine.webhooks.signing import SIGNATURE_256_HEADER, sign, sign_256
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +125,7 @@ def delivery_headers(event: ClaimedEvent) -> dict[str, str]:
         "X-Service-Current-Try": str(event.tries),
         "X-Service-Parent-Webhook": str(event.parent_webhook),
         "X-Service-Signature": sign(event.body, event.token),
+        SIGNATURE_256_HEADER: sign_256(event.body, event.token, int(time.time())),
     }
 
 
@@ -140,8 +141,10 @@ def _header_lines(event: ClaimedEvent) -> bytes:
     return _FIXED_HEADERS + (
         b"X-Service-Webhook: %d\r\nX-Service-Current-Try: %d\r\n"
         b"X-Service-Parent-Webhook: %d\r\nX-Service-Signature: %s\r\n"
+        b"X-Service-Signature-256: %s\r\n"
         % (event.id, event.tries, event.parent_webhook,
-           sign(event.body, event.token).encode("ascii"))
+           sign(event.body, event.token).encode("ascii"),
+           sign_256(event.body, event.token, int(time.time())).encode("ascii"))
     )
 
 
