@@ -7,6 +7,7 @@ import asyncpg
 from engine.db.accounts import AccountsMixin
 from engine.db.cluster import ClusterMixin
 from engine.db.monitors import MonitorsMixin
+from engine.db.notifications import NotificationsMixin
 from engine.db.pool import create_pool
 from engine.db.probing import ProbingMixin
 from engine.db.public import PublicMixin
@@ -14,7 +15,8 @@ from engine.db.webhook_queue import WebhookQueueMixin
 
 
 class Store(
-    AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin
+    AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin,
+    NotificationsMixin,
 ):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 

@@ -29,7 +29,7 @@ from engine.db.store import Store
 from engine.errors import DatabaseUnavailable, LimitReached, NotFound, ValidationFailed
 from engine.metrics import Metrics
 from engine.settings import Settings
-from engine.web import api, nodes_api, openapi, status_page, webhooks_api
+from engine.web import api, nodes_api, notifications_api, openapi, status_page, webhooks_api
 from engine.web.concurrency import ApiSlots
 from engine.web.jsonio import json_response, message_response
 from engine.web.keys import (
@@ -273,12 +273,16 @@ def create_app(
     app[OPENAPI_DOCUMENT] = orjson.dumps(
         openapi.build_document(
             settings.public_base_url,
-            extra_paths={**webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS},
+            extra_paths={
+                **webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS,
+                **notifications_api.OPENAPI_PATHS,
+            },
         )
     )
     app.router.add_routes(api.routes)
     app.router.add_routes(webhooks_api.routes)
     app.router.add_routes(nodes_api.routes)
+    app.router.add_routes(notifications_api.routes)
     app.router.add_get("/webapi/openapi.json", openapi_json)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_text)
