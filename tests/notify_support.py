@@ -40,7 +40,7 @@ class _Handler:
     def __init__(self, box: SmtpServer) -> None:
         self.box = box
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         if self.box.refuse_data:
             return "451 Requested action aborted: local error in processing"
         msg = email.message_from_bytes(envelope.content, policy=email.policy.default)
@@ -92,6 +92,7 @@ class Hit:
     path: str
     headers: dict[str, str]
     body: bytes
+    answered: int = 200
 
     def json(self) -> Any:
         import orjson
@@ -110,7 +111,9 @@ class HttpReceiver:
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.read()
-        self.hits.append(Hit(request.method, request.path, dict(request.headers), body))
+        self.hits.append(
+            Hit(request.method, request.path, dict(request.headers), body, self.status)
+        )
         if self.status != 200:
             return web.Response(status=self.status, text="receiver is broken")
         return web.json_response({"success": True})
@@ -128,6 +131,11 @@ class HttpReceiver:
     async def __aexit__(self, *exc: Any) -> None:
         assert self._runner is not None
         await self._runner.cleanup()
+
+    def delivered(self, path: str | None = None) -> list[Hit]:
+        """The requests answered 200 (to ``path``, if given)."""
+        return [h for h in self.hits
+                if h.answered == 200 and (path is None or h.path == path)]
 
     def json_url(self, path: str = "/hook", **params: str) -> str:
         query = "&".join(f"{k}={v}" for k, v in params.items())

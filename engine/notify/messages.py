@@ -95,10 +95,10 @@ def render(row: QueuedNotification, base_url: str) -> Message:
         seen = f"{regions}, confirmed from {verified}" if verified and verified != regions \
             else regions
         code = meta.get("http_status_code")
+        error = check.get("error") or "no reason given"
         lines = [
             f"**{who}** is down since {since}.",
-            f"Reason: {check.get('error') or 'no reason given'}"
-            + (f" (HTTP {code})" if code else ""),
+            f"Reason: {error}" + (f" (HTTP {code})" if code and str(code) not in error else ""),
             f"Seen from: {seen}.",
         ]
     elif row.event == events.UPTIME_RESTORED:
