@@ -122,7 +122,7 @@ async def test_channels_limited_to_monitors_or_events_or_disabled_stay_silent(
     settings = settings_for(tmp_path)
     async with HttpTarget() as site, HttpReceiver() as receiver:
         m1, c1, _ = await add_monitor(store, acc.id, site.url("/one"), alias="one")
-        m2, c2, _ = await add_monitor(store, acc.id, site.url("/two"), alias="two")
+        _, c2, _ = await add_monitor(store, acc.id, site.url("/two"), alias="two")
         await channel(store, acc.id, receiver.json_url("/all"))
         await channel(store, acc.id, receiver.json_url("/only-one"), monitor_ids=[m1])
         await channel(store, acc.id, receiver.json_url("/only-up"), events=["uptime_restored"])
