@@ -25,11 +25,10 @@ def downtime_body(monitor_id: int, alias: str) -> bytes:
     )
 
 
-async def queue_down(store: Store, account_id: int, monitor_id: int, grouping: Grouping,
-                     alias: str = "") -> int:
+async def queue_down(store: Store, account_id: int, monitor_id: int, alias: str = "") -> int:
     async with store.pool.acquire() as conn, conn.transaction():
         return await queue_notifications(
-            conn, grouping, account_id=account_id, monitor_id=monitor_id, check_id=None,
+            conn, account_id=account_id, monitor_id=monitor_id, check_id=None,
             event="downtime", body=downtime_body(monitor_id, alias or f"m{monitor_id}"),
             since=NOW,
         )
@@ -49,9 +48,9 @@ async def test_the_first_events_of_a_window_go_at_once_and_the_rest_as_one_diges
 ) -> None:
     acc, _ = account
     cid = await channel(store, acc.id)
-    grouping = Grouping(seconds=0.5, max_single=3)
+    store.notification_grouping = Grouping(seconds=0.5, max_single=3)
     for m in range(1, 9):
-        assert await queue_down(store, acc.id, m, grouping) == 1
+        assert await queue_down(store, acc.id, m) == 1
     queue = store.notification_queue
     # Order per channel: one message at a time, oldest first.
     singles = []
@@ -87,13 +86,12 @@ async def test_a_channel_takes_only_its_events_and_monitors_and_only_while_enabl
 ) -> None:
     acc, _ = account
     other, _ = await store.create_account("other")
-    grouping = Grouping()
     await channel(store, acc.id, monitor_ids=[1])
     await channel(store, acc.id, events=["uptime_restored"])
     await channel(store, acc.id, is_enabled=False)
     await channel(store, other.id)
-    assert await queue_down(store, acc.id, 1, grouping) == 1
-    assert await queue_down(store, acc.id, 2, grouping) == 0
+    assert await queue_down(store, acc.id, 1) == 1
+    assert await queue_down(store, acc.id, 2) == 0
 
 
 async def test_a_slow_channel_does_not_hold_another_back(
@@ -102,9 +100,8 @@ async def test_a_slow_channel_does_not_hold_another_back(
     acc, _ = account
     mail = await channel(store, acc.id)
     chat = await channel(store, acc.id)
-    grouping = Grouping()
-    await queue_down(store, acc.id, 1, grouping)
-    await queue_down(store, acc.id, 2, grouping)
+    await queue_down(store, acc.id, 1)
+    await queue_down(store, acc.id, 2)
     first = await store.notification_queue.claim(10, 30.0)
     # The head of each channel, both at once; the second rows wait behind their heads.
     assert sorted((i.channel_id, i.monitor_id) for i in first) == [(mail, 1), (chat, 1)]

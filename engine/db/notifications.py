@@ -6,9 +6,10 @@
   webhook (engine/db/probing.py): one row per matching channel, so a notification is never
   queued without its state change, nor lost after it.
 - The rows go through the shared outbox (:mod:`engine.db.outbox`), ordered per channel. A
-  channel's alert-storm window is kept on its row, under its lock: the first ``group_max``
-  events of a window are due at once, the rest carry the window's end in ``group_until`` and
-  are claimed together as one digest when it comes.
+  channel's alert-storm window is kept on its row and moved only by claims (one at a time
+  per channel), never by the state changes: the first ``group_max`` rows claimed in a window
+  go alone, a later one is held until the window's end and then claimed with every row of the
+  channel queued before it, as one digest (:class:`NotificationQueue`).
 - Every try is logged in ``notification_deliveries`` in the transaction that records it.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -51,42 +52,57 @@ SQL_OWN_MONITORS = """
 SELECT id FROM monitors WHERE account_id = $1 AND id = ANY($2::bigint[])
 """
 
-# One event of a state change to every channel that takes it, in one statement: lock the
-# channels in id order (two state changes never deadlock), open a window where none is open
-# or advance its count, and queue a row per channel: due now within the first group_max of
-# the window, else at the window's end as part of its digest. One NOTIFY when anything was
-# queued. $1 account, $2 event, $3 monitor, $4 check, $5 webhook body, $6 failures began,
-# $7 window seconds, $8 group max.
+# One event of a state change to every channel that takes it, in one statement and without
+# locking the channels (a storm's transitions must not queue up behind one row): the
+# alert-storm window is the sender's business, decided when a channel's row is claimed. One
+# NOTIFY when anything was queued. $1 account, $2 event, $3 monitor, $4 check, $5 webhook
+# body, $6 failures began.
 SQL_QUEUE_NOTIFICATIONS = """
-WITH ch AS (
-    SELECT c.id FROM notification_channels c
+WITH ins AS (
+    INSERT INTO notification_events (account_id, channel_id, monitor_id, check_id, event, body,
+                                     identifier, since)
+    SELECT $1, c.id, $3, $4, $2, $5, m.identifier, $6
+    FROM notification_channels c LEFT JOIN monitors m ON m.id = $3
     WHERE c.account_id = $1 AND c.is_enabled AND $2 = ANY(c.events)
       AND (c.monitor_ids IS NULL OR $3 = ANY(c.monitor_ids))
     ORDER BY c.id
-    FOR NO KEY UPDATE
-), win AS (
-    UPDATE notification_channels c
-    SET group_until = CASE WHEN c.group_until IS NULL OR c.group_until <= now()
-                           THEN now() + make_interval(secs => $7::float8)
-                           ELSE c.group_until END,
-        group_sent = CASE WHEN c.group_until IS NULL OR c.group_until <= now()
-                          THEN 1 ELSE c.group_sent + 1 END
-    FROM ch WHERE c.id = ch.id
-    RETURNING c.id, c.group_until, c.group_sent
-), ins AS (
-    INSERT INTO notification_events (account_id, channel_id, monitor_id, check_id, event, body,
-                                     identifier, since, group_until, next_try_at)
-    SELECT $1, win.id, $3, $4, $2, $5, m.identifier, $6,
-           CASE WHEN win.group_sent > $8 THEN win.group_until END,
-           CASE WHEN win.group_sent > $8 THEN win.group_until ELSE now() END
-    FROM win LEFT JOIN monitors m ON m.id = $3
-    ORDER BY win.id
     RETURNING 1
 )
 SELECT q.queued,
        CASE WHEN q.queued > 0
             THEN (SELECT 1 FROM pg_notify('upwatch_notifications', '')) END AS notified
 FROM (SELECT count(*) AS queued FROM ins) q
+"""
+
+# The alert-storm window, in the claim's transaction. The heads a claim chose, with their
+# channel's window (locked: one claim at a time moves a channel's window). $1: head ids.
+SQL_WINDOW_OF_HEADS = """
+SELECT e.id, e.channel_id, e.group_until, c.group_until AS window_until, c.group_sent,
+       coalesce($2::timestamptz, now()) AS now
+FROM notification_events e JOIN notification_channels c ON c.id = e.channel_id
+WHERE e.id = ANY($1::bigint[])
+ORDER BY c.id
+FOR NO KEY UPDATE OF c
+"""
+# A head sent on its own: it opens the channel's window or counts in it.
+SQL_COUNT_IN_WINDOW = """
+UPDATE notification_channels SET group_until = $2, group_sent = $3 WHERE id = $1
+"""
+# A head past the window's first group_max: it waits for the window's end, as the first
+# row of that window's digest.
+SQL_HOLD_FOR_DIGEST = """
+UPDATE notification_events SET group_until = $2, next_try_at = $2
+WHERE id = $1 AND status = 'pending'
+"""
+# A due digest: its head and every pending row of the channel queued before the window's
+# end, marked as the window's. $1 head, $2 channel, $3 window end.
+SQL_DIGEST_MEMBERS = """
+UPDATE notification_events SET group_until = $3
+WHERE channel_id = $2 AND status = 'pending' AND id <> $1 AND created_at <= $3
+  AND id IN (SELECT id FROM notification_events
+             WHERE channel_id = $2 AND status = 'pending' AND id <> $1
+             FOR UPDATE SKIP LOCKED)
+RETURNING id
 """
 
 _EXPIRE_REASON = """CASE
@@ -253,10 +269,47 @@ async def _log_tries(conn: asyncpg.Connection, results: Sequence[TryResult]) -> 
 
 
 class NotificationQueue(OutboxQueue[NotificationItem]):
-    """The notification table's outbox: claims come back one item per message."""
+    """The notification table's outbox: claims come back one item per message, and each
+    channel's alert-storm window is applied as its rows are claimed (the channel's rows are
+    claimed one at a time, oldest first, so the window sees them in order):
+
+    - a head with no open window opens one (``grouping.seconds``) and goes alone;
+    - within the window, the first ``grouping.max_single`` heads go alone;
+    - a later head is held until the window's end; then it is claimed with every row of the
+      channel queued before that end, as one digest.
+    """
+
+    def __init__(self, spec: QueueSpec[NotificationItem], store: NotificationsMixin,
+                 **kwargs: Any) -> None:
+        super().__init__(spec, store, **kwargs)
+        self._owner = store
 
     async def claim(self, *args: Any, **kwargs: Any) -> list[NotificationItem]:
         return combine(await super().claim(*args, **kwargs))
+
+    async def _expand(
+        self, conn: asyncpg.Connection, heads: list[int], now: datetime | None
+    ) -> list[int]:
+        grouping = self._owner.notification_grouping
+        window = timedelta(seconds=grouping.seconds)
+        taken: list[int] = []
+        for row in await conn.fetch(SQL_WINDOW_OF_HEADS, heads, now):
+            head, at = row["id"], row["now"]
+            if row["group_until"] is not None:
+                # A held head whose window has ended: the digest.
+                taken.append(head)
+                taken += [r["id"] for r in await conn.fetch(
+                    SQL_DIGEST_MEMBERS, head, row["channel_id"], row["group_until"])]
+                continue
+            until, sent = row["window_until"], row["group_sent"]
+            if until is None or until <= at:
+                until, sent = at + window, 0
+            if sent < grouping.max_single:
+                await conn.execute(SQL_COUNT_IN_WINDOW, row["channel_id"], until, sent + 1)
+                taken.append(head)
+            else:
+                await conn.execute(SQL_HOLD_FOR_DIGEST, head, until)
+        return taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +335,6 @@ class Grouping:
 
 async def queue_notifications(
     conn: asyncpg.Connection,
-    grouping: Grouping,
     *,
     account_id: int,
     monitor_id: int,
@@ -294,13 +346,16 @@ async def queue_notifications(
     """Queue ``event`` for every enabled channel of the account that takes it, on ``conn``
     (the state change's transaction); returns how many rows were queued."""
     row = await conn.fetchrow(
-        SQL_QUEUE_NOTIFICATIONS, account_id, event, monitor_id, check_id, body, since,
-        float(grouping.seconds), grouping.max_single,
+        SQL_QUEUE_NOTIFICATIONS, account_id, event, monitor_id, check_id, body, since
     )
     return int(row["queued"]) if row is not None else 0
 
 
 class NotificationsMixin(StoreBase):
+    # The channels' alert-storm window, set once at start-up from the settings
+    # (UPWATCH_NOTIFY_GROUP_SECONDS x time scale, UPWATCH_NOTIFY_GROUP_MAX).
+    notification_grouping: Grouping = Grouping()
+
     @property
     def notification_queue(self) -> NotificationQueue:
         queue: NotificationQueue | None = self.__dict__.get("_notification_queue")

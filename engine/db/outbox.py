@@ -310,13 +310,24 @@ class OutboxQueue(Generic[Item]):
                     overflow = True
             if not chosen:
                 return []
-            if sql.group is not None:
-                chosen += [r["id"] for r in await conn.fetch(sql.group, chosen)]
+            chosen = await self._expand(conn, chosen, now)
+            if not chosen:
+                return []
             rows = await conn.fetch(sql.take, chosen, now, float(lease_seconds))
         # RETURNING has no order; keep the claim's (oldest due first).
         position = {row_id: i for i, row_id in enumerate(chosen)}
         rows = sorted(rows, key=lambda r: position[r["id"]])
         return [self.spec.item(r) for r in rows]
+
+    async def _expand(
+        self, conn: asyncpg.Connection, heads: list[int], now: datetime | None
+    ) -> list[int]:
+        """The rows a claim takes for ``heads`` (the chosen candidates, locked): the heads
+        and, with a ``group_column``, the rest of their groups. A kind may hold a head back
+        here (in the claim's transaction) by leaving it out."""
+        if self._sql.group is None:
+            return heads
+        return heads + [r["id"] for r in await conn.fetch(self._sql.group, heads)]
 
     async def record_delivered(self, row_id: int, status_code: int | None = 200) -> bool:
         result = await self._store._execute(self._sql.delivered, row_id, status_code)

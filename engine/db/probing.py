@@ -24,7 +24,7 @@ import asyncpg
 import orjson
 
 from engine.db.base import CHANNEL_CHECKS, UNAVAILABLE_ERRORS, StoreBase
-from engine.db.notifications import Grouping, queue_notifications
+from engine.db.notifications import queue_notifications
 from engine.db.pool import mark_session_state
 from engine.db.webhook_queue import insert_event
 from engine.errors import DatabaseUnavailable
@@ -434,10 +434,6 @@ def _staging_lines(
 
 
 class ProbingMixin(StoreBase):
-    # The notification channels' alert-storm window (engine.db.notifications), set once at
-    # start-up from the settings (UPWATCH_NOTIFY_GROUP_SECONDS, UPWATCH_NOTIFY_GROUP_MAX).
-    notification_grouping: Grouping = Grouping()
-
     # -- loading -----------------------------------------------------------------------
 
     async def load_checks_page(self, after_id: int, limit: int) -> list[ScheduledCheck]:
@@ -529,8 +525,7 @@ class ProbingMixin(StoreBase):
                         state.incident_event_id = event_id
                     # The account's notification channels, in the same transaction.
                     await queue_notifications(
-                        conn, self.notification_grouping,
-                        account_id=row["account_id"], monitor_id=row["monitor_id"],
+                        conn, account_id=row["account_id"], monitor_id=row["monitor_id"],
                         check_id=check_id, event=ev.event, body=body,
                         since=state.failing_since,
                     )

@@ -5,8 +5,8 @@
 -- rest it is plain for now, like the account webhook URL before encryption at rest lands.
 -- group_until / group_sent are the channel's alert-storm window: the first
 -- UPWATCH_NOTIFY_GROUP_MAX events of a window go one by one, the rest wait for its end and go
--- as one digest. They are written only under the channel row's lock, in the transaction of
--- the state change that queues the events.
+-- as one digest. Only the claims of the channel's rows write them (one claim at a time per
+-- channel); the state changes that queue rows never lock the channel.
 CREATE TABLE notification_channels (
     id              bigserial PRIMARY KEY,
     account_id      bigint      NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
