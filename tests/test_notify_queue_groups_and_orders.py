@@ -48,7 +48,7 @@ async def test_the_first_events_of_a_window_go_at_once_and_the_rest_as_one_diges
 ) -> None:
     acc, _ = account
     cid = await channel(store, acc.id)
-    store.notification_grouping = Grouping(seconds=0.5, max_single=3)
+    store.notification_grouping = Grouping(seconds=5.0, max_single=3)
     for m in range(1, 9):
         assert await queue_down(store, acc.id, m) == 1
     queue = store.notification_queue
@@ -62,7 +62,7 @@ async def test_the_first_events_of_a_window_go_at_once_and_the_rest_as_one_diges
     assert singles == [1, 2, 3]
     # The rest wait for the window's end...
     assert await queue.claim(10, 30.0) == []
-    later = datetime.now(UTC) + timedelta(seconds=5)
+    later = datetime.now(UTC) + timedelta(seconds=10)
     [digest] = await queue.claim(10, 30.0, now=later)
     # ...and come as one item, in the order they were queued.
     assert digest.is_digest and [r.monitor_id for r in digest.rows] == [4, 5, 6, 7, 8]

@@ -77,8 +77,8 @@ FROM (SELECT count(*) AS queued FROM ins) q
 # The alert-storm window, in the claim's transaction. The heads a claim chose, with their
 # channel's window (locked: one claim at a time moves a channel's window). $1: head ids.
 SQL_WINDOW_OF_HEADS = """
-SELECT e.id, e.channel_id, e.group_until, c.group_until AS window_until, c.group_sent,
-       coalesce($2::timestamptz, now()) AS now
+SELECT e.id, e.channel_id, e.group_until, e.created_at, c.group_until AS window_until,
+       c.group_sent, coalesce($2::timestamptz, now()) AS now
 FROM notification_events e JOIN notification_channels c ON c.id = e.channel_id
 WHERE e.id = ANY($1::bigint[])
 ORDER BY c.id
@@ -273,10 +273,11 @@ class NotificationQueue(OutboxQueue[NotificationItem]):
     channel's alert-storm window is applied as its rows are claimed (the channel's rows are
     claimed one at a time, oldest first, so the window sees them in order):
 
-    - a head with no open window opens one (``grouping.seconds``) and goes alone;
-    - within the window, the first ``grouping.max_single`` heads go alone;
-    - a later head is held until the window's end; then it is claimed with every row of the
-      channel queued before that end, as one digest.
+    - a head queued after the channel's window (or with none) opens one of
+      ``grouping.seconds`` from its own queue time, and goes alone;
+    - of the heads queued within the window, the first ``grouping.max_single`` go alone;
+    - a later one is held until the window's end (at once if that has passed); then it is
+      claimed with every row of the channel queued before that end, as one digest.
     """
 
     def __init__(self, spec: QueueSpec[NotificationItem], store: NotificationsMixin,
@@ -294,21 +295,25 @@ class NotificationQueue(OutboxQueue[NotificationItem]):
         window = timedelta(seconds=grouping.seconds)
         taken: list[int] = []
         for row in await conn.fetch(SQL_WINDOW_OF_HEADS, heads, now):
-            head, at = row["id"], row["now"]
-            if row["group_until"] is not None:
-                # A held head whose window has ended: the digest.
-                taken.append(head)
-                taken += [r["id"] for r in await conn.fetch(
-                    SQL_DIGEST_MEMBERS, head, row["channel_id"], row["group_until"])]
-                continue
-            until, sent = row["window_until"], row["group_sent"]
-            if until is None or until <= at:
-                until, sent = at + window, 0
-            if sent < grouping.max_single:
-                await conn.execute(SQL_COUNT_IN_WINDOW, row["channel_id"], until, sent + 1)
-                taken.append(head)
-            else:
+            head, channel, digest = row["id"], row["channel_id"], row["group_until"]
+            if digest is None:
+                # Windows are anchored at the events' times, not at the claims': sends that
+                # lag behind a storm do not stretch its window.
+                at, until, sent = row["created_at"], row["window_until"], row["group_sent"]
+                if until is None or until <= at:
+                    until, sent = at + window, 0
+                if sent < grouping.max_single:
+                    await conn.execute(SQL_COUNT_IN_WINDOW, channel, until, sent + 1)
+                    taken.append(head)
+                    continue
                 await conn.execute(SQL_HOLD_FOR_DIGEST, head, until)
+                if until > row["now"]:
+                    continue  # held until the window's end
+                digest = until
+            # A held head whose window has ended: the digest.
+            taken.append(head)
+            taken += [r["id"] for r in await conn.fetch(
+                SQL_DIGEST_MEMBERS, head, channel, digest)]
         return taken
 
 
