@@ -259,3 +259,37 @@ async def _all_status(store: Store, status: str, n: int) -> bool:
     got = await fetchval(store, "SELECT count(*) FROM checks WHERE kind = 'uptime' "
                                 "AND status = $1", status)
     return int(got) == n
+
+
+async def test_a_hanging_smtp_server_costs_one_timed_out_try_and_holds_no_other_channel(
+    store: Store, account: tuple[Any, str], tmp_path: Path
+) -> None:
+    acc, _ = account
+    settings = settings_for(tmp_path, notify_timeout=1.0)
+    held: list[asyncio.StreamWriter] = []
+
+    async def hang(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        held.append(w)  # accepts, never says a word
+
+    server = await asyncio.start_server(hang, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with HttpTarget() as site, HttpReceiver() as receiver:
+            _, check_id, _ = await add_monitor(store, acc.id, site.url("/"), alias="Shop")
+            mail = await channel(store, acc.id, f"mailto://u:p@127.0.0.1:{port}"
+                                                "?from=a@example.com&to=b@example.com")
+            await channel(store, acc.id, receiver.json_url("/chat"))
+            async with running_engine(store, settings), running_notifier(store, settings):
+                await wait_status(store, check_id, "ok")
+                site.status = 500
+                await wait_status(store, check_id, "down")
+                await wait_until(lambda: _async(len(receiver.delivered("/chat")) == 1),
+                                 what="the chat message while the mail server hangs")
+                await wait_until(lambda: _tries(store, mail, 1), timeout=15,
+                                 what="the mail try to time out")
+        [first] = await store.list_deliveries(acc.id, mail)
+        assert not first.delivered and "timed out" in (first.detail or "")
+    finally:
+        for w in held:
+            w.close()
+        server.close()
