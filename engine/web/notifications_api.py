@@ -35,7 +35,7 @@ from engine.timefmt import fmt
 from engine.web import validation
 from engine.web.jsonio import empty_response, json_response, read_body
 from engine.web.keys import ACCOUNT, SETTINGS, STORE
-from engine.web.webhooks_api import parse_list_query
+from engine.web.webhooks_api import _ID, _TIMESTAMP, _common_responses, parse_list_query
 
 routes = web.RouteTableDef()
 
@@ -283,13 +283,7 @@ async def list_deliveries(request: web.Request) -> web.Response:
 
 # --- OpenAPI -----------------------------------------------------------------------------
 
-_ID = {"type": "integer", "format": "int64", "minimum": 1, "maximum": validation.MAX_ID}
 _EVENT = {"type": "string", "enum": list(events.EVENTS)}
-_TIMESTAMP = {
-    "type": "string",
-    "pattern": r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$",
-    "example": "2026-01-31 12:00:00",
-}
 _MONITOR_IDS = {
     "type": "array", "items": _ID, "nullable": True,
     "description": "Null: every monitor of the account, also those made later.",
@@ -343,14 +337,6 @@ _DELIVERY: dict[str, Any] = {
 _DELIVERY["required"] = list(_DELIVERY["properties"])
 
 
-def _common() -> dict[str, Any]:
-    return {
-        "401": {"$ref": "#/components/responses/Unauthenticated"},
-        "429": {"$ref": "#/components/responses/TooManyRequests"},
-        "503": {"$ref": "#/components/responses/Unavailable"},
-    }
-
-
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
@@ -366,14 +352,15 @@ OPENAPI_PATHS: dict[str, Any] = {
             "summary": "The account's notification channels",
             "operationId": "listNotificationChannels",
             "responses": {"200": _json({"type": "array", "items": _CHANNEL}, "Channels."),
-                          **_common()},
+                          **_common_responses()},
         },
         "post": {
             "summary": "Add a notification channel (an Apprise URL)",
             "operationId": "createNotificationChannel",
             "requestBody": {**_BODY, "content": {"application/json": {"schema": {
                 **_CHANNEL_INPUT, "required": ["name", "url"]}}}},
-            "responses": {"201": _json(_CHANNEL, "The channel."), "422": _422, **_common()},
+            "responses": {"201": _json(_CHANNEL, "The channel."), "422": _422,
+                          **_common_responses()},
         },
     },
     "/webapi/notification-channels/{id}": {
@@ -381,7 +368,8 @@ OPENAPI_PATHS: dict[str, Any] = {
             "summary": "One notification channel",
             "operationId": "getNotificationChannel",
             "parameters": _ID_PARAM,
-            "responses": {"200": _json(_CHANNEL, "The channel."), "404": _404, **_common()},
+            "responses": {"200": _json(_CHANNEL, "The channel."), "404": _404,
+                          **_common_responses()},
         },
         "put": {
             "summary": "Change the fields the body carries",
@@ -389,13 +377,13 @@ OPENAPI_PATHS: dict[str, Any] = {
             "parameters": _ID_PARAM,
             "requestBody": _BODY,
             "responses": {"200": _json(_CHANNEL, "The channel."), "404": _404, "422": _422,
-                          **_common()},
+                          **_common_responses()},
         },
         "delete": {
             "summary": "Delete a notification channel",
             "operationId": "deleteNotificationChannel",
             "parameters": _ID_PARAM,
-            "responses": {"204": {"description": "Deleted."}, "404": _404, **_common()},
+            "responses": {"204": {"description": "Deleted."}, "404": _404, **_common_responses()},
         },
     },
     "/webapi/notification-channels/{id}/test": {
@@ -412,7 +400,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                                                             "words (only when not delivered)."}},
                     "required": ["delivered"],
                 }, "Whether the service took the message."),
-                "404": _404, **_common(),
+                "404": _404, **_common_responses(),
             },
         },
     },
@@ -427,7 +415,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                 {"name": "before", "in": "query", "required": False, "schema": _ID},
             ],
             "responses": {"200": _json({"type": "array", "items": _DELIVERY}, "Tries."),
-                          "404": _404, "422": _422, **_common()},
+                          "404": _404, "422": _422, **_common_responses()},
         },
     },
 }
