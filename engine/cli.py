@@ -83,7 +83,7 @@ def _with_store(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
         finally:
             await store.close()
 
-    with database(settings) as (dsn, _server):
+    with database(settings) as (dsn, _lease):
         return uvloop.run(go(dsn))
 
 

@@ -130,8 +130,12 @@ class StoreBase:
         await conn.execute("SELECT pg_notify($1, $2)", channel, payload)
 
     async def ping(self) -> bool:
-        """True when the database answers."""
-        try:
-            return await self._fetchval("SELECT 1") == 1
-        except DatabaseUnavailable:
-            return False
+        """True when the database answers. Twice before saying no: after the server came
+        back (a restart), the pool may lend one connection to the old server first, which
+        fails and is dropped; the second try connects afresh."""
+        for _ in range(2):
+            try:
+                return await self._fetchval("SELECT 1") == 1
+            except DatabaseUnavailable:
+                continue
+        return False

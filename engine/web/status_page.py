@@ -51,6 +51,7 @@ from engine.errors import DatabaseUnavailable
 from engine.stats import uptime_percentage
 from engine.timefmt import fmt
 from engine.web.keys import STORE
+from engine.web.public_text import public_error
 
 routes = web.RouteTableDef()
 
@@ -469,7 +470,7 @@ def chart_view(
 def _cause(o: PublicOutage) -> str:
     if o.http_status_code:
         return f"HTTP {o.http_status_code}"
-    return o.error or "No response"
+    return public_error(o.error) or "No response"
 
 
 def outage_views(outages: list[PublicOutage]) -> list[OutageView]:
@@ -499,7 +500,7 @@ def check_views(checks: Mapping[str, PublicCheck], now: datetime) -> list[CheckV
             facts.append(("HTTP status", str(code), False))
         facts.append(("Checked every", duration_text(up.interval), False))
         out.append(CheckView(UPTIME, "Website", words, tone, facts,
-                             up.error if up.is_enabled else None))
+                             public_error(up.error) if up.is_enabled else None))
     cert = checks.get(CERTIFICATE)
     if cert is not None:
         words, tone = _CERTIFICATE_WORDS.get(cert.status, (cert.status, "s-idle"))
@@ -515,7 +516,7 @@ def check_views(checks: Mapping[str, PublicCheck], now: datetime) -> list[CheckV
             facts.append(("Expires", "Unknown", False))
         facts.append(("Last checked", _last_checked(cert), False))
         out.append(CheckView(CERTIFICATE, "TLS certificate", words, tone, facts,
-                             cert.error if cert.is_enabled else None))
+                             public_error(cert.error) if cert.is_enabled else None))
     return out
 
 
@@ -570,7 +571,7 @@ def build_json(data: StatusPageData) -> dict[str, Any]:
             "status": check.status,
             "is_enabled": check.is_enabled,
             "last_check_at": fmt(check.last_check_at),
-            "error": check.error,
+            "error": public_error(check.error),
         }
         if kind == UPTIME:
             code = check.meta.get("http_status_code")
