@@ -196,7 +196,7 @@ class NotificationItem:
 
     @property
     def share(self) -> int:
-        return self.account_id
+        return self.channel_id
 
     @property
     def is_digest(self) -> bool:
@@ -246,7 +246,9 @@ NOTIFICATION_QUEUE: QueueSpec[NotificationItem] = QueueSpec(
     table="notification_events",
     notify_channel=CHANNEL_NOTIFICATIONS,
     order_key="channel_id",
-    share_key="account_id",
+    # Shares by channel, not account: a channel has one try in flight at most (its order),
+    # and an account's dead mail server must not take its chat's slot.
+    share_key="channel_id",
     target_join="JOIN notification_channels c ON c.id = e.channel_id",
     target_ready="c.is_enabled",
     take_from="notification_channels c",

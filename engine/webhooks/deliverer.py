@@ -1,4 +1,6 @@
-"""The webhook deliverer: claims due events from the durable queue and POSTs them.
+"""The webhook deliverer: claims due events from the durable queue and POSTs them. The loop,
+claiming, fair share and retries are the shared outbox runner's (:mod:`engine.outbox.runner`);
+this module is the webhook's sender (:class:`WebhookSender`: headers, signing, the POST).
 
 Contract (decisions.md "Webhooks"):
 
@@ -74,8 +76,9 @@ from engine.webhooks.signing import sign
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "BATCH_WINDOW", "LEASE_MARGIN", "MAX_RESPONSE_BODY", "BlockedTarget", "Deliverer",
-    "Outcome", "WebhookSender", "delivery_headers",
+    "BATCH_WINDOW", "LEASE_MARGIN", "MAX_RESPONSE_BODY", "RESULT_DELIVERED", "RESULT_EXPIRED",
+    "RESULT_GAVE_UP", "BlockedTarget", "Deliverer", "Outcome", "WebhookSender",
+    "delivery_headers",
 ]
 # Connect timeout, within the total: a receiver that does not accept in this long is down.
 MAX_CONNECT_TIMEOUT = 5.0
@@ -91,8 +94,7 @@ RESULT_REDIRECT = "redirect"
 RESULT_TIMEOUT = "timeout"
 RESULT_CONNECTION_ERROR = "connection_error"
 RESULT_BLOCKED = "blocked"
-# RESULT_DELIVERED, RESULT_GAVE_UP and RESULT_EXPIRED come from the runner.
-_RESULTS = (RESULT_DELIVERED, RESULT_GAVE_UP, RESULT_EXPIRED)
+# RESULT_DELIVERED, RESULT_GAVE_UP and RESULT_EXPIRED come from the runner (re-exported).
 
 
 # What one try came to (the runner's Attempt; the old name stays for readers of the log).
