@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import itertools
 import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 
 import apprise
 
@@ -60,6 +62,7 @@ class _StampSend(logging.Filter):
 _apprise_log.addFilter(_StampSend())
 _CAPTURE_FORMAT = "%(upwatch_send)s\t%(levelname)s\t%(message)s"
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^\"')]+)")
+_HTTP_ERROR = re.compile(r"\berror=([1-5]\d\d)\b")
 _SMTP_CODE = re.compile(r"^\((\d{3}), b?['\"](.*)['\"]\)$")
 
 
@@ -86,7 +89,17 @@ def _reason(captured: str, send: int) -> str | None:
         elif message.startswith("Socket Exception:"):
             causes.append(_short_cause(message.removeprefix("Socket Exception:").strip()))
     words = list(dict.fromkeys(reasons + causes))
-    return "; ".join(words)[:480] if words else None
+    if not words:
+        return None
+    text = "; ".join(words)
+    # An HTTP service's status first, in the words of its status line: Apprise ends its
+    # line with "error=500." where it has one.
+    m = _HTTP_ERROR.search(text)
+    if m:
+        code = int(m.group(1))
+        with contextlib.suppress(ValueError):
+            text = f"HTTP {code} {HTTPStatus(code).phrase}; {text}"
+    return text[:480]
 
 
 def _short_cause(text: str) -> str:
