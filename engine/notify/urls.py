@@ -21,7 +21,7 @@ import functools
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import apprise
 
@@ -109,8 +109,13 @@ def _private_values(plugin: Any) -> list[str]:
                 names.add(str(spec.get("map_to") or spec.get("alias_of") or key))
                 names.add(str(key))
     names.update(("password", "token", "apikey", "secret"))
+    # Attribute names do not always match the token's ("integrationkey" is kept as
+    # integration_key): compare them without underscores.
+    attrs = {k.replace("_", "").lower(): v for k, v in vars(plugin).items()}
     for name in names:
         value = getattr(plugin, name, None)
+        if value is None:
+            value = attrs.get(name.replace("_", "").lower())
         values = value if isinstance(value, (list, tuple, set)) else [value]
         out.extend(str(v) for v in values if isinstance(v, (str, int)) and str(v))
     headers = getattr(plugin, "headers", None)
@@ -150,11 +155,14 @@ def _mask_structure(url: str) -> str:
             netloc = f"{user}:{MASK}@{hostport}"
     query = parts.query
     if query:
+        # Each parameter as written (no re-encoding: "+Header" must stay a "+"), only a
+        # secret's value replaced.
         pairs = []
-        for name, value in parse_qsl(query, keep_blank_values=True):
-            secret = name.startswith("+") or bool(_SECRET_PARAMS.search(name.lstrip("+-:")))
-            shown = MASK if secret and value else quote(value, safe="@:/,")
-            pairs.append(f"{quote(name, safe='+-:')}={shown}")
+        for part in query.split("&"):
+            name, eq, value = part.partition("=")
+            bare = unquote(name).lstrip("+-:")
+            secret = unquote(name).startswith("+") or bool(_SECRET_PARAMS.search(bare))
+            pairs.append(f"{name}{eq}{MASK}" if secret and value else part)
         query = "&".join(pairs)
     out = f"{parts.scheme}://{netloc}{parts.path}"
     if query:
