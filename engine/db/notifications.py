@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -286,6 +287,12 @@ class NotificationQueue(OutboxQueue[NotificationItem]):
                  **kwargs: Any) -> None:
         super().__init__(spec, store, **kwargs)
         self._owner = store
+        # Monotonic time the earliest held head is due (None: none held since asked).
+        self._held_due: float | None = None
+
+    def held_for(self) -> float | None:
+        due, self._held_due = self._held_due, None
+        return None if due is None else max(0.0, due - time.monotonic())
 
     async def claim(self, *args: Any, **kwargs: Any) -> list[NotificationItem]:
         return combine(await super().claim(*args, **kwargs))
@@ -310,6 +317,9 @@ class NotificationQueue(OutboxQueue[NotificationItem]):
                     continue
                 await conn.execute(SQL_HOLD_FOR_DIGEST, head, until)
                 if until > row["now"]:
+                    due = time.monotonic() + (until - row["now"]).total_seconds()
+                    if self._held_due is None or due < self._held_due:
+                        self._held_due = due
                     continue  # held until the window's end
                 digest = until
             # A held head whose window has ended: the digest.

