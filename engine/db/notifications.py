@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -220,27 +221,19 @@ class NotificationItem:
 def combine(items: Sequence[NotificationItem]) -> list[NotificationItem]:
     """One item per message: the claimed rows of one channel's digest (same
     ``group_until``) become one item, in id order."""
-    out: list[NotificationItem] = []
-    groups: dict[tuple[int, datetime], int] = {}
+    singles: list[NotificationItem] = []
+    groups: dict[tuple[int, datetime], list[NotificationItem]] = {}
     for item in sorted(items, key=lambda i: i.id):
         if item.group_until is None:
-            out.append(item)
-            continue
-        key = (item.channel_id, item.group_until)
-        at = groups.get(key)
-        if at is None:
-            groups[key] = len(out)
-            out.append(item)
+            singles.append(item)
         else:
-            head = out[at]
-            out[at] = NotificationItem(
-                id=head.id, account_id=head.account_id, channel_id=head.channel_id,
-                channel_name=head.channel_name, url=head.url, tries=head.tries,
-                monitor_id=head.monitor_id, created_at=head.created_at,
-                claimed_at=head.claimed_at, group_until=head.group_until,
-                rows=head.rows + item.rows,
-            )
-    return out
+            groups.setdefault((item.channel_id, item.group_until), []).append(item)
+    out = list(singles)
+    for members in groups.values():
+        head = members[0]
+        out.append(dataclasses.replace(
+            head, rows=tuple(row for m in members for row in m.rows)))
+    return sorted(out, key=lambda i: i.id)
 
 
 NOTIFICATION_QUEUE: QueueSpec[NotificationItem] = QueueSpec(
