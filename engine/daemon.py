@@ -50,14 +50,21 @@ def database(
         yield server.dsn(), lease
 
 
-async def open_store(dsn: str, *, max_size: int = 20) -> Store:
+async def open_store(
+    dsn: str, *, max_size: int = 20, settings: Settings | None = None
+) -> Store:
     from engine.db import migrate
+    from engine.secretbox import SecretBox
 
-    store = await Store.connect(dsn, min_size=2, max_size=max_size)
+    box = SecretBox.from_settings(settings) if settings is not None else None
+    store = await Store.connect(dsn, min_size=2, max_size=max_size, secrets=box)
     async with store.pool.acquire() as conn:
         applied = await migrate.apply(conn)
     if applied:
         log.info("schema migrated", extra={"applied": ",".join(applied)})
+    encrypted = await store.encrypt_account_secrets()
+    if encrypted:
+        log.info("account secrets encrypted at rest", extra={"accounts": encrypted})
     return store
 
 
@@ -195,7 +202,7 @@ async def build_node(
         from engine.cluster.nodes import NodeRegistry
         from engine.cluster.peer import PeerConfirmer, RegionConfirmer, peer_routes
         from engine.confirm import LocalConfirmer
-        from engine.maintenance import Maintenance
+        from engine.partitions import PartitionUpkeep
         from engine.probes.http import HttpProber
         from engine.scheduler.runner import Engine
         from engine.webhooks.deliverer import Deliverer
@@ -229,7 +236,7 @@ async def build_node(
         comps["notifier"] = notification_runner(
             store, settings, metrics=metrics, pool=notify_pool
         ).run
-        comps["maintenance"] = Maintenance(store, settings).run
+        comps["partitions"] = PartitionUpkeep(store, settings).run
     return node
 
 
@@ -256,7 +263,8 @@ async def serve(
 ) -> int:
     metrics = Metrics()
     notifier = Notifier()
-    store = await open_store(dsn, max_size=max(10, min(50, settings.webhook_concurrency)))
+    store = await open_store(
+        dsn, max_size=max(10, min(50, settings.webhook_concurrency)), settings=settings)
     node: Node | None = None
     try:
         await _first_start(store, settings, embedded is not None)

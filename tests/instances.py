@@ -70,6 +70,10 @@ class Instance:
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("UPWATCH_")}
+        if self.dsn:
+            # Nodes of one installation on the test database share its key for secrets at
+            # rest (conftest's); the embedded default keeps its own in its data directory.
+            env["UPWATCH_SECRET_KEY"] = os.environ["UPWATCH_SECRET_KEY"]
         env.update(
             {
                 "UPWATCH_DATABASE_URL": self.dsn,

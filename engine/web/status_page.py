@@ -29,7 +29,7 @@ import base64
 import hashlib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -51,6 +51,7 @@ from engine.errors import DatabaseUnavailable
 from engine.stats import uptime_percentage
 from engine.timefmt import fmt
 from engine.web.keys import STORE
+from engine.web.maintenance_notice import MaintenanceNotice, notices_json, with_maintenance
 from engine.web.public_text import public_error
 
 routes = web.RouteTableDef()
@@ -311,6 +312,8 @@ class StatusView:
     chart: ChartView | None
     outages: list[OutageView]
     updated: str
+    # Maintenance windows on now or coming (engine/web/maintenance_notice.py).
+    maintenance: list[MaintenanceNotice] = field(default_factory=list)
 
 
 _BAR_STEP = 10   # viewBox units per day; the SVG is stretched to the card width
@@ -656,6 +659,16 @@ async def _load(request: web.Request) -> StatusPageData | None:
     return await request.app[STORE].status_page(request.match_info["identifier"])
 
 
+async def _maintenance(
+    request: web.Request, data: StatusPageData
+) -> tuple[StatusPageData, list[MaintenanceNotice]]:
+    """Maintenance windows: uptime net of them, and their notices (maintenance_notice.py)."""
+    try:
+        return await with_maintenance(request.app[STORE], data)
+    except DatabaseUnavailable:
+        return data, []
+
+
 @routes.get(f"/{{identifier:{IDENTIFIER_PATTERN}}}")
 async def status_html(request: web.Request) -> web.Response:
     """The status page as HTML (404 page when the identifier is unknown)."""
@@ -667,7 +680,9 @@ async def status_html(request: web.Request) -> web.Response:
                            "Please try again in a minute.")
     if data is None:
         return not_found_page()
-    return _html(render_status(build_view(data)), 200, CACHE_OK)
+    data, notices = await _maintenance(request, data)
+    view = replace(build_view(data), maintenance=notices)
+    return _html(render_status(view), 200, CACHE_OK)
 
 
 @routes.get(f"/{{identifier:{IDENTIFIER_PATTERN}}}.json")
@@ -679,4 +694,7 @@ async def status_json(request: web.Request) -> web.Response:
         return _json({"message": "The service is temporarily unavailable."}, 503, CACHE_ERROR)
     if data is None:
         return _json({"message": "Status page not found."}, 404, CACHE_ERROR)
-    return _json(build_json(data), 200, CACHE_OK)
+    data, notices = await _maintenance(request, data)
+    body = build_json(data)
+    body["maintenance"] = notices_json(notices)
+    return _json(body, 200, CACHE_OK)
