@@ -136,6 +136,10 @@ async def test_secrets_are_write_only_and_the_url_shown_back_keeps_the_stored_on
     assert status == 200, changed
     [stored] = await store.list_channels(acc.id)
     assert stored.url == url and stored.name == "renamed"
+    # At rest the URL is encrypted: the row holds no secret.
+    async with store.pool.acquire() as conn:
+        raw = await conn.fetchval("SELECT url FROM notification_channels")
+    assert all(secret not in raw for secret in secrets) and "://" not in raw
     # A masked URL that is not the one shown cannot be stored.
     status, body = await call(client, "PUT", f"{BASE}/{created['id']}",
                               {"url": created["url"] + "x"})

@@ -27,6 +27,7 @@ import asyncpg
 from engine.db.base import StoreBase
 from engine.db.outbox import OutboxQueue, QueueSpec, TryResult, clip
 from engine.errors import NotFound
+from engine.secretbox import SecretUnreadable
 
 CHANNEL_NOTIFICATIONS = "upwatch_notifications"  # payload: '' (notifications were queued)
 
@@ -288,7 +289,11 @@ class NotificationQueue(OutboxQueue[NotificationItem]):
         return None if due is None else max(0.0, due - time.monotonic())
 
     async def claim(self, *args: Any, **kwargs: Any) -> list[NotificationItem]:
-        return combine(await super().claim(*args, **kwargs))
+        items = combine(await super().claim(*args, **kwargs))
+        # The URL decrypted for the sender; one this node's key cannot read is left empty,
+        # and the sender fails the try saying why (retried like any failed try).
+        return [dataclasses.replace(i, url=self._owner.channel_url(i.url) or "")
+                for i in items]
 
     async def _expand(
         self, conn: asyncpg.Connection, heads: list[int], now: datetime | None
@@ -375,39 +380,58 @@ class NotificationsMixin(StoreBase):
         return queue
 
     # --- channels --------------------------------------------------------------------------
+    # URLs are encrypted at rest with the installation's key (engine/secretbox.py), as the
+    # account's webhook URL is: they hold passwords and tokens.
+
+    def channel_url(self, stored: str) -> str | None:
+        """A stored channel URL in clear; None when this node's key cannot decrypt it. A
+        value with "://" was written in clear (a Fernet token never contains it)."""
+        if "://" in stored:
+            return stored
+        try:
+            return self.secrets.decrypt(stored)
+        except SecretUnreadable:
+            return None
+
+    def _channel(self, row: asyncpg.Record) -> Channel:
+        channel = Channel.from_row(row)
+        # Unreadable here: shown as an unusable URL (masked whole), never as ciphertext.
+        url = self.channel_url(channel.url)
+        return dataclasses.replace(channel, url=url if url is not None else "unreadable://")
 
     async def create_channel(
         self, account_id: int, *, name: str, url: str, events: Sequence[str],
         monitor_ids: Sequence[int] | None, is_enabled: bool,
     ) -> Channel:
         row = await self._fetchrow(
-            SQL_INSERT_CHANNEL, account_id, name, url, list(events),
+            SQL_INSERT_CHANNEL, account_id, name, self.secrets.encrypt(url), list(events),
             None if monitor_ids is None else list(monitor_ids), is_enabled,
         )
         assert row is not None
-        return Channel.from_row(row)
+        return self._channel(row)
 
     async def list_channels(self, account_id: int) -> list[Channel]:
-        return [Channel.from_row(r) for r in await self._fetch(SQL_LIST_CHANNELS, account_id)]
+        return [self._channel(r) for r in await self._fetch(SQL_LIST_CHANNELS, account_id)]
 
     async def get_channel(self, account_id: int, channel_id: int) -> Channel:
         """The account's channel; NotFound for an unknown id or another account's."""
         row = await self._fetchrow(SQL_GET_CHANNEL, channel_id, account_id)
         if row is None:
             raise NotFound("Notification channel not found.")
-        return Channel.from_row(row)
+        return self._channel(row)
 
     async def update_channel(
         self, account_id: int, channel_id: int, *, name: str, url: str, events: Sequence[str],
         monitor_ids: Sequence[int] | None, is_enabled: bool,
     ) -> Channel:
         row = await self._fetchrow(
-            SQL_UPDATE_CHANNEL, channel_id, account_id, name, url, list(events),
+            SQL_UPDATE_CHANNEL, channel_id, account_id, name, self.secrets.encrypt(url),
+            list(events),
             None if monitor_ids is None else list(monitor_ids), is_enabled,
         )
         if row is None:
             raise NotFound("Notification channel not found.")
-        return Channel.from_row(row)
+        return self._channel(row)
 
     async def delete_channel(self, account_id: int, channel_id: int) -> None:
         """Delete the channel with its queued rows and its log; NotFound as for get."""

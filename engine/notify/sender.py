@@ -222,6 +222,10 @@ class AppriseSender:
         return messages.render(item.rows[0], self._base_url)
 
     async def send(self, item: NotificationItem) -> Attempt:
+        if not item.url:
+            return Attempt(RESULT_FAILED, answered=False,
+                           error="the channel URL cannot be decrypted with this node's "
+                                 "secret key (UPWATCH_SECRET_KEY)")
         refused = await check_policy(item.url, allow_private=self._allow_private)
         if refused is not None:
             return Attempt(RESULT_BLOCKED, error=refused, answered=False)

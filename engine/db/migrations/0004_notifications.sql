@@ -1,8 +1,8 @@
 -- Notification channels (issue 24): Apprise URLs an account's events are sent to, beside the
 -- account webhook, through the same outbox (engine/db/outbox.py).
 --
--- url is stored as given (secrets included): answers mask it (engine/notify/secrets.py). At
--- rest it is plain for now, like the account webhook URL before encryption at rest lands.
+-- url holds passwords and tokens: it is encrypted with the installation's key
+-- (engine/secretbox.py) and answers show it masked (engine/notify/urls.py).
 -- group_until / group_sent are the channel's alert-storm window: the first
 -- UPWATCH_NOTIFY_GROUP_MAX events of a window go one by one, the rest wait for its end and go
 -- as one digest. Only the claims of the channel's rows write them (one claim at a time per
