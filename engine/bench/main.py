@@ -74,9 +74,10 @@ class Options:
     def from_args(cls, args: argparse.Namespace) -> Options:
         quick = bool(args.quick)
         scenario = args.scenario
-        default_monitors = {"webhooks": 1000, "api": 1000}.get(scenario, 10_000)
+        default_monitors = {"webhooks": 1000, "api": 1000, "notify": 1000}.get(
+            scenario, 10_000)
         if quick:
-            default_monitors = {"webhooks": 100, "api": 100}.get(scenario, 300)
+            default_monitors = {"webhooks": 100, "api": 100, "notify": 200}.get(scenario, 300)
         monitors = args.monitors if args.monitors is not None else default_monitors
         duration = args.duration if args.duration is not None else (2.0 if quick else 30.0)
         if monitors < 1 or monitors > 1_000_000:
@@ -969,6 +970,10 @@ async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
             rec = await scenario_assertions(b, opts.assertions)
         elif opts.scenario == "webhooks":
             rec = await scenario_webhooks(b)
+        elif opts.scenario == "notify":
+            from engine.bench.notify_storm import scenario_notify
+
+            rec = await scenario_notify(b)
         elif opts.scenario == "api":
             rec = await scenario_api(b)
         else:

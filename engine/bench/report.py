@@ -215,6 +215,21 @@ def table(rec: dict[str, Any]) -> str:
             ("deliverer CPU (cores)", "cpu_utilization", ""),
         ):
             lines.append(f"  {label:<30}{_fmt(rec.get(key), unit):>22}")
+    elif sc == "notify":
+        for run in rec.get("runs") or []:
+            lines.append(f"  {run['label']}:")
+            lines.append(f"    all {rec['monitors']:,} down after {_fmt(run.get('down_s'), 's')};"
+                         f" {run.get('webhooks_delivered')} webhooks delivered by"
+                         f" {_fmt(run.get('webhooks_s'), 's')}")
+            if run.get("channels"):
+                lines.append(f"    every channel has its digest by "
+                             f"{_fmt(run.get('every_channel_digest_s'), 's')}: "
+                             + "; ".join(f"{c['messages']} messages for {c['events']} events"
+                                         for c in run.get("per_channel") or []))
+            lines.append(f"    engine lateness p50/p99/max {_lat_text(run.get('lateness_ms'))}"
+                         f" over {run.get('probe_rows')} probes")
+        lines.append(f"  p99 lateness with channels / without: "
+                     f"{_fmt(rec.get('p99_lateness_ratio'))}x")
     elif sc == "api":
         stats = rec.get("statistics_ms") or {}
         timings = rec.get("timings_ms") or {}

@@ -10,6 +10,7 @@ from engine.db.certificates import CertificatesMixin
 from engine.db.cluster import ClusterMixin
 from engine.db.maintenance import MaintenanceMixin
 from engine.db.monitors import MonitorsMixin
+from engine.db.notifications import NotificationsMixin
 from engine.db.outage_history import OutageHistoryMixin
 from engine.db.pool import create_pool
 from engine.db.probing import ProbingMixin
@@ -23,6 +24,7 @@ class Store(
     AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin,
     MaintenanceMixin, CertificatesMixin,
     TimingsMixin, BadgesMixin, OutageHistoryMixin,
+    NotificationsMixin,
 ):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 

@@ -37,6 +37,7 @@ from engine.web import (
     certificates_api,
     maintenance_api,
     nodes_api,
+    notifications_api,
     openapi,
     pingping,
     status_page,
@@ -292,7 +293,8 @@ def create_app(
             settings.public_base_url,
             extra_paths={**webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS,
                          **maintenance_api.OPENAPI_PATHS, **certificates_api.OPENAPI_PATHS,
-                         **timings_api.OPENAPI_PATHS, **badges.OPENAPI_PATHS},
+                         **timings_api.OPENAPI_PATHS, **badges.OPENAPI_PATHS,
+                         **notifications_api.OPENAPI_PATHS},
         )
     )
     app.router.add_routes(api.routes)
@@ -301,6 +303,7 @@ def create_app(
     app.router.add_routes(maintenance_api.routes)
     app.router.add_routes(certificates_api.routes)
     app.router.add_routes(timings_api.routes)
+    app.router.add_routes(notifications_api.routes)
     app.router.add_get("/webapi/openapi.json", openapi_json)
     app.router.register_resource(pingping.mount(api.routes))
     app.router.add_get("/healthz", healthz)
