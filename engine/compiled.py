@@ -33,6 +33,9 @@ from pathlib import Path
 # subclasses _net's, so both are here. Such a subclass must not add ``__call__``: mypyc
 # then gives it a vectorcall slot ahead of the inherited fields, and the base class's
 # compiled methods read the wrong fields (a crash in the garbage collector, seen here).
+# Nor may one of them subclass a class of an interpreted library: compiled, a subclass of
+# python-jsonpath's JSONPathEnvironment lost the attributes its base's __init__ sets, so such
+# subclasses live in modules that are not compiled (engine/probes/patterns.py).
 MODULES: tuple[str, ...] = (
     "engine.probes.reactor",
     "engine.probes._net",

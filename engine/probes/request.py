@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 import orjson
-import re2
-from jsonpath import JSONPathEnvironment, function_extensions
+
+from engine.probes.patterns import compile_jsonpath, compile_regex
 
 METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SOURCES: Final = ("status_code", "response_time", "header", "body", "json")
@@ -49,53 +49,6 @@ BODY_HEADERS: Final = frozenset(
 )
 _BODY_METHODS: Final = frozenset(("POST", "PUT", "PATCH"))
 _SHOWN: Final = 80  # characters of a found value quoted in an error
-
-
-class _Re2Match(function_extensions.Match):
-    """RFC 9535 ``match()`` on RE2: linear time for any pattern a monitor carries."""
-
-    def check_cache(self, pattern: str) -> Any:
-        return _re2_or_none(self.cache, pattern)
-
-
-class _Re2Search(function_extensions.Search):
-    """RFC 9535 ``search()`` on RE2."""
-
-    def check_cache(self, pattern: str) -> Any:
-        return _re2_or_none(self.cache, pattern)
-
-
-def _re2_or_none(cache: Any, pattern: str) -> Any:
-    try:
-        return cache[pattern]
-    except KeyError:
-        pass
-    try:
-        compiled: Any = re2.compile(pattern)
-    except re2.error:
-        compiled = None  # RFC 9535: a bad pattern matches nothing
-    cache[pattern] = compiled
-    return compiled
-
-
-class _Rfc9535(JSONPathEnvironment):
-    def setup_function_extensions(self) -> None:
-        JSONPathEnvironment.setup_function_extensions(self)
-        self.function_extensions["match"] = _Re2Match()
-        self.function_extensions["search"] = _Re2Search()
-
-
-_JSONPATH: Final = _Rfc9535(strict=True)
-
-
-def compile_jsonpath(path: str) -> Any:
-    """A compiled RFC 9535 query; raises ``jsonpath.JSONPathError`` when it does not parse."""
-    return _JSONPATH.compile(path)
-
-
-def compile_regex(pattern: str) -> Any:
-    """A compiled RE2 pattern; raises ``re2.error`` when it does not compile."""
-    return re2.compile(pattern)
 
 
 def size_words(n: int) -> str:
