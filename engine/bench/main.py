@@ -760,6 +760,45 @@ async def _settle_history(conn: Any) -> None:
     await conn.execute("VACUUM (ANALYZE) check_rollups_hourly")
 
 
+CREATE_CONCURRENCY = 8  # the concurrency of create_monitor_rps and create_monitor_ms
+CREATE_CONCURRENCIES = (1, CREATE_CONCURRENCY, 32)
+
+
+async def _measure_creates(b: Bench, base: str, ports: Any) -> dict[str, Any]:
+    """``POST /webapi/monitors`` from one account at concurrency 1, 8 and 32 (a fresh
+    account each, monitors an hour apart so nothing is due), with the embedded server's
+    fsync and synchronous commit on: a 201 means a durable commit, as in the service."""
+    durable = await b.db.set_durable(True)
+    if not durable:
+        b.notes.append("creates measured on an external server, durable as it is configured")
+    seconds = min(b.opts.duration, 10.0)
+    out: dict[str, Any] = {"by_concurrency": {}, "errors": 0, "durable": durable or None}
+    try:
+        for c in CREATE_CONCURRENCIES:
+            _account, token = await b.store.create_account(f"bench-create-{c}")
+            b.progress.phase(f"api: POST /webapi/monitors at concurrency {c}", seconds)
+            gen = await b.procs.spawn(
+                f"creates-{c}", "loadgen",
+                {"urls": [base + "/webapi/monitors"],
+                 "headers": {"Authorization": f"Bearer {token}"},
+                 "create_url_prefix": f"http://{layout.HEALTHY_HOSTS[0]}:{ports.ok}/c{c}/",
+                 "create_fields": {"interval": 3600},
+                 "concurrency": c, "duration_s": seconds}, b.other_cpus)
+            try:
+                res = await gen.expect("result", seconds + 60, tick=b.progress.tick)
+            finally:
+                await b.procs.stop(gen)
+            lat = res["latency_ms"]
+            out["by_concurrency"][str(c)] = {
+                "rps": round(res["rps"] or 0.0, 1), "p50": lat["p50"], "p99": lat["p99"],
+                "requests": res["requests"], "errors": res["errors"]}
+            out["errors"] += res["errors"]
+    finally:
+        if durable:
+            await b.db.set_durable(False)
+    return out
+
+
 async def scenario_api(b: Bench) -> dict[str, Any]:
     import aiohttp
 
@@ -858,6 +897,8 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         stats = await gen.expect("result", opts.duration + 60, tick=b.progress.tick)
     finally:
         await b.procs.stop(gen)
+    creates = await _measure_creates(b, base, ports)
+    by_c = creates["by_concurrency"]
     from engine.bench.limits import wrk_available
 
     rec: dict[str, Any] = {
@@ -869,7 +910,11 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         "cpu_s_per_get": get_cpu, "cpu_s_per_list": list_cpu,
         "db_cpu_s_per_get": db_cpu.get("get"), "db_cpu_s_per_list": db_cpu.get("list"),
         "load_tool_cpu_s_per_get": db_cpu.get("get_client"),
-        "errors": get_errors + list_errors + stats["errors"],
+        "create_monitor_rps": by_c[str(CREATE_CONCURRENCY)]["rps"],
+        "create_monitor_ms": {k: by_c[str(CREATE_CONCURRENCY)][k] for k in ("p50", "p99")},
+        "create_monitor_by_concurrency": by_c,
+        "create_monitor_durable": creates["durable"],
+        "errors": get_errors + list_errors + stats["errors"] + creates["errors"],
         "load_tool": "wrk" if wrk_available() else "aiohttp load generator",
         "history": history,
         "probes_per_s": None, "cpu_s_per_probe": None, "lateness_ms": None,

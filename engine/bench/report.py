@@ -95,6 +95,8 @@ def api_targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         target("GET /webapi/monitors/{id}", rec.get("get_monitor_rps"), ">=", 2000, "req/s"),
         target("statistics p99 (30 days of history)", stats.get("p99"), "<", 50, "ms"),
+        target("POST /webapi/monitors, concurrency 8, durable",
+               rec.get("create_monitor_rps"), ">=", 1000, "req/s"),
         target("API error responses", rec.get("errors"), "==", 0),
     ]
 
@@ -216,6 +218,9 @@ def table(rec: dict[str, Any]) -> str:
             ("GET /webapi/monitors", _fmt(rec.get("list_monitors_rps"), "req/s")),
             ("statistics p50 / p99", f"{_fmt(stats.get('p50'))} / {_fmt(stats.get('p99'))} ms"),
             ("CPU seconds per GET monitor", _fmt(rec.get("cpu_s_per_get"), "s")),
+            *((f"POST monitors, concurrency {c}",
+               f"{_fmt(v.get('rps'), '/s')} {_fmt(v.get('p50'))}/{_fmt(v.get('p99'))} ms")
+              for c, v in (rec.get("create_monitor_by_concurrency") or {}).items()),
             ("load tool", rec.get("load_tool") or "-"),
         ):
             lines.append(f"  {label:<30}{value:>22}")
