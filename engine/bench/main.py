@@ -764,7 +764,7 @@ CREATE_CONCURRENCY = 8  # the concurrency of create_monitor_rps and create_monit
 CREATE_CONCURRENCIES = (1, CREATE_CONCURRENCY, 32)
 
 
-async def _measure_creates(b: Bench, base: str, ports: Any) -> dict[str, Any]:
+async def _measure_creates(b: Bench, base: str, ports: Any, mark: Any) -> dict[str, Any]:
     """``POST /webapi/monitors`` from one account at concurrency 1, 8 and 32 (a fresh
     account each, monitors an hour apart so nothing is due), with the embedded server's
     fsync and synchronous commit on: a 201 means a durable commit, as in the service."""
@@ -777,6 +777,8 @@ async def _measure_creates(b: Bench, base: str, ports: Any) -> dict[str, Any]:
         for c in CREATE_CONCURRENCIES:
             _account, token = await b.store.create_account(f"bench-create-{c}")
             b.progress.phase(f"api: POST /webapi/monitors at concurrency {c}", seconds)
+            db0 = b.db.cpu_seconds()
+            before = await mark(f"create-{c}-start")
             gen = await b.procs.spawn(
                 f"creates-{c}", "loadgen",
                 {"urls": [base + "/webapi/monitors"],
@@ -788,10 +790,17 @@ async def _measure_creates(b: Bench, base: str, ports: Any) -> dict[str, Any]:
                 res = await gen.expect("result", seconds + 60, tick=b.progress.tick)
             finally:
                 await b.procs.stop(gen)
+            after = await mark(f"create-{c}-end")
+            db1 = b.db.cpu_seconds()
             lat = res["latency_ms"]
+            n = res["requests"]
             out["by_concurrency"][str(c)] = {
                 "rps": round(res["rps"] or 0.0, 1), "p50": lat["p50"], "p99": lat["p99"],
-                "requests": res["requests"], "errors": res["errors"]}
+                "requests": n, "errors": res["errors"],
+                # Includes the load generator's start-up and warm-up requests: an upper
+                # bound, good for comparing runs.
+                "api_cpu_s_per_create": per(after["cpu_s"] - before["cpu_s"], n),
+                "db_cpu_s_per_create": per(db1 - db0, n) if db0 is not None and db1 else None}
             out["errors"] += res["errors"]
     finally:
         if durable:
@@ -897,7 +906,7 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         stats = await gen.expect("result", opts.duration + 60, tick=b.progress.tick)
     finally:
         await b.procs.stop(gen)
-    creates = await _measure_creates(b, base, ports)
+    creates = await _measure_creates(b, base, ports, mark)
     by_c = creates["by_concurrency"]
     from engine.bench.limits import wrk_available
 
