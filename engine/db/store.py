@@ -6,6 +6,7 @@ import asyncpg
 
 from engine.db.accounts import AccountsMixin
 from engine.db.cluster import ClusterMixin
+from engine.db.monitor_batches import MonitorBatchesMixin
 from engine.db.monitors import MonitorsMixin
 from engine.db.pool import create_pool
 from engine.db.probing import ProbingMixin
@@ -14,7 +15,8 @@ from engine.db.webhook_queue import WebhookQueueMixin
 
 
 class Store(
-    AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin
+    AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin,
+    MonitorBatchesMixin,
 ):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 

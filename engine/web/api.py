@@ -14,6 +14,7 @@ from engine.db.accounts import Account
 from engine.errors import NotFound
 from engine.settings import Settings
 from engine.web import validation, views
+from engine.web.create_combiner import CREATE_COMBINER, spec_of
 from engine.web.jsonio import empty_response, json_response, read_body
 from engine.web.keys import ACCOUNT, SETTINGS, STORE
 from engine.web.validation import TargetUrl
@@ -52,19 +53,9 @@ async def create_monitor(request: web.Request) -> web.Response:
     plan = settings.plan(account.plan)
     command = validation.validate_monitor_create(await read_body(request), plan)
     await _ensure_allowed_target(settings, command.target, "url")
-    target = command.target
-    monitor = await request.app[STORE].create_monitor(
-        account.id,
-        url=target.url,
-        scheme=target.scheme,
-        host=target.host,
-        port=target.port,
-        alias=command.alias,
-        interval=command.interval,
-        notification_threshold=command.notification_threshold,
-        certificate_interval=command.certificate_interval,
-        monitor_limit=plan.monitor_limit,
-    )
+    # Concurrent creates of the account share one transaction (engine.web.create_combiner).
+    monitor = await request.app[CREATE_COMBINER].create(
+        account.id, spec_of(command), plan.monitor_limit)
     return json_response(views.monitor_reduced(monitor, settings.public_base_url), status=201)
 
 

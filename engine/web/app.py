@@ -31,6 +31,7 @@ from engine.metrics import Metrics
 from engine.settings import Settings
 from engine.web import api, nodes_api, openapi, status_page, webhooks_api
 from engine.web.concurrency import ApiSlots
+from engine.web.create_combiner import CREATE_COMBINER, CreateCombiner
 from engine.web.jsonio import json_response, message_response
 from engine.web.keys import (
     ACCOUNT,
@@ -270,6 +271,7 @@ def create_app(
     app[METRICS] = metrics if metrics is not None else Metrics()
     app[HTTP_COUNTERS] = {}
     app[RATE_LIMITER] = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    app[CREATE_COMBINER] = CreateCombiner(store)
     app[OPENAPI_DOCUMENT] = orjson.dumps(
         openapi.build_document(
             settings.public_base_url,
