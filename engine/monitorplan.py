@@ -92,6 +92,15 @@ class Plan:
     def monitors_after(self, current: int) -> int:
         return current + len(self.creates) - len(self.deletes)
 
+    def over_limit(self, current: int, limit: int) -> str | None:
+        """Why carrying the plan out would break the monitor limit, or None. A plan that
+        creates nothing never does (it may bring an account over a lowered limit down)."""
+        after = self.monitors_after(current)
+        if self.creates and after > limit:
+            return (f"Applying the file would give the account {after} monitors; its limit"
+                    f" is {limit}.")
+        return None
+
 
 def changes(current: MonitorSpec, desired: MonitorSpec) -> tuple[str, ...]:
     """The fields in which ``desired`` differs from ``current``, in file order."""
@@ -136,20 +145,20 @@ def plan(current: Sequence[CurrentMonitor], desired: Sequence[MonitorSpec], *,
     for i in order:
         candidates = by_url.get(desired[i].url)
         while candidates:
-            m = candidates.pop(0)
-            if m.id not in claimed:
-                matched[i] = m
-                claimed.add(m.id)
+            candidate = candidates.pop(0)
+            if candidate.id not in claimed:
+                matched[i] = candidate
+                claimed.add(candidate.id)
                 break
     out = Plan()
     for i, d in enumerate(desired):
-        m = matched[i]
-        if m is None:
+        found = matched[i]
+        if found is None:
             out.creates.append((i, d))
             continue
-        diff = changes(m.spec, d)
+        diff = changes(found.spec, d)
         if diff:
-            out.updates.append(Update(i, m, d, diff))
+            out.updates.append(Update(i, found, d, diff))
         else:
             out.unchanged += 1
     for m in current:

@@ -227,11 +227,9 @@ class MonitorBatchesMixin(StoreBase):
                 raise NotFound("Account not found.")
             current = [_current_of(r) for r in await conn.fetch(SQL_MONITOR_SET, account_id)]
             todo = plan(current, desired, prune=prune)
-            after = todo.monitors_after(len(current))
-            if todo.creates and after > monitor_limit:
-                raise LimitReached(
-                    f"Applying the file would give the account {after} monitors; its limit"
-                    f" is {monitor_limit}.")
+            over = todo.over_limit(len(current), monitor_limit)
+            if over is not None:
+                raise LimitReached(over)
             if verify is not None:
                 await verify(todo)
             if todo.empty:

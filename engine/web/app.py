@@ -29,7 +29,7 @@ from engine.db.store import Store
 from engine.errors import DatabaseUnavailable, LimitReached, NotFound, ValidationFailed
 from engine.metrics import Metrics
 from engine.settings import Settings
-from engine.web import api, nodes_api, openapi, status_page, webhooks_api
+from engine.web import api, monitorset_api, nodes_api, openapi, status_page, webhooks_api
 from engine.web.concurrency import ApiSlots
 from engine.web.create_combiner import CREATE_COMBINER, CreateCombiner
 from engine.web.jsonio import json_response, message_response
@@ -82,8 +82,14 @@ def _unauthenticated() -> web.Response:
     return message_response("Unauthenticated.", 401, headers={"WWW-Authenticate": "Bearer"})
 
 
-def _too_large() -> web.Response:
-    response = message_response(_STATUS_MESSAGES[413], 413)
+def _body_limit(request: web.Request) -> int:
+    return monitorset_api.BODY_LIMITS.get((request.method, request.path), MAX_BODY_BYTES)
+
+
+def _too_large(limit: int = MAX_BODY_BYTES) -> web.Response:
+    message = (_STATUS_MESSAGES[413] if limit == MAX_BODY_BYTES
+               else f"The request body is too large (at most {limit // 1024} KiB).")
+    response = message_response(message, 413)
     # The rest of the body is not worth reading: close instead of draining it.
     response.force_close()
     return response
@@ -98,7 +104,7 @@ def _is_page_path(path: str) -> bool:
 
 def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Response:
     if exc.status == 413:
-        return _too_large()
+        return _too_large(_body_limit(request))
     if exc.status == 408:
         response = message_response(_STATUS_MESSAGES[408], 408)
         response.force_close()  # the rest of the body may still be on its way
@@ -176,8 +182,9 @@ def _count_request(request: web.Request, status: int) -> None:
 
 @web.middleware
 async def body_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        return _too_large()
+    limit = _body_limit(request)
+    if request.content_length is not None and request.content_length > limit:
+        return _too_large(limit)
     return await handler(request)
 
 
@@ -275,9 +282,12 @@ def create_app(
     app[OPENAPI_DOCUMENT] = orjson.dumps(
         openapi.build_document(
             settings.public_base_url,
-            extra_paths={**webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS},
+            extra_paths={**webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS,
+                         **monitorset_api.OPENAPI_PATHS},
         )
     )
+    # Before api.routes: /webapi/monitors/export must match before /webapi/monitors/{id}.
+    app.router.add_routes(monitorset_api.routes)
     app.router.add_routes(api.routes)
     app.router.add_routes(webhooks_api.routes)
     app.router.add_routes(nodes_api.routes)
