@@ -52,8 +52,10 @@ CHECK_FIELDS: dict[str, tuple[str, ...]] = {
     CERTIFICATE: ("interval", "expiry_threshold_days", "enabled"),
 }
 MAX_KEY_LENGTH = 128
-# Printable, no spaces: a key is typed on command lines and shown in plans.
-_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+# Printable, no spaces: a key is typed on command lines and shown in plans. Identifiers
+# (token_urlsafe) fit: export uses them as keys.
+KEY_PATTERN = r"^[A-Za-z0-9._:/@+-]+$"
+_KEY = re.compile(KEY_PATTERN)
 
 
 def entry_field(index: int, name: str) -> str:
@@ -78,8 +80,7 @@ def validate_key(value: Any, field: str = "key") -> str:
         raise ValidationFailed({field: [f"The {field} must be a string."]})
     if not value or len(value) > MAX_KEY_LENGTH or not _KEY.match(value):
         raise ValidationFailed({field: [
-            f"The {field} must be 1 to {MAX_KEY_LENGTH} letters, digits or ._:/@+- "
-            "(starting with a letter or digit)."]})
+            f"The {field} must be 1 to {MAX_KEY_LENGTH} letters, digits or ._:/@+-."]})
     return value
 
 
@@ -139,11 +140,21 @@ def _check_settings(table: Any, kind: str, plan: Plan, prefix: str,
     return CheckSettings(interval=interval, threshold_s=threshold_s, enabled=enabled)
 
 
-def _entry(raw: Any, index: int, plan: Plan, errors: dict[str, list[str]]) -> MonitorSpec | None:
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """One entry as read: its spec when valid, and its name (key, or normalised URL) as far
+    as it could be read, for the duplicate checks even of an entry with other errors."""
+
+    spec: MonitorSpec | None
+    key: str | None
+    url: str | None
+
+
+def _entry(raw: Any, index: int, plan: Plan, errors: dict[str, list[str]]) -> _Read:
     prefix = entry_field(index, "")
     if not isinstance(raw, dict):
         errors[prefix] = ["Each monitor must be a table (an object)."]
-        return None
+        return _Read(None, None, None)
     before = len(errors)
     known = MONITOR_FIELDS + tuple(CHECK_FIELDS)
     for name in raw:
@@ -166,11 +177,13 @@ def _entry(raw: Any, index: int, plan: Plan, errors: dict[str, list[str]]) -> Mo
         errors.update(_prefixed(exc, prefix))
     uptime = _check_settings(raw.get(UPTIME), UPTIME, plan, prefix, errors)
     certificate = _check_settings(raw.get(CERTIFICATE), CERTIFICATE, plan, prefix, errors)
+    url = create.target.url if create is not None else None
     if len(errors) > before or create is None or uptime is None or certificate is None:
-        return None
+        return _Read(None, key, url)
     t = create.target
-    return MonitorSpec(key=key, url=t.url, scheme=t.scheme, host=t.host, port=t.port,
-                       alias=create.alias, uptime=uptime, certificate=certificate)
+    return _Read(MonitorSpec(key=key, url=t.url, scheme=t.scheme, host=t.host, port=t.port,
+                             alias=create.alias, uptime=uptime, certificate=certificate),
+                 key, url)
 
 
 def validate_document(doc: Any, plan: Plan) -> list[MonitorSpec]:
@@ -188,27 +201,26 @@ def validate_document(doc: Any, plan: Plan) -> list[MonitorSpec]:
     if not isinstance(raw, list):
         errors[MONITORS] = [f"The {MONITORS} entry must be a list of monitors."]
         raw = []
-    specs: list[MonitorSpec | None] = [_entry(r, i, plan, errors) for i, r in enumerate(raw)]
+    read = [_entry(r, i, plan, errors) for i, r in enumerate(raw)]
     keys: dict[str, int] = {}
     urls: dict[str, int] = {}
-    for i, s in enumerate(specs):
-        if s is None:
-            continue
-        if s.key is not None:
-            if s.key in keys:
+    for i, r in enumerate(read):
+        if r.key is not None:
+            if r.key in keys:
                 errors.setdefault(entry_field(i, "key"), []).append(
-                    f"The key {s.key!r} is already used by {entry_field(keys[s.key], '')}.")
+                    f"The key {r.key!r} is already used by {entry_field(keys[r.key], '')}.")
             else:
-                keys[s.key] = i
-        elif s.url in urls:
-            errors.setdefault(entry_field(i, "url"), []).append(
-                f"The url {s.url} is already named by {entry_field(urls[s.url], '')}; give "
-                "each monitor of the same URL its own key.")
-        else:
-            urls[s.url] = i
+                keys[r.key] = i
+        elif r.url is not None and not (isinstance(raw[i], dict) and raw[i].get("key")):
+            if r.url in urls:
+                errors.setdefault(entry_field(i, "url"), []).append(
+                    f"The url {r.url} is already named by {entry_field(urls[r.url], '')}; "
+                    "give each monitor of the same URL its own key.")
+            else:
+                urls[r.url] = i
     if errors:
         raise ValidationFailed(errors, f"{_count(errors)} in the monitors file.")
-    return [s for s in specs if s is not None]
+    return [r.spec for r in read if r.spec is not None]
 
 
 def _count(errors: Mapping[str, list[str]]) -> str:

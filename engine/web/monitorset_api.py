@@ -24,7 +24,7 @@ from aiohttp import web
 from engine.db.accounts import Account
 from engine.errors import ValidationFailed
 from engine.monitorapply import apply_document, export_document
-from engine.monitorfile import CHECK_FIELDS, render_toml
+from engine.monitorfile import CHECK_FIELDS, KEY_PATTERN, MAX_KEY_LENGTH, render_toml
 from engine.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS
 from engine.timefmt import fmt, utcnow
 from engine.web.jsonio import json_response, read_body
@@ -97,8 +97,7 @@ _CHECK_PROPS: dict[str, dict[str, Any]] = {
                               "nullable": True},
     "enabled": {"type": "boolean", "nullable": True},
 }
-_KEY = {"type": "string", "minLength": 1, "maxLength": 128,
-        "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"}
+_KEY = {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": KEY_PATTERN}
 _ENTRY = {
     "type": "object",
     "description": "One monitor; every field but url is optional (omitted: the default, as "
