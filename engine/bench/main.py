@@ -802,10 +802,67 @@ async def _measure_creates(b: Bench, base: str, ports: Any, mark: Any) -> dict[s
                 "api_cpu_s_per_create": per(after["cpu_s"] - before["cpu_s"], n),
                 "db_cpu_s_per_create": per(db1 - db0, n) if db0 is not None and db1 else None}
             out["errors"] += res["errors"]
+        out["apply"] = await _measure_apply(b, ports)
     finally:
         if durable:
             await b.db.set_durable(False)
     return out
+
+
+async def _cli(b: Bench, *args: str, timeout: float = 120) -> float:
+    """Run ``upwatch ARGS`` against the bench database, pinned to the measured core, as an
+    operator would beside the service; its wall time in seconds (start-up included)."""
+    from engine.bench.procs import pin_pid
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UPWATCH_")}
+    env.update(UPWATCH_DATABASE_URL=b.db.dsn, UPWATCH_ALLOW_PRIVATE_TARGETS="true",
+               UPWATCH_DATA_DIR=str(b.workdir / "cli"), UPWATCH_LOG_LEVEL="WARNING")
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "engine", *args, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    with contextlib.suppress(OSError):
+        pin_pid(proc.pid, b.engine_cpus)
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise BenchError(f"upwatch {args[0]} did not finish in {timeout:.0f} s") from None
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise BenchError(f"upwatch {' '.join(args[:1])}: exit {proc.returncode}: "
+                         f"{err.decode(errors='replace')[-500:]}")
+    return seconds
+
+
+async def _measure_apply(b: Bench, ports: Any) -> dict[str, Any]:
+    """``upwatch apply`` of a file of N monitors (10,000; --quick 1,000) to a fresh account,
+    then of the same file again (nothing to write), then ``upwatch export``; wall seconds
+    of each process, start-up included."""
+    from engine.monitorfile import render_toml
+
+    n = 1000 if b.opts.quick else 10_000
+    account, _ = await b.store.create_account("bench-apply")
+    doc = {"monitors": [
+        {"key": f"site-{i}", "url": layout.monitor_url(i, ports), "alias": f"site {i}",
+         "uptime": {"interval": 3600, "notification_threshold": 60},
+         "certificate_health": {"interval": 86400, "expiry_threshold_days": 14,
+                                "enabled": i % 2 == 0}}
+        for i in range(n)]}
+    path = b.workdir / "monitors.toml"
+    path.write_text(render_toml(doc), encoding="utf-8")
+    b.progress.phase(f"api: upwatch apply of {n:,} monitors", 10)
+    first = await _cli(b, "apply", str(path), "--account", str(account.id))
+    made = await b.store.count_monitors(account.id)
+    if made != n:
+        raise BenchError(f"upwatch apply made {made} monitors of {n}")
+    b.progress.phase(f"api: upwatch apply of the same {n:,} monitors again", 3)
+    again = await _cli(b, "apply", str(path), "--account", str(account.id))
+    b.progress.phase(f"api: upwatch export of {n:,} monitors", 3)
+    exported = await _cli(b, "export", "--account", str(account.id), str(b.workdir / "out.toml"))
+    return {"monitors": n, "apply_s": round(first, 2), "reapply_unchanged_s": round(again, 2),
+            "export_s": round(exported, 2)}
 
 
 async def scenario_api(b: Bench) -> dict[str, Any]:
@@ -923,6 +980,7 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         "create_monitor_ms": {k: by_c[str(CREATE_CONCURRENCY)][k] for k in ("p50", "p99")},
         "create_monitor_by_concurrency": by_c,
         "create_monitor_durable": creates["durable"],
+        "apply": creates["apply"],
         "errors": get_errors + list_errors + stats["errors"] + creates["errors"],
         "load_tool": "wrk" if wrk_available() else "aiohttp load generator",
         "history": history,

@@ -53,6 +53,7 @@ _LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?"
 _ID = re.compile(r"^[1-9][0-9]{0,18}$")
+_WHITESPACE = re.compile(r"\s")  # what str.isspace() calls whitespace, searched in C
 
 
 def _fail(field: str, message: str) -> ValidationFailed:
@@ -123,6 +124,8 @@ _LINE_BREAKING_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
 
 
 def _has_control_chars(text: str) -> bool:
+    if text.isascii():  # the usual case, in C: ASCII's only such characters are C0 and DEL
+        return not text.isprintable()
     return any(unicodedata.category(ch) in _LINE_BREAKING_CATEGORIES for ch in text)
 
 
@@ -252,7 +255,7 @@ def normalise_url(value: Any, field: str = "url") -> TargetUrl:
         raise _fail(field, f"The {field} field is required.")
     if len(text) > MAX_URL_LENGTH:
         raise _fail(field, f"The {field} must not be longer than {MAX_URL_LENGTH} characters.")
-    if _has_control_chars(text) or any(ch.isspace() for ch in text) or "\\" in text:
+    if _has_control_chars(text) or _WHITESPACE.search(text) or "\\" in text:
         raise _fail(field, f"The {field} must not contain whitespace or control characters.")
     try:
         parts = urlsplit(text)
