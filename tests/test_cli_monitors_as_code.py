@@ -72,8 +72,8 @@ async def test_apply_export_and_dry_run(db_dsn: str, store: Store, tmp_path: Pat
     res = upwatch("apply", str(path), "--prune", "--dry-run", dsn=db_dsn, env=ALLOW)
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[:2] == [
-        "update  shop (https://shop.example.com/) (monitor %d): alias" % monitors[0].id,
-        "delete  https://blog.example.com/ (monitor %d)" % monitors[1].id]
+        f"update  shop (https://shop.example.com/) (monitor {monitors[0].id}): alias",
+        f"delete  https://blog.example.com/ (monitor {monitors[1].id})"]
     assert await store.monitor_set(account.id) == monitors
 
 
