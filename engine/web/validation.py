@@ -54,6 +54,12 @@ _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?"
 _ID = re.compile(r"^[1-9][0-9]{0,18}$")
 _WHITESPACE = re.compile(r"\s")  # what str.isspace() calls whitespace, searched in C
+# What quote() leaves as it is: letters, digits, "_.-~" and the safe characters.
+_PLAIN_PATH = re.compile("^[A-Za-z0-9_.~" + re.escape(_PATH_SAFE) + "-]*$")
+_PLAIN_QUERY = re.compile("^[A-Za-z0-9_.~" + re.escape(_QUERY_SAFE) + "-]*$")
+# An IPv4 address as ipaddress writes it (no leading zeros): the only numeric host accepted.
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_DOTTED_QUAD = re.compile(rf"^(?:{_OCTET}\.){{3}}{_OCTET}$")
 
 
 def _fail(field: str, message: str) -> ValidationFailed:
@@ -229,13 +235,9 @@ def _normalise_host(raw: str, field: str) -> tuple[str, str]:
     # A numeric last label makes the whole host an IPv4 address (as browsers and
     # getaddrinfo read it); only the canonical dotted quad is accepted, so "0x7f.1" or
     # "2130706433" cannot dress up a private address.
-    if labels[-1].isdigit() or labels[-1].startswith("0x"):
-        try:
-            ip4 = ipaddress.IPv4Address(ascii_host)
-        except ValueError:
-            raise bad from None
-        if str(ip4) != ascii_host:
-            raise bad
+    if (labels[-1].isdigit() or labels[-1].startswith("0x")) and not _DOTTED_QUAD.fullmatch(
+            ascii_host):
+        raise bad
     return ascii_host, ascii_host
 
 
@@ -288,8 +290,11 @@ def normalise_url(value: Any, field: str = "url") -> TargetUrl:
             raise _fail(field, f"The {field} must have a port between 1 and 65535.")
         if int(raw_port) != _DEFAULT_PORTS[scheme]:
             port = str(int(raw_port))
-    path = quote(parts.path, safe=_PATH_SAFE) or "/"
-    query = quote(parts.query, safe=_QUERY_SAFE)
+    # quote() would return plain ASCII of safe characters unchanged; most URLs are that.
+    path = (parts.path if _PLAIN_PATH.fullmatch(parts.path)
+            else quote(parts.path, safe=_PATH_SAFE)) or "/"
+    query = parts.query if _PLAIN_QUERY.fullmatch(parts.query) else quote(
+        parts.query, safe=_QUERY_SAFE)
     url = f"{scheme}://{url_host}{':' + port if port else ''}{path}{'?' + query if query else ''}"
     if len(url) > MAX_URL_LENGTH:
         raise _fail(field, f"The {field} must not be longer than {MAX_URL_LENGTH} characters.")
