@@ -33,6 +33,9 @@ from engine.web.validation import MonitorCreate
 # api_concurrency lets wait at once.
 MAX_BATCH = 500
 
+# Loop turns a batch waits for more creates when the previous batch had several.
+LINGER_TURNS = 3
+
 _Outcome = tuple[MonitorRecord | None, BaseException | None]
 
 
@@ -47,6 +50,7 @@ class _Waiting:
 class _Account:
     queue: list[_Waiting] = field(default_factory=list)
     task: asyncio.Task[None] | None = None  # the account's batches, one after the other
+    last_batch: int = 0
 
 
 class CreateCombiner:
@@ -80,7 +84,15 @@ class CreateCombiner:
     async def _drain(self, account_id: int, acc: _Account) -> None:
         try:
             while acc.queue:
+                if acc.last_batch > 1:
+                    # Creates come several at a time: let the requests already on their
+                    # way reach the queue (a few turns of the loop, no timer), so that
+                    # one statement and one flush serve more of them. A lone create,
+                    # the usual case, never waits.
+                    for _ in range(LINGER_TURNS):
+                        await asyncio.sleep(0)
                 batch, acc.queue[:MAX_BATCH] = acc.queue[:MAX_BATCH], []
+                acc.last_batch = len(batch)
                 await self._run(account_id, batch)
         finally:
             acc.task = None
