@@ -809,10 +809,19 @@ async def _measure_creates(b: Bench, base: str, ports: Any, mark: Any) -> dict[s
     return out
 
 
-async def _cli(b: Bench, *args: str, timeout: float = 120) -> float:
+async def _cli(b: Bench, *args: str, timeout: float = 120) -> tuple[float, float]:
     """Run ``upwatch ARGS`` against the bench database, pinned to the measured core, as an
-    operator would beside the service; its wall time in seconds (start-up included)."""
+    operator would beside the service; its wall time and CPU time (user + system) in
+    seconds, start-up included. On a busy machine the CPU time is the steadier figure."""
+    import resource
+
     from engine.bench.procs import pin_pid
+
+    def children_cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    cpu0 = children_cpu()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("UPWATCH_")}
     env.update(UPWATCH_DATABASE_URL=b.db.dsn, UPWATCH_ALLOW_PRIVATE_TARGETS="true",
@@ -833,7 +842,7 @@ async def _cli(b: Bench, *args: str, timeout: float = 120) -> float:
     if proc.returncode != 0:
         raise BenchError(f"upwatch {' '.join(args[:1])}: exit {proc.returncode}: "
                          f"{err.decode(errors='replace')[-500:]}")
-    return seconds
+    return seconds, children_cpu() - cpu0
 
 
 async def _measure_apply(b: Bench, ports: Any) -> dict[str, Any]:
@@ -861,8 +870,10 @@ async def _measure_apply(b: Bench, ports: Any) -> dict[str, Any]:
     again = await _cli(b, "apply", str(path), "--account", str(account.id))
     b.progress.phase(f"api: upwatch export of {n:,} monitors", 3)
     exported = await _cli(b, "export", "--account", str(account.id), str(b.workdir / "out.toml"))
-    return {"monitors": n, "apply_s": round(first, 2), "reapply_unchanged_s": round(again, 2),
-            "export_s": round(exported, 2)}
+    return {"monitors": n, "apply_s": round(first[0], 2),
+            "reapply_unchanged_s": round(again[0], 2), "export_s": round(exported[0], 2),
+            "apply_cpu_s": round(first[1], 2), "reapply_unchanged_cpu_s": round(again[1], 2),
+            "export_cpu_s": round(exported[1], 2)}
 
 
 async def scenario_api(b: Bench) -> dict[str, Any]:
