@@ -70,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--duration", type=float, default=None, help="measured seconds")
     bench.add_argument("--quick", action="store_true", help="a short smoke run")
     bench.add_argument("--json", action="store_true", help="one JSON object per line")
+    bench.add_argument("--assertions", type=float, default=None, metavar="SHARE",
+                       help="http: what requests and assertions cost (engine/bench/assertions)")
     return p
 
 
@@ -80,13 +82,13 @@ def _with_store(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
     from engine.daemon import database, open_store
 
     async def go(dsn: str) -> T:
-        store = await open_store(dsn, max_size=2)
+        store = await open_store(dsn, max_size=2, settings=settings)
         try:
             return await fn(store)
         finally:
             await store.close()
 
-    with database(settings) as (dsn, _server):
+    with database(settings) as (dsn, _lease):
         return uvloop.run(go(dsn))
 
 

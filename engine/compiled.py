@@ -39,6 +39,7 @@ MODULES: tuple[str, ...] = (
     "engine.probes.http",
     "engine.probes.tls",
     "engine.probes.outcome",
+    "engine.probes.request",
     "engine.scheduler.runner",
     "engine.scheduled",
     "engine.scheduler.wheel",

@@ -75,7 +75,10 @@ class LocalConfirmer:
 
     async def confirm(self, check: ConfirmTarget, first_outcome: HttpOutcome) -> Confirmation:
         await asyncio.sleep(self.pause)
-        outcome = await self.prober.probe(check.url)
+        # The same request and assertions as the first probe (issue 23).
+        spec = getattr(check, "request", None)
+        outcome = await (self.prober.probe(check.url) if spec is None
+                         else self.prober.probe(check.url, spec))  # type: ignore[call-arg]
         if self._metrics is not None:
             self._metrics.confirmations.labels(result="local").inc()
         return Confirmation(self.region, outcome)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.db.embedded import EmbeddedPostgres
+from engine.db.embedded_lease import EmbeddedLease, embedded_database
 from engine.db.store import Store
 from engine.errors import UpwatchError
 from engine.metrics import Metrics
@@ -34,28 +35,36 @@ DRAIN_SECONDS = 7.0  # leaves time to stop the embedded server within systemd's 
 
 
 @contextlib.contextmanager
-def database(settings: Settings) -> Iterator[tuple[str, EmbeddedPostgres | None]]:
-    """The DSN to use; starts (and afterwards stops) the embedded server when none is set."""
+def database(
+    settings: Settings, *, service: bool = False
+) -> Iterator[tuple[str, EmbeddedLease | None]]:
+    """The DSN to use. Without one set, the embedded server of ``settings.data_dir``, shared
+    with the other ``upwatch`` processes of that directory (engine.db.embedded_lease: an
+    admin command never stops the server a running service uses). ``service`` is
+    ``upwatch run``: one per directory, and it owns the server's life."""
     if settings.database_url is not None:
         yield settings.database_url.get_secret_value(), None
         return
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
     server = EmbeddedPostgres(settings.data_dir / "pg")
-    server.start()
-    try:
-        yield server.dsn(), server
-    finally:
-        server.stop()
+    with embedded_database(settings.data_dir, server, service=service) as lease:
+        yield server.dsn(), lease
 
 
-async def open_store(dsn: str, *, max_size: int = 20) -> Store:
+async def open_store(
+    dsn: str, *, max_size: int = 20, settings: Settings | None = None
+) -> Store:
     from engine.db import migrate
+    from engine.secretbox import SecretBox
 
-    store = await Store.connect(dsn, min_size=2, max_size=max_size)
+    box = SecretBox.from_settings(settings) if settings is not None else None
+    store = await Store.connect(dsn, min_size=2, max_size=max_size, secrets=box)
     async with store.pool.acquire() as conn:
         applied = await migrate.apply(conn)
     if applied:
         log.info("schema migrated", extra={"applied": ",".join(applied)})
+    encrypted = await store.encrypt_account_secrets()
+    if encrypted:
+        log.info("account secrets encrypted at rest", extra={"accounts": encrypted})
     return store
 
 
@@ -111,7 +120,11 @@ class WebServer:
     async def run(self, stop: asyncio.Event) -> None:
         from aiohttp import web
 
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=3.0)
+        from engine.web.protocol_errors import ApiRunner
+
+        # ApiRunner: requests the HTTP parser refuses get the API's JSON error, not
+        # aiohttp's plain text quoting the request, and no traceback in the log.
+        runner = ApiRunner(self.app, access_log=None, shutdown_timeout=3.0)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
@@ -189,7 +202,7 @@ async def build_node(
         from engine.cluster.nodes import NodeRegistry
         from engine.cluster.peer import PeerConfirmer, RegionConfirmer, peer_routes
         from engine.confirm import LocalConfirmer
-        from engine.maintenance import Maintenance
+        from engine.partitions import PartitionUpkeep
         from engine.probes.http import HttpProber
         from engine.scheduler.runner import Engine
         from engine.webhooks.deliverer import Deliverer
@@ -215,7 +228,7 @@ async def build_node(
         comps["cluster"] = registry.run
         comps["engine"] = engine.run
         comps["deliverer"] = Deliverer(store, settings, metrics=metrics).run
-        comps["maintenance"] = Maintenance(store, settings).run
+        comps["partitions"] = PartitionUpkeep(store, settings).run
     return node
 
 
@@ -237,13 +250,16 @@ async def _first_start(store: Store, settings: Settings, embedded: bool) -> None
     out.flush()
 
 
-async def serve(settings: Settings, role: Role, dsn: str, *, embedded: bool) -> int:
+async def serve(
+    settings: Settings, role: Role, dsn: str, *, embedded: EmbeddedLease | None = None
+) -> int:
     metrics = Metrics()
     notifier = Notifier()
-    store = await open_store(dsn, max_size=max(10, min(50, settings.webhook_concurrency)))
+    store = await open_store(
+        dsn, max_size=max(10, min(50, settings.webhook_concurrency)), settings=settings)
     node: Node | None = None
     try:
-        await _first_start(store, settings, embedded)
+        await _first_start(store, settings, embedded is not None)
         sup = Supervisor()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -251,6 +267,10 @@ async def serve(settings: Settings, role: Role, dsn: str, *, embedded: bool) -> 
         node = await build_node(role, store, settings, metrics, dsn)
         comps = dict(node.components)
         comps["watchdog"] = notifier.run_watchdog
+        if embedded is not None:
+            from engine.db.embedded_watch import EmbeddedWatch
+
+            comps["embedded-db"] = EmbeddedWatch(embedded).run
         web, engine = node.web, node.engine
 
         async def announce_ready(stop: asyncio.Event) -> None:
@@ -287,7 +307,7 @@ def run(settings: Settings, role: Role = "all") -> int:
     # libuv resolves names (getaddrinfo) on its thread pool, 4 threads by default: with
     # thousands of probes a few slow DNS answers would queue every other lookup behind them.
     os.environ.setdefault("UV_THREADPOOL_SIZE", "32")
-    with database(settings) as (dsn, server):
-        if server is not None:
+    with database(settings, service=True) as (dsn, lease):
+        if lease is not None:
             log.info("embedded PostgreSQL running", extra={"dsn": dsn})
-        return uvloop.run(serve(settings, role, dsn, embedded=server is not None))
+        return uvloop.run(serve(settings, role, dsn, embedded=lease))

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.evaluate import CheckState
+from engine.probes.request import RequestSpec
 
 
 @dataclass(slots=True)
@@ -37,11 +38,22 @@ class ScheduledCheck:
     config_version: int
     state: CheckState
     due: float = 0.0
+    # Issue 23: the monitor's stored request and assertions (None: neither is set, the plain
+    # GET), and the spec the engine builds from them when it adopts the check.
+    configured: tuple[Any, Any] | None = None
+    request: RequestSpec | None = None
+    # Uptime: the recovery threshold (s, unscaled). Certificate: the expiry threshold in
+    # percent of the certificate's lifetime.
+    recovery_s: int = 0
+    expiry_percent: int = 0
+    account_id: int = 0  # for the account's maintenance windows
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> ScheduledCheck:
         """From a row of the store's check query."""
         port_text = r["port"]
+        req = r["request"]
+        asserts = r["assertions"]
         try:
             port = int(port_text) if port_text else 0
         except ValueError:
@@ -66,7 +78,13 @@ class ScheduledCheck:
                 outage_id=r["outage_id"],
                 incident_event_id=r["incident_event_id"],
                 renewal_notified_for=r["renewal_notified_for"],
+                recovering_since=r["recovering_since"],
+                renewal_notified_fingerprint=r["renewal_notified_fingerprint"],
             ),
+            configured=None if req is None and asserts is None else (req, asserts),
+            recovery_s=r["recovery_threshold_s"],
+            expiry_percent=r["expiry_threshold_percent"],
+            account_id=r["account_id"],
         )
 
 

@@ -38,7 +38,7 @@ ALLOWED_INTERVALS: tuple[int, ...] = (
 ALLOWED_THRESHOLDS: tuple[int, ...] = (0, 15, 30, 60, 120, 300, 600, 900, 1800)
 
 # Settings that may hold secrets and so may come from ``UPWATCH_<NAME>_FILE``.
-_FILE_SETTINGS = ("database_url", "cluster_secret")
+_FILE_SETTINGS = ("database_url", "cluster_secret", "secret_key")
 
 
 class Plan(BaseModel):
@@ -94,12 +94,16 @@ class Settings(BaseSettings):
     region: str = Field(default="local", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     node_url: str | None = None
     cluster_secret: SecretStr | None = None
+    # Fernet key for secrets at rest (engine/secretbox.py); unset: <data_dir>/secret.key.
+    secret_key: SecretStr | None = None
     time_scale: float = Field(default=1.0, gt=0, le=1000)
     probe_timeout: float = Field(default=10.0, gt=0, le=300)
     slow_threshold_ms: int = Field(default=3000, gt=0)
     allow_private_targets: bool = False
     probe_source_address: str | None = None
     ca_bundle: Path | None = None
+    # Body bytes a probe reads for its body and json assertions (engine/probes/request.py).
+    max_assertion_body: int = Field(default=1 << 20, ge=1024, le=64 << 20)
 
     # Operations
     log_format: Literal["text", "json"] = "text"
@@ -174,6 +178,19 @@ class Settings(BaseSettings):
         if not (v.startswith("http://") or v.startswith("https://")):
             raise ValueError("must be an absolute http(s) URL")
         return v.rstrip("/")
+
+    @field_validator("secret_key")
+    @classmethod
+    def _fernet_key(cls, v: SecretStr | None) -> SecretStr | None:
+        """A Fernet key (engine/secretbox.py): 32 bytes in urlsafe base64."""
+        if v is not None:
+            from cryptography.fernet import Fernet
+
+            try:
+                Fernet(v.get_secret_value().strip().encode("ascii"))
+            except (ValueError, TypeError, UnicodeError):
+                raise ValueError("must be a Fernet key (32 bytes, urlsafe base64)") from None
+        return v
 
     @model_validator(mode="after")
     def _derive(self) -> Settings:

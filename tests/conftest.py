@@ -26,6 +26,10 @@ import uvloop
 
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
+# One key for secrets at rest (engine/secretbox.py) for every store, settings object and
+# `upwatch` process of the session, as an installation has one; none lands in the worktree.
+os.environ.setdefault("UPWATCH_SECRET_KEY", "5dDMiWmKRCNJd_s8KE0TLKVdTvljkU-b3mkEwLqCE6Y=")
+
 from engine.db import migrate  # noqa: E402
 from engine.db.store import Store  # noqa: E402
 from engine.settings import Settings  # noqa: E402

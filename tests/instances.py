@@ -49,7 +49,8 @@ async def wait_until(
 
 @dataclass
 class Instance:
-    """One ``upwatch run`` child process."""
+    """One ``upwatch run`` child process. An empty ``dsn`` runs it on the embedded default
+    (its own PostgreSQL in the data directory); ``data_dir`` defaults to a fresh one."""
 
     dsn: str
     workdir: Path
@@ -61,6 +62,7 @@ class Instance:
     proc: asyncio.subprocess.Process | None = None
     output: list[str] = field(default_factory=list)
     _reader: asyncio.Task[None] | None = None
+    data_dir: Path | None = None
 
     @property
     def base_url(self) -> str:
@@ -68,10 +70,16 @@ class Instance:
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("UPWATCH_")}
+        if self.dsn:
+            # Nodes of one installation on the test database share its key for secrets at
+            # rest (conftest's); the embedded default keeps its own in its data directory.
+            env["UPWATCH_SECRET_KEY"] = os.environ["UPWATCH_SECRET_KEY"]
         env.update(
             {
                 "UPWATCH_DATABASE_URL": self.dsn,
-                "UPWATCH_DATA_DIR": str(self.workdir / f"data-{self.region}-{self.port}"),
+                "UPWATCH_DATA_DIR": str(
+                    self.data_dir or self.workdir / f"data-{self.region}-{self.port}"
+                ),
                 "UPWATCH_HOST": "127.0.0.1",
                 "UPWATCH_PORT": str(self.port),
                 "UPWATCH_REGION": self.region,
@@ -80,6 +88,8 @@ class Instance:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if not self.dsn:
+            del env["UPWATCH_DATABASE_URL"]
         if self.source_address:
             env["UPWATCH_PROBE_SOURCE_ADDRESS"] = self.source_address
         env.update(self.env)

@@ -102,6 +102,7 @@ class SeenRequest:
     headers: dict[str, str]
     peer: str
     sni: str | None
+    body: bytes = b""  # the request body (Content-Length bytes)
 
 
 def _response(status: int, body: bytes = b"", headers: dict[str, str] | None = None,
@@ -269,7 +270,9 @@ class HttpTarget:
         peer = writer.get_extra_info("peername")
         sslobj = writer.get_extra_info("ssl_object")
         sni = self._sni.pop(id(sslobj), None) if sslobj is not None else None
-        self.requests.append(SeenRequest(method, target, headers, str(peer[0]), sni))
+        length = headers.get("content-length", "")
+        body = await reader.readexactly(int(length)) if length.isdigit() else b""
+        self.requests.append(SeenRequest(method, target, headers, str(peer[0]), sni, body))
         await self._notify()
         await self._route(target, writer)
 

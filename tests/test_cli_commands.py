@@ -14,6 +14,8 @@ def upwatch(
     *args: str, dsn: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("UPWATCH_")}
+    # The installation's key for secrets at rest (conftest's), as an operator's shell has it.
+    full_env["UPWATCH_SECRET_KEY"] = os.environ["UPWATCH_SECRET_KEY"]
     if dsn:
         full_env["UPWATCH_DATABASE_URL"] = dsn
     full_env.update(env or {})

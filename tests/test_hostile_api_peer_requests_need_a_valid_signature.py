@@ -35,6 +35,9 @@ class FakeTargets:
     async def confirm_target(self, check_id: int) -> str | None:
         return "https://shop.example/" if check_id == 7 else None
 
+    async def confirm_config(self, check_id: int) -> None:
+        return None  # a plain GET
+
 
 @dataclass
 class CountingProber:

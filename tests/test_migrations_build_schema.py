@@ -9,6 +9,7 @@ from engine.db import migrate
 EXPECTED_TABLES = {
     "accounts", "monitors", "checks", "check_periods", "outages", "probe_results",
     "check_rollups_hourly", "nodes", "webhook_events", "schema_migrations",
+    "maintenance_windows", "maintenance_window_monitors", "check_certificates",  # 0005
 }
 
 

@@ -20,11 +20,13 @@ async def _serve(cfg: dict[str, Any]) -> None:
     from aiohttp import web
 
     from engine.db.store import Store
+    from engine.secretbox import SecretBox
     from engine.settings import Settings
     from engine.web.app import create_app
 
     settings = Settings(**cfg["settings"])
-    store = await Store.connect(cfg["dsn"], min_size=2, max_size=cfg.get("pool", 10))
+    store = await Store.connect(cfg["dsn"], min_size=2, max_size=cfg.get("pool", 10),
+                                secrets=SecretBox.from_settings(settings))
     runner = web.AppRunner(create_app(store, settings), access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     try:

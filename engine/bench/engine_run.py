@@ -189,10 +189,12 @@ async def _engine(cfg: dict[str, Any]) -> None:
     from engine.db.store import Store
     from engine.metrics import Metrics
     from engine.scheduler.runner import Engine
+    from engine.secretbox import SecretBox
     from engine.settings import Settings
 
     settings = Settings(**cfg["settings"])
-    store = await Store.connect(cfg["dsn"], min_size=2, max_size=10)
+    store = await Store.connect(cfg["dsn"], min_size=2, max_size=10,
+                                secrets=SecretBox.from_settings(settings))
     try:
         metrics = Metrics()
         recorder = LatenessRecorder(metrics.lateness)
@@ -324,11 +326,13 @@ async def _inflight(cfg: dict[str, Any]) -> None:
 async def _deliverer(cfg: dict[str, Any]) -> None:
     from engine.db.store import Store
     from engine.metrics import Metrics
+    from engine.secretbox import SecretBox
     from engine.settings import Settings
     from engine.webhooks.deliverer import Deliverer
 
     settings = Settings(**cfg["settings"])
-    store = await Store.connect(cfg["dsn"], min_size=2, max_size=20)
+    store = await Store.connect(cfg["dsn"], min_size=2, max_size=20,
+                                secrets=SecretBox.from_settings(settings))
     metrics = Metrics()
     stop = asyncio.Event()
     task = asyncio.create_task(Deliverer(store, settings, metrics=metrics).run(stop))

@@ -68,6 +68,7 @@ class Options:
     json: bool
     warmup: float
     time_scale: float
+    assertions: float | None = None  # http: the share of monitors with assertions
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -92,7 +93,18 @@ class Options:
             # Quick runs compress time tenfold: a 30 s interval lasts 3 s, so a few seconds
             # see every monitor probed.
             time_scale=0.1 if quick else 1.0,
+            assertions=_share(getattr(args, "assertions", None), scenario),
         )
+
+
+def _share(value: float | None, scenario: str) -> float | None:
+    if value is None:
+        return None
+    if scenario != "http":
+        raise BenchError("--assertions applies to the http scenario")
+    if not 0 < value <= 1:
+        raise BenchError("--assertions is a share of the monitors, above 0 and at most 1")
+    return float(value)
 
 
 def _cores() -> tuple[set[int], set[int]]:
@@ -123,13 +135,17 @@ class Bench:
     async def __aenter__(self) -> Bench:
         from engine.bench.procs import pin_pid
         from engine.db.store import Store
+        from engine.secretbox import KEY_FILE, SecretBox
 
         # Before anything is started: the embedded server inherits this affinity.
         pin_pid(0, self.other_cpus)
         self.progress.phase("starting a fresh database", 5)
         try:
             await self.db.start()
-            self.store = await Store.connect(self.db.dsn, min_size=1, max_size=4)
+            # The key of the children's settings (data_dir below): one key per run.
+            self.store = await Store.connect(
+                self.db.dsn, min_size=1, max_size=4,
+                secrets=SecretBox(key_file=self.workdir / "data" / KEY_FILE))
         except BaseException:
             await self._release()
             raise
@@ -263,14 +279,16 @@ async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
             await asyncio.wait_for(task, 120)
 
 
-async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0) -> dict[str, Any]:
+async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
+                      python: str | None = None) -> dict[str, Any]:
     cg_out = _callgrind_path(b, w)
     cfg = {"dsn": b.db.dsn, "settings": b.settings(time_scale=w.time_scale),
            "warmup_s": w.warmup, "duration_s": w.duration, "load_timeout_s": 300,
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
            "cprofile": _cprofile_path(b, w), "callgrind": cg_out is not None}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus,
-                                prefix=callgrind.wrapper(cg_out) if cg_out else None)
+                                prefix=callgrind.wrapper(cg_out) if cg_out else None,
+                                python=python)
     try:
         await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
         prof = _profile_window(b, child, w)
@@ -1044,7 +1062,11 @@ async def _run(opts: Options, progress: Progress) -> dict[str, Any]:
 
 async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
     async with Bench(opts, progress) as b:
-        if opts.scenario == "webhooks":
+        if opts.scenario == "http" and opts.assertions:
+            from engine.bench.assertions import scenario_assertions
+
+            rec = await scenario_assertions(b, opts.assertions)
+        elif opts.scenario == "webhooks":
             rec = await scenario_webhooks(b)
         elif opts.scenario == "api":
             rec = await scenario_api(b)

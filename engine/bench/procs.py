@@ -175,10 +175,11 @@ class Procs:
 
     async def spawn(
         self, name: str, role: str, cfg: dict[str, Any], cpus: set[int] | list[int] | None,
-        *, prefix: list[str] | None = None,
+        *, prefix: list[str] | None = None, python: str | None = None,
     ) -> Child:
         """Start a child of ``role`` with ``cfg``, pinned to ``cpus``; ``prefix`` runs it
-        under another program (valgrind)."""
+        under another program (valgrind); ``python``: another installation's interpreter
+        (its own ``engine``: run from the work directory, without our PYTHONPATH)."""
         self._seq += 1
         stem = f"{self._seq:02d}-{name}"
         config = self.workdir / f"{stem}.json"
@@ -189,11 +190,14 @@ class Procs:
         log = self.workdir / f"{stem}.log"
         with open(log, "wb") as err:  # noqa: ASYNC230 - a local temp file, opened at once
             proc = await asyncio.create_subprocess_exec(
-                *(prefix or ()), sys.executable, "-m", "engine.bench.child", str(config),
+                *(prefix or ()), python or sys.executable, "-m", "engine.bench.child",
+                str(config),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=err,
-                env=self._env,
+                env=self._env if python is None else {
+                    k: v for k, v in self._env.items() if k != "PYTHONPATH"},
+                cwd=None if python is None else self.workdir,
                 start_new_session=True,
             )
         child = Child(name, proc, log)

@@ -151,6 +151,10 @@ def _targets_text(targets: list[dict[str, Any]]) -> list[str]:
 
 def table(rec: dict[str, Any]) -> str:
     """A readable block for one record."""
+    if "assertions_share" in rec:  # upwatch bench http --assertions (issue 23)
+        from engine.bench.assertions import table as assertions_table
+
+        return assertions_table(rec)
     sc = rec["scenario"]
     head = (f"== upwatch bench {sc}: {rec['monitors']:,} monitors, "
             f"{rec['duration_s']:g} s measured")

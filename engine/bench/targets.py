@@ -45,6 +45,20 @@ OK_RESPONSE = (
     b"Connection: close\r\n\r\nok"
 )
 HOOK_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+def _fixed(body: bytes, content_type: str) -> bytes:
+    return (f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}"
+            "\r\nConnection: close\r\n\r\n").encode("ascii") + body
+
+
+# Issue 23's bench (engine/bench/assertions.py): a 100 KiB JSON document whose "status" is
+# "UP", and a 1 MiB body built to be hard for backtracking regexes ("(a+)+$" against a...!).
+_JSON_100K = b'{"status": "UP", "pad": "' + b"x" * (100 * 1024 - 29) + b'"}'
+RESPONSES: dict[str, bytes] = {
+    "json100k": _fixed(_JSON_100K, "application/json"),
+    "bomb1m": _fixed(b"a" * ((1 << 20) - 1) + b"!", "text/plain"),
+}
 MAX_HEAD = 64 * 1024
 BACKLOG = 4096
 
@@ -98,7 +112,7 @@ class _Answer(asyncio.Protocol):
     def _answer(self) -> None:
         t = self._t
         if t is not None and not t.is_closing():
-            t.write(OK_RESPONSE)
+            t.write(RESPONSES.get(self._mode, OK_RESPONSE))
             t.close()
             self._stats.answered[self._mode] += 1
 

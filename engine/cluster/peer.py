@@ -41,6 +41,8 @@ from engine.confirm import Confirmation, Confirmer, ConfirmTarget
 from engine.errors import PeerAuthError
 from engine.metrics import Metrics
 from engine.probes.outcome import HttpOutcome
+from engine.requestspecs import SpecBuilder
+from engine.secretbox import SecretBox
 from engine.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,7 @@ class _Prober(Protocol):
 
 class _Targets(Protocol):
     async def confirm_target(self, check_id: int) -> str | None: ...
+    async def confirm_config(self, check_id: int) -> tuple[Any, Any] | None: ...
 
 
 def _outcome_to_json(o: HttpOutcome) -> dict[str, Any]:
@@ -68,6 +71,8 @@ def _outcome_to_json(o: HttpOutcome) -> dict[str, Any]:
         "ttfb_ms": o.ttfb_ms,
         "redirects": o.redirects,
         "remote_ip": o.remote_ip,
+        "assertion_error": o.assertion_error,
+        "status_asserted": o.status_asserted,
     }
 
 
@@ -92,6 +97,9 @@ def _outcome_from_json(d: dict[str, Any]) -> HttpOutcome:
         ttfb_ms=num("ttfb_ms"),
         redirects=int(d.get("redirects") or 0),
         remote_ip=d.get("remote_ip") if isinstance(d.get("remote_ip"), str) else None,
+        assertion_error=(
+            d.get("assertion_error") if isinstance(d.get("assertion_error"), str) else None),
+        status_asserted=d.get("status_asserted") is True,
     )
 
 
@@ -108,6 +116,7 @@ def peer_routes(
         settings.cluster_secret.get_secret_value().encode() if settings.cluster_secret else None
     )
     guard = ReplayGuard(secret) if secret else None
+    specs = SpecBuilder(SecretBox.from_settings(settings), settings.max_assertion_body)
 
     def refuse(status: int, message: str) -> web.Response:
         return web.json_response(
@@ -139,7 +148,10 @@ def peer_routes(
         url = await targets.confirm_target(check_id)
         if url is None:
             return refuse(404, "No such uptime check.")
-        outcome = await prober.probe(url)
+        # The check's own request and assertions, from the shared database (issue 23).
+        spec = specs.build(await targets.confirm_config(check_id))
+        outcome = await (prober.probe(url) if spec is None
+                         else prober.probe(url, spec))  # type: ignore[call-arg]
         metrics.confirmations.labels(result="served").inc()
         answer = orjson.dumps(
             {

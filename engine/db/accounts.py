@@ -1,7 +1,9 @@
 """Accounts and API tokens.
 
 Tokens are made with :mod:`secrets`, looked up through their SHA-256 and compared in constant
-time; they are never logged. The token itself is kept because it keys webhook signatures.
+time; they are never logged. The token itself is kept because it keys webhook signatures:
+encrypted at rest, as is the webhook URL (issue 23; ``engine/secretbox.py``), so no row or
+dump holds either in clear.
 
 Authentication is remembered for :data:`AUTH_CACHE_SECONDS` (token digest -> account), so a
 burst of API requests costs one database lookup per account and window instead of one per
@@ -16,15 +18,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import asyncpg
 
 from engine.db.base import CHANNEL_WEBHOOKS, StoreBase
+from engine.secretbox import SecretUnreadable, is_plain, reveal
+
+log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "uw_"
 # How long a successful authentication is remembered, and for how many tokens at most. Small:
@@ -57,6 +63,13 @@ SQL_SET_OPERATOR = (
     f"UPDATE accounts SET is_operator = $2 WHERE id = $1 RETURNING {_ACCOUNT_COLUMNS}"
 )
 SQL_COUNT_ACCOUNTS = "SELECT count(*) FROM accounts"
+# Rows written in clear (see engine.secretbox.reveal): an API token starts with "uw_".
+SQL_PLAIN_ACCOUNT_SECRETS = r"""
+SELECT id, token, webhook_url FROM accounts
+WHERE token LIKE 'uw\_%' OR webhook_url LIKE 'http%'
+FOR UPDATE
+"""
+SQL_SEAL_ACCOUNT_SECRETS = "UPDATE accounts SET token = $2, webhook_url = $3 WHERE id = $1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +167,11 @@ class AccountsMixin(StoreBase):
         token = new_token()
         async with self._tx() as conn:
             row = await conn.fetchrow(
-                SQL_CREATE_ACCOUNT, name, token, token_digest(token), plan, webhook_url, is_operator
+                SQL_CREATE_ACCOUNT, name, self._seal(token), token_digest(token), plan,
+                self._seal(webhook_url), is_operator
             )
         assert row is not None
-        return Account.from_row(row), token
+        return self._account(row), token
 
     async def authenticate(self, token: str) -> Account | None:
         """The account whose token this is, or None. Constant-time on the digest. Remembered
@@ -170,41 +184,76 @@ class AccountsMixin(StoreBase):
         row = await self._fetchrow(SQL_ACCOUNT_BY_TOKEN_HASH, digest)
         if row is None or not hmac.compare_digest(bytes(row["token_sha256"]), digest):
             return None
-        account = Account.from_row(row)
+        account = self._account(row)
         self.auth_cache.put(digest, account, generation)
         return account
 
     async def get_account(self, account_id: int) -> Account | None:
         row = await self._fetchrow(SQL_ACCOUNT_BY_ID, account_id)
-        return Account.from_row(row) if row else None
+        return self._account(row) if row else None
 
     async def list_accounts(self) -> list[tuple[Account, int]]:
         """Every account with its monitor count."""
         rows = await self._fetch(SQL_LIST_ACCOUNTS)
-        return [(Account.from_row(r), r["monitors"]) for r in rows]
+        return [(self._account(r), r["monitors"]) for r in rows]
 
     async def count_accounts(self) -> int:
         return int(await self._fetchval(SQL_COUNT_ACCOUNTS))
 
     async def set_webhook_url(self, account_id: int, url: str | None) -> Account:
         async with self._tx() as conn:
-            row = await conn.fetchrow(SQL_SET_WEBHOOK_URL, account_id, url)
+            row = await conn.fetchrow(SQL_SET_WEBHOOK_URL, account_id, self._seal(url))
             if url is not None:
                 # Events kept while no URL was set become deliverable now.
                 await self._notify(conn, CHANNEL_WEBHOOKS)
         self.auth_cache.drop_account(account_id)
         assert row is not None
-        return Account.from_row(row)
+        return self._account(row)
 
     async def rotate_token(self, account_id: int) -> tuple[Account, str] | None:
         token = new_token()
         async with self._tx() as conn:
-            row = await conn.fetchrow(SQL_SET_TOKEN, account_id, token, token_digest(token))
+            row = await conn.fetchrow(
+                SQL_SET_TOKEN, account_id, self._seal(token), token_digest(token))
         self.auth_cache.drop_account(account_id)  # the old token stops working here at once
-        return (Account.from_row(row), token) if row else None
+        return (self._account(row), token) if row else None
 
     async def set_operator(self, account_id: int, is_operator: bool) -> Account | None:
         async with self._tx() as conn:
             row = await conn.fetchrow(SQL_SET_OPERATOR, account_id, is_operator)
         self.auth_cache.drop_account(account_id)
-        return Account.from_row(row) if row else None
+        return self._account(row) if row else None
+
+    # -- secrets at rest (issue 23) -------------------------------------------------------------
+
+    def _seal(self, value: str | None) -> str | None:
+        return None if value is None else self.secrets.encrypt(value)
+
+    def _account(self, row: asyncpg.Record) -> Account:
+        """The account of ``row``, its webhook URL decrypted (None, logged, when this key
+        cannot: another node's key; the events wait until the key is fixed)."""
+        account = Account.from_row(row)
+        url = account.webhook_url
+        if url is None:
+            return account
+        try:
+            plain = reveal(self.secrets, url)
+        except SecretUnreadable:
+            log.error("account %d: webhook URL cannot be decrypted with this secret key",
+                      account.id)
+            plain = None
+        return replace(account, webhook_url=plain)
+
+    async def encrypt_account_secrets(self) -> int:
+        """Encrypt tokens and webhook URLs written in clear (before migration 0003's
+        release); returns how many accounts changed. Idempotent; run at start-up."""
+        changed = 0
+        async with self._tx() as conn:
+            rows = await conn.fetch(SQL_PLAIN_ACCOUNT_SECRETS)
+            for r in rows:
+                token = self._seal(r["token"]) if is_plain(r["token"]) else r["token"]
+                url = (self._seal(r["webhook_url"]) if is_plain(r["webhook_url"])
+                       else r["webhook_url"])
+                await conn.execute(SQL_SEAL_ACCOUNT_SECRETS, r["id"], token, url)
+                changed += 1
+        return changed

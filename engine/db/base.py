@@ -19,6 +19,7 @@ import asyncpg
 
 from engine.db.pool import mark_session_state
 from engine.errors import DatabaseUnavailable
+from engine.secretbox import SecretBox, default_box
 
 # Channels. LISTEN/NOTIFY only wakes loops; periodic polls keep them correct.
 CHANNEL_CHECKS = "upwatch_checks"      # payload: check id (a config change to reload)
@@ -93,6 +94,13 @@ class _Acquired:
 class StoreBase:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        self._secrets: SecretBox | None = None
+
+    @property
+    def secrets(self) -> SecretBox:
+        """Encrypts and decrypts account secrets at rest (engine/secretbox.py): the box given
+        to ``Store.connect``, else the environment's (:func:`default_box`)."""
+        return self._secrets if self._secrets is not None else default_box()
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -130,8 +138,12 @@ class StoreBase:
         await conn.execute("SELECT pg_notify($1, $2)", channel, payload)
 
     async def ping(self) -> bool:
-        """True when the database answers."""
-        try:
-            return await self._fetchval("SELECT 1") == 1
-        except DatabaseUnavailable:
-            return False
+        """True when the database answers. Twice before saying no: after the server came
+        back (a restart), the pool may lend one connection to the old server first, which
+        fails and is dropped; the second try connects afresh."""
+        for _ in range(2):
+            try:
+                return await self._fetchval("SELECT 1") == 1
+            except DatabaseUnavailable:
+                continue
+        return False

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
@@ -33,6 +34,10 @@ SQL_PRUNE_NODES = "DELETE FROM nodes WHERE heartbeat_at < now() - make_interval(
 SQL_ENABLED_CHECK_IDS = "SELECT id FROM checks WHERE is_enabled ORDER BY id"
 SQL_CONFIRM_TARGET = """
 SELECT m.url FROM checks c JOIN monitors m ON m.id = c.monitor_id
+WHERE c.id = $1 AND c.kind = 'uptime'
+"""
+SQL_CONFIRM_CONFIG = """
+SELECT m.request, m.assertions FROM checks c JOIN monitors m ON m.id = c.monitor_id
 WHERE c.id = $1 AND c.kind = 'uptime'
 """
 
@@ -97,3 +102,11 @@ class ClusterMixin(StoreBase):
         """The URL a peer re-probes for an uptime check (None when it no longer exists)."""
         url: str | None = await self._fetchval(SQL_CONFIRM_TARGET, check_id)
         return url
+
+    async def confirm_config(self, check_id: int) -> tuple[Any, Any] | None:
+        """The stored ``(request, assertions)`` of the check's monitor (issue 23); None when
+        it sets neither or no longer exists."""
+        row = await self._fetchrow(SQL_CONFIRM_CONFIG, check_id)
+        if row is None or (row["request"] is None and row["assertions"] is None):
+            return None
+        return row["request"], row["assertions"]

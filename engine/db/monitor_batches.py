@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import asyncpg
+import orjson
 
 from engine.db.base import CHANNEL_CHECKS, StoreBase
 from engine.db.monitors import (
@@ -81,14 +82,17 @@ u AS MATERIALIZED (
     SELECT u.*
     FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                 $8::text[], $9::bigint[], $10::int[], $11::int[], $12::bool[], $13::int[],
-                $14::int[], $15::bool[]) WITH ORDINALITY
+                $14::int[], $15::bool[], $16::text[], $17::text[]) WITH ORDINALITY
          AS u(identifier, alias, url, scheme, host, port, key, lim, up_interval, up_threshold,
-              up_enabled, cert_interval, cert_threshold, cert_enabled, ord)
+              up_enabled, cert_interval, cert_threshold, cert_enabled, request, assertions,
+              ord)
     WHERE (SELECT n FROM g) + u.ord <= u.lim
 ),
 m AS (
-    INSERT INTO monitors AS m (account_id, identifier, alias, url, scheme, host, port, key)
-    SELECT $1, u.identifier, u.alias, u.url, u.scheme, u.host, u.port, u.key
+    INSERT INTO monitors AS m (account_id, identifier, alias, url, scheme, host, port, key,
+                               request, assertions)
+    SELECT $1, u.identifier, u.alias, u.url, u.scheme, u.host, u.port, u.key,
+           u.request::jsonb, u.assertions::jsonb
     FROM u ORDER BY u.ord
     ON CONFLICT (identifier) DO NOTHING
     RETURNING {_MONITOR_COLUMNS}
@@ -179,6 +183,12 @@ def _current_of(row: asyncpg.Record) -> CurrentMonitor:
     )
 
 
+def _json_or_none(value: Any) -> str | None:
+    """A jsonb value for a ``text[]`` parameter (cast in SQL): asyncpg's jsonb codec is set
+    for single values, and an array of them goes as text."""
+    return None if value is None else orjson.dumps(value).decode()
+
+
 def _record_of(rows: list[asyncpg.Record]) -> MonitorRecord:
     """One new monitor from its rows of SQL_CREATE_MONITORS (one per check)."""
     return MonitorRecord.from_rows(rows[0], [CheckRecord.from_row(r, "check_id") for r in rows])
@@ -265,7 +275,9 @@ class MonitorBatchesMixin(StoreBase):
                 [s.uptime.interval for s in specs], [s.uptime.threshold_s for s in specs],
                 [s.uptime.enabled for s in specs], [s.certificate.interval for s in specs],
                 [s.certificate.threshold_s for s in specs],
-                [s.certificate.enabled for s in specs])
+                [s.certificate.enabled for s in specs],
+                [_json_or_none(s.request) for s in specs],
+                [_json_or_none(s.assertions) for s in specs])
             before = rows[0]["monitors_before"]
             if before is None:
                 raise NotFound("Account not found.")  # deleted since it authenticated

@@ -36,10 +36,13 @@ MAX_OUTAGES_LISTED = 1000
 IDENTIFIER_BYTES = 9  # secrets.token_urlsafe(9): 12 URL-safe characters, 72 random bits
 _IDENTIFIER_TRIES = 5
 
-_MONITOR_COLUMNS = "m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port"
+_MONITOR_COLUMNS = (
+    "m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port, m.request, m.assertions"
+)
 _CHECK_COLUMNS = (
     "c.id, c.monitor_id, c.kind, c.status, c.error, c.interval_s, c.is_enabled,"
-    " c.notification_threshold_s, c.last_check_at, c.meta"
+    " c.notification_threshold_s, c.last_check_at, c.meta,"
+    " c.recovery_threshold_s, c.expiry_threshold_percent"
 )
 
 # --- reads ---------------------------------------------------------------------------------
@@ -142,11 +145,12 @@ WHERE c.id = $1 AND m.account_id = $2
 # monitor limit) without blocking foreign-key checks against the account row.
 SQL_LOCK_ACCOUNT = "SELECT id FROM accounts WHERE id = $1 FOR NO KEY UPDATE"
 
-SQL_INSERT_MONITOR = """
-INSERT INTO monitors AS m (account_id, identifier, alias, url, scheme, host, port)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+SQL_INSERT_MONITOR = f"""
+INSERT INTO monitors AS m (account_id, identifier, alias, url, scheme, host, port, request,
+                           assertions)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (identifier) DO NOTHING
-RETURNING m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port
+RETURNING {_MONITOR_COLUMNS}
 """
 
 SQL_INSERT_CHECKS = f"""
@@ -172,25 +176,27 @@ SQL_LOCK_CHECKS_OF_MONITOR = f"""
 SELECT {_CHECK_COLUMNS} FROM checks c WHERE c.monitor_id = $1 ORDER BY c.id FOR UPDATE
 """
 
-SQL_UPDATE_MONITOR = """
+SQL_UPDATE_MONITOR = f"""
 UPDATE monitors AS m
-SET alias = $2, url = $3, scheme = $4, host = $5, port = $6, updated_at = now()
+SET alias = $2, url = $3, scheme = $4, host = $5, port = $6, request = $7, assertions = $8,
+    updated_at = now()
 WHERE m.id = $1
-RETURNING m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port
+RETURNING {_MONITOR_COLUMNS}
 """
 
 SQL_DELETE_PROBE_RESULTS = "DELETE FROM probe_results WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_ROLLUPS = "DELETE FROM check_rollups_hourly WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_OUTAGES = "DELETE FROM outages WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_PERIODS = "DELETE FROM check_periods WHERE check_id = ANY($1::bigint[])"
+SQL_DELETE_CERTIFICATES = "DELETE FROM check_certificates WHERE check_id = ANY($1::bigint[])"
 
 # A new host is a new site: the state machine starts over (paused checks stay paused).
 SQL_RESET_CHECKS = f"""
 UPDATE checks AS c
 SET status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END,
     error = NULL, last_check_at = NULL, meta = '{{}}'::jsonb,
-    failing_since = NULL, detected_by = NULL, outage_id = NULL,
-    incident_event_id = NULL, renewal_notified_for = NULL,
+    failing_since = NULL, detected_by = NULL, outage_id = NULL, recovering_since = NULL,
+    incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprint = NULL,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.monitor_id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -221,7 +227,8 @@ FOR UPDATE OF c
 
 SQL_UPDATE_CHECK_CONFIG = f"""
 UPDATE checks AS c
-SET interval_s = $2, notification_threshold_s = $3,
+SET interval_s = $2, notification_threshold_s = $3, recovery_threshold_s = $4,
+    expiry_threshold_percent = $5,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -233,6 +240,7 @@ SQL_DISABLE_CHECK = f"""
 UPDATE checks AS c
 SET is_enabled = false, status = 'paused', error = NULL,
     failing_since = NULL, detected_by = NULL, outage_id = NULL, incident_event_id = NULL,
+    recovering_since = NULL,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -282,6 +290,8 @@ class CheckRecord:
     notification_threshold: int
     last_check_at: datetime | None
     meta: dict[str, Any]
+    recovery_threshold: int = 0  # uptime: seconds of good probes before uptime_restored
+    expiry_threshold_percent: int = 0  # certificate: percent of its lifetime left
 
     @classmethod
     def from_row(cls, row: asyncpg.Record, id_column: str = "id") -> CheckRecord:
@@ -297,6 +307,8 @@ class CheckRecord:
             notification_threshold=row["notification_threshold_s"],
             last_check_at=row["last_check_at"],
             meta=meta if isinstance(meta, dict) else {},
+            recovery_threshold=row["recovery_threshold_s"],
+            expiry_threshold_percent=row["expiry_threshold_percent"],
         )
 
 
@@ -349,6 +361,9 @@ class MonitorRecord:
     port: str
     checks: dict[str, CheckRecord]
     uptime: UptimeFigures | None = None
+    # Issue 23, as stored (engine/requestconfig.py): None when not set.
+    request: Any = None
+    assertions: Any = None
 
     @classmethod
     def from_rows(
@@ -365,6 +380,8 @@ class MonitorRecord:
             port=monitor["port"],
             checks={c.kind: c for c in checks},
             uptime=uptime,
+            request=monitor["request"],
+            assertions=monitor["assertions"],
         )
 
 
@@ -486,13 +503,16 @@ class MonitorsMixin(StoreBase):
         notification_threshold: int,
         certificate_interval: int,
         monitor_limit: int,
+        request: Any = None,
+        assertions: Any = None,
     ) -> MonitorRecord:
         """Create a monitor with an enabled, pending uptime check (``interval``,
         ``notification_threshold``) and certificate check (``certificate_interval``, no
         expiry threshold), each with an open enabled period, and notify the engine.
 
         Raises LimitReached when the account already has ``monitor_limit`` monitors, and
-        NotFound when the account no longer exists.
+        NotFound when the account no longer exists. ``request``/``assertions``: stored
+        forms (engine/requestconfig.py), or None.
         The identifier is random (``secrets.token_urlsafe``), retried on a collision.
         """
         async with self._tx() as conn:
@@ -506,7 +526,8 @@ class MonitorsMixin(StoreBase):
             for _ in range(_IDENTIFIER_TRIES):
                 identifier = secrets.token_urlsafe(IDENTIFIER_BYTES)
                 monitor = await conn.fetchrow(
-                    SQL_INSERT_MONITOR, account_id, identifier, alias, url, scheme, host, port)
+                    SQL_INSERT_MONITOR, account_id, identifier, alias, url, scheme, host, port,
+                    request, assertions)
                 if monitor is not None:
                     break
             if monitor is None:  # 72 random bits colliding five times: something is broken
@@ -530,6 +551,7 @@ class MonitorsMixin(StoreBase):
         scheme: str | None = None,
         host: str | None = None,
         port: str | None = None,
+        config: tuple[Any, Any] | None = None,
     ) -> MonitorRecord:
         """Change the alias and/or URL (``url``, ``scheme``, ``host``, ``port`` together).
 
@@ -537,7 +559,8 @@ class MonitorsMixin(StoreBase):
         enabled checks back to pending with fresh periods and clears their state. Any other
         URL change keeps history. Either way a URL change bumps ``config_version`` and
         notifies; an alias change only notifies (payloads carry the alias). NotFound when
-        the monitor is not the account's.
+        the monitor is not the account's. ``config``: the new stored ``(request,
+        assertions)`` (issue 23); a change of them bumps ``config_version`` like a URL change.
         """
         async with self._tx() as conn:
             current = await conn.fetchrow(SQL_LOCK_MONITOR, account_id, monitor_id)
@@ -551,13 +574,18 @@ class MonitorsMixin(StoreBase):
                 url, scheme, host, port = (
                     current["url"], current["scheme"], current["host"], current["port"])
             url_changed = url != current["url"]
+            old_config = (current["request"], current["assertions"])
+            new_config = old_config if config is None else config
+            if new_config != old_config and not url_changed:
+                url_changed = True  # the engine reloads: same bump, history kept
             if not url_changed and new_alias == current["alias"]:
                 return MonitorRecord.from_rows(current, checks)
             monitor = await conn.fetchrow(
-                SQL_UPDATE_MONITOR, monitor_id, new_alias, url, scheme, host, port)
+                SQL_UPDATE_MONITOR, monitor_id, new_alias, url, scheme, host, port,
+                *new_config)
             if url_changed and host != current["host"]:
                 for sql in (SQL_DELETE_PROBE_RESULTS, SQL_DELETE_ROLLUPS,
-                            SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS):
+                            SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS, SQL_DELETE_CERTIFICATES):
                     await conn.execute(sql, check_ids)
                 check_rows = await conn.fetch(SQL_RESET_CHECKS, monitor_id)
                 await conn.execute(SQL_OPEN_PERIODS_OF_ENABLED, monitor_id)
@@ -590,10 +618,13 @@ class MonitorsMixin(StoreBase):
         *,
         interval: int | None = None,
         notification_threshold_s: int | None = None,
+        recovery_threshold_s: int | None = None,
+        expiry_threshold_percent: int | None = None,
     ) -> CheckRecord:
         """Set the interval and/or threshold (seconds; for a certificate check the expiry
-        threshold in days x 86400). Nothing changes, and no version is bumped, when the
-        values are already those. NotFound when the check is not the account's."""
+        threshold in days x 86400), the recovery threshold (s) or the expiry threshold in
+        percent; None leaves a value as it is. Nothing changes, and no version is bumped,
+        when the values are already those. NotFound when the check is not the account's."""
         async with self._tx() as conn:
             row = await conn.fetchrow(SQL_LOCK_CHECK, check_id, account_id)
             if row is None:
@@ -605,10 +636,22 @@ class MonitorsMixin(StoreBase):
                 if notification_threshold_s is None
                 else notification_threshold_s
             )
-            if (new_interval, new_threshold) == (check.interval, check.notification_threshold):
+            new_recovery = (
+                check.recovery_threshold if recovery_threshold_s is None
+                else recovery_threshold_s
+            )
+            new_percent = (
+                check.expiry_threshold_percent if expiry_threshold_percent is None
+                else expiry_threshold_percent
+            )
+            if (new_interval, new_threshold, new_recovery, new_percent) == (
+                check.interval, check.notification_threshold, check.recovery_threshold,
+                check.expiry_threshold_percent,
+            ):
                 return check
             row = await conn.fetchrow(
-                SQL_UPDATE_CHECK_CONFIG, check_id, new_interval, new_threshold)
+                SQL_UPDATE_CHECK_CONFIG, check_id, new_interval, new_threshold, new_recovery,
+                new_percent)
             await self._notify(conn, CHANNEL_CHECKS, str(check_id))
         assert row is not None
         return CheckRecord.from_row(row)

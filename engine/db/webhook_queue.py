@@ -28,8 +28,9 @@ Invariants the methods below keep:
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +38,10 @@ import asyncpg
 
 from engine.db.base import CHANNEL_WEBHOOKS, StoreBase
 from engine.errors import NotFound, UpwatchError
+from engine.secretbox import SecretUnreadable, reveal
+
+log = logging.getLogger(__name__)
+_UNREADABLE_LOGGED: set[int] = set()
 
 STATUSES = ("pending", "delivered", "failed")
 
@@ -421,7 +426,23 @@ class WebhookQueueMixin(StoreBase):
             rows = await conn.fetch(SQL_CLAIM_TAKE, chosen, now, float(lease_seconds))
         # RETURNING has no order; keep the claim's (oldest due first).
         position = {event_id: i for i, event_id in enumerate(chosen)}
-        return sorted((ClaimedEvent.from_row(r) for r in rows), key=lambda e: position[e.id])
+        events = (self._revealed(ClaimedEvent.from_row(r)) for r in rows)
+        return sorted(events, key=lambda e: position[e.id])
+
+    def _revealed(self, event: ClaimedEvent) -> ClaimedEvent:
+        """The event with the account's token and webhook URL decrypted (issue 23). A key
+        that cannot decrypt them (another node's) leaves the URL out: nothing is sent, the
+        event waits, and the error is logged once per account."""
+        try:
+            token = reveal(self.secrets, event.token) or ""
+            url = reveal(self.secrets, event.webhook_url)
+        except SecretUnreadable:
+            if event.account_id not in _UNREADABLE_LOGGED:
+                _UNREADABLE_LOGGED.add(event.account_id)
+                log.error("account %d: webhook secrets cannot be decrypted with this secret "
+                          "key; its webhooks wait", event.account_id)
+            return replace(event, webhook_url=None)
+        return replace(event, token=token, webhook_url=url)
 
     async def record_delivered(self, event_id: int, status_code: int = 200) -> bool:
         """The receiver answered 200: the event is delivered. False if it already was."""

@@ -115,6 +115,7 @@ from engine.probes._net import (
 )
 from engine.probes.outcome import HttpOutcome
 from engine.probes.reactor import Reactor
+from engine.probes.request import RequestSpec
 
 log = logging.getLogger(__name__)
 
@@ -357,6 +358,75 @@ class _HttpConn(ClientConn):
         self._feed(data)
 
 
+class _CaptureConn(_HttpConn):
+    """The connection of a probe with its own request (issue 23): also keeps the final
+    response's headers that assertions name, the ``Location`` (no ``_Locator`` needed), and
+    with ``capture`` at most ``max_body`` bytes of the body. Plain probes never use it, so
+    their parser keeps having no header or body callback."""
+
+    def __init__(
+        self,
+        notify: Callable[[], None],
+        rview: memoryview,
+        pview: memoryview,
+        ctx: ssl.SSLContext | None,
+        server_hostname: str | None,
+        request: bytes,
+        max_header: int,
+        max_body: int,
+        spec: RequestSpec,
+    ) -> None:
+        _HttpConn.__init__(
+            self, notify, rview, pview, ctx, server_hostname, request, max_header,
+            spec.capture_limit if spec.reads_body else max_body,
+        )
+        self.follow = spec.follow_redirects
+        self.wanted = spec.wanted_headers
+        self.headers: dict[str, str] = {}
+        self.capture: bytearray | None = bytearray() if spec.reads_body else None
+        self.complete = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.headers_done:
+            return  # trailers
+        key = name.decode("latin-1").lower()
+        if key == "location":
+            self.location = value
+        if key in self.wanted:
+            text = value.decode("utf-8", "replace")
+            old = self.headers.get(key)
+            self.headers[key] = text if old is None else old + ", " + text
+
+    def on_body(self, body: bytes) -> None:
+        capture = self.capture
+        if capture is not None:
+            room = self.max_body - len(capture)
+            if room > 0:
+                capture += body[:room]
+
+    def on_headers_complete(self) -> None:
+        assert self.parser is not None
+        status = self.parser.get_status_code()
+        if status < 200:
+            self.location = None
+            self.headers.clear()  # an interim response's: the real one follows
+            if status == 101:
+                self.finish("invalid HTTP response")
+            return
+        self.status = status
+        self.headers_done = True
+        if self.follow and status in _REDIRECT_STATUSES and self.location is not None:
+            self.redirecting = True
+            self.finish()
+        elif self.capture is None:
+            self.finish()  # nothing to read after the head
+
+    def on_message_complete(self) -> None:
+        if self.headers_done:
+            self.complete = True
+            self.finish()
+
+
 class _Target:
     """One hop's URL, split and checked."""
 
@@ -476,6 +546,7 @@ class HttpProber:
         self._tail = (
             f"\r\nUser-Agent: {user_agent}\r\nAccept: */*\r\nConnection: close\r\n\r\n"
         ).encode("latin-1")
+        self._user_agent = user_agent
         self._rview = memoryview(bytearray(READ_BUFFER_SIZE))
         self._pview = memoryview(bytearray(READ_BUFFER_SIZE))
         self._ctx: ssl.SSLContext | None = None
@@ -508,6 +579,7 @@ class HttpProber:
         url: str,
         done: Callable[[_A, HttpOutcome], None],
         arg: _A,
+        spec: RequestSpec | None = None,
     ) -> ProbeHandle:
         """Start probing ``url`` on ``loop`` (the running loop); ``done(arg, outcome)`` is
         called once with the outcome, never from inside this call, unless the returned
@@ -516,23 +588,30 @@ class HttpProber:
         No task per probe: the probe is driven by its connection's callbacks and its
         deadline (a task only for a DNS lookup). ``done`` runs inside those callbacks; it
         must not raise (an exception is logged and the probe's outcome stands).
+
+        ``spec``: the monitor's own request and assertions (None: the plain GET).
         """
         reactor = self._reactor
         if reactor is None or reactor.loop is not loop:
             reactor = self._reactor = reactor_for(reactor, loop)
         p = _Probe(self, reactor, url, done, arg)
+        if spec is not None:
+            p.spec = spec
+            p.method = spec.method
+            p.with_body = spec.body is not None
         p.slot = self._deadlines.arm_expiry(self._timeout, loop, p)
         p.begin()
         return p
 
-    async def probe(self, url: str) -> HttpOutcome:
-        """Probe ``url``; never raises except CancelledError, never exceeds the timeout.
+    async def probe(self, url: str, spec: RequestSpec | None = None) -> HttpOutcome:
+        """Probe ``url`` (with ``spec``'s request and assertions when given); never raises
+        except CancelledError, never exceeds the timeout.
 
         Cancelling the caller aborts the probe at once.
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[HttpOutcome] = loop.create_future()
-        handle = self.start(loop, url, _resolve, fut)
+        handle = self.start(loop, url, _resolve, fut, spec)
         try:
             return await fut
         finally:
@@ -607,21 +686,26 @@ class _Probe:
     __slots__ = (
         "addrs",
         "arg",
+        "captured",
         "conn",
         "dns",
         "done",
         "hop",
         "last_error",
+        "method",
         "next_addr",
+        "origin",
         "out",
         "prober",
         "reactor",
         "request",
         "slot",
+        "spec",
         "starting",
         "t0",
         "t_start",
         "url",
+        "with_body",
     )
 
     def __init__(
@@ -649,6 +733,12 @@ class _Probe:
         self.next_addr = 0
         self.last_error = "connection failed"
         self.starting = False
+        # A monitor's own request (issue 23); None on the plain path.
+        self.spec: RequestSpec | None = None
+        self.method = "GET"
+        self.with_body = False
+        self.origin: tuple[bool, str, int] | None = None
+        self.captured: _CaptureConn | None = None
 
     # -- ends ---------------------------------------------------------------------------------
 
@@ -688,6 +778,9 @@ class _Probe:
         self._release()
         out = self.out
         out.total_ms = (perf_counter() - self.t0) * 1000.0
+        spec = self.spec
+        if spec is not None:
+            self._assert(spec, out)
         arg = self.arg
         self.arg = None
         done(arg, out)
@@ -701,6 +794,8 @@ class _Probe:
         if conn is not None:
             self.conn = None
             _settle(conn, self.out, self.t_start)
+            if isinstance(conn, _CaptureConn):
+                self.captured = conn
         dns = self.dns
         if dns is not None:
             self.dns = None
@@ -728,10 +823,46 @@ class _Probe:
             log.exception("uptime probe of %s failed unexpectedly", self.url)
             self._fail("probe failed: internal error")
 
+    def _assert(self, spec: RequestSpec, out: HttpOutcome) -> None:
+        """Judge the final response by the monitor's assertions (once, at the end)."""
+        conn = self.captured
+        self.captured = None
+        status = out.status_code
+        if status is None or not spec.assertions:
+            return
+        headers: dict[str, str] = {}
+        body: bytes | None = None
+        cut = False
+        if conn is not None:
+            headers = conn.headers
+            capture = conn.capture
+            if capture is not None:
+                body = bytes(capture)
+                cut = conn.body_seen >= conn.max_body and not conn.complete
+        out.status_asserted = spec.status_rule
+        try:
+            out.assertion_error = spec.check(status, out.total_ms, headers, body, cut)
+        except Exception:
+            log.exception("assertions on %s failed unexpectedly", self.url)
+            out.assertion_error = "assertions failed: internal error"
+
     def _hop(self) -> None:
         """Split the URL and connect, or look its host up first. Raises ProbeFailure."""
         prober = self.prober
-        hop, self.request = prober._hop(self.url)
+        spec = self.spec
+        if spec is None:
+            hop, self.request = prober._hop(self.url)
+        else:
+            if spec.broken is not None:
+                raise ProbeFailure(spec.broken)  # never probe without its headers
+            hop = _Target(self.url)
+            origin = (hop.tls, hop.host, hop.port)
+            if self.origin is None:
+                self.origin = origin
+            self.request = spec.request_bytes(
+                self.method, hop.target, hop.host_header, prober._user_agent,
+                origin == self.origin, self.with_body,
+            )
         self.hop = hop
         if hop.ip is not None:
             self._addresses(checked_literal(hop.host, hop.ip, prober._allow_private), None)
@@ -766,13 +897,20 @@ class _Probe:
         sni = hop.host if hop.tls and hop.ip is None else None
         addrs = self.addrs
         out = self.out
+        spec = self.spec
         while self.next_addr < len(addrs):
             ip = addrs[self.next_addr]
             self.next_addr += 1
-            conn = _HttpConn(
-                self._hop_done, prober._rview, prober._pview, ctx, sni, self.request,
-                prober._max_header, prober._max_body,
-            )
+            if spec is None:
+                conn = _HttpConn(
+                    self._hop_done, prober._rview, prober._pview, ctx, sni, self.request,
+                    prober._max_header, prober._max_body,
+                )
+            else:
+                conn = _CaptureConn(
+                    self._hop_done, prober._rview, prober._pview, ctx, sni, self.request,
+                    prober._max_header, prober._max_body, spec,
+                )
             out.remote_ip = ip
             self.t_start = perf_counter()
             try:
@@ -801,14 +939,29 @@ class _Probe:
         elif conn.error is not None:
             self._fail(conn.error)
         elif not conn.redirecting:
+            if isinstance(conn, _CaptureConn):
+                self.captured = conn
             self._complete()  # out.status_code was set when the hop was settled
         elif out.redirects >= self.prober._max_redirects:
             self._fail("too many redirects")
         else:
             out.redirects += 1
+            if self.spec is not None:
+                self._redirect_method(conn.status)
             assert conn.location is not None
             location = conn.location.decode("utf-8", "surrogateescape").strip()
             self._guarded(lambda: self._redirect(location))
+
+    def _redirect_method(self, status: int | None) -> None:
+        """What browsers and curl do (fetch, "HTTP-redirect fetch"): 307/308 repeat the
+        method and body; 301/302 turn a POST, and 303 anything but GET/HEAD, into a GET
+        without body."""
+        method = self.method
+        if (status == 303 and method not in ("GET", "HEAD")) or (
+            status in (301, 302) and method == "POST"
+        ):
+            self.method = "GET"
+            self.with_body = False
 
     def _redirect(self, location: str) -> None:
         """The next hop, at ``location`` resolved against the current URL."""

@@ -38,6 +38,11 @@ class HttpOutcome:
     ttfb_ms: float | None
     redirects: int = 0
     remote_ip: str | None = None
+    # A monitor's assertions (issue 23): the first failed one's words (the response, with
+    # its status_code, counts as a failure then), and whether a status_code assertion held
+    # in place of the 2xx/3xx rule.
+    assertion_error: str | None = None
+    status_asserted: bool = False
 
 
 @dataclass(slots=True)
@@ -58,3 +63,9 @@ class CertOutcome:
     valid_from: datetime | None
     valid_to: datetime | None
     total_ms: float
+    # The leaf's identity (issue 17): SHA-256 of its DER (lower-case hex), serial number
+    # (lower-case hex), key ("RSA-2048", "EC-secp256r1", "Ed25519") and subject common name.
+    fingerprint_sha256: str | None = None
+    serial: str | None = None
+    key_type: str | None = None
+    subject: str | None = None

@@ -8,15 +8,20 @@ responses by the app's error middleware.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
+from engine import requestconfig
 from engine.db.accounts import Account
 from engine.errors import NotFound
+from engine.requestconfig import secret_box
 from engine.settings import Settings
-from engine.web import validation, views
+from engine.web import maintenance_api, validation, views
 from engine.web.create_combiner import CREATE_COMBINER, spec_of
 from engine.web.jsonio import empty_response, json_response, read_body
 from engine.web.keys import ACCOUNT, SETTINGS, STORE
+from engine.web.maintenance_uptime import windows_of_monitor, with_maintenance
 from engine.web.validation import TargetUrl
 
 routes = web.RouteTableDef()
@@ -41,7 +46,10 @@ async def _ensure_allowed_target(settings: Settings, target: TargetUrl, field: s
 
 @routes.get("/webapi/monitors")
 async def list_monitors(request: web.Request) -> web.Response:
-    monitors = await request.app[STORE].list_monitors(_account(request).id)
+    account_id = _account(request).id
+    monitors = await request.app[STORE].list_monitors(account_id)
+    # Maintenance windows leave the 30-day uptime (engine/web/maintenance_uptime.py).
+    monitors = await with_maintenance(request, account_id, monitors)
     base = request.app[SETTINGS].public_base_url
     return json_response([views.monitor_full(m, base) for m in monitors])
 
@@ -51,18 +59,24 @@ async def create_monitor(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     account = _account(request)
     plan = settings.plan(account.plan)
-    command = validation.validate_monitor_create(await read_body(request), plan)
+    body = await read_body(request)
+    command, config = requestconfig.validated(
+        body, True, lambda: validation.validate_monitor_create(body, plan))
     await _ensure_allowed_target(settings, command.target, "url")
     # Concurrent creates of the account share one transaction (engine.web.create_combiner).
+    stored = (None if config.request is None
+              else requestconfig.to_stored(config.request, secret_box(settings), None))
     monitor = await request.app[CREATE_COMBINER].create(
-        account.id, spec_of(command), plan.monitor_limit)
+        account.id, spec_of(command, stored, config.assertions), plan.monitor_limit)
     return json_response(views.monitor_reduced(monitor, settings.public_base_url), status=201)
 
 
 @routes.get("/webapi/monitors/{id}")
 async def get_monitor(request: web.Request) -> web.Response:
     monitor_id = _path_id(request)
-    monitor = await request.app[STORE].get_monitor(_account(request).id, monitor_id)
+    account_id = _account(request).id
+    monitor = await request.app[STORE].get_monitor(account_id, monitor_id)
+    [monitor] = await with_maintenance(request, account_id, [monitor])
     return json_response(views.monitor_full(monitor, request.app[SETTINGS].public_base_url))
 
 
@@ -70,11 +84,15 @@ async def get_monitor(request: web.Request) -> web.Response:
 async def update_monitor(request: web.Request) -> web.Response:
     monitor_id = _path_id(request)
     settings = request.app[SETTINGS]
-    command = validation.validate_monitor_update(await read_body(request))
+    body = await read_body(request)
+    command, config = requestconfig.validated(
+        body, False, lambda: validation.validate_monitor_update(body))
     store = request.app[STORE]
     account = _account(request)
+    stored = await _stored_config(store, settings, account.id, monitor_id, config)
     if command.target is None:
-        monitor = await store.update_monitor(account.id, monitor_id, alias=command.alias)
+        monitor = await store.update_monitor(
+            account.id, monitor_id, alias=command.alias, config=stored)
     else:
         if not settings.allow_private_targets:
             # A missing monitor is a 404 before any DNS work on the new URL.
@@ -83,9 +101,30 @@ async def update_monitor(request: web.Request) -> web.Response:
         t = command.target
         monitor = await store.update_monitor(
             account.id, monitor_id, alias=command.alias,
-            url=t.url, scheme=t.scheme, host=t.host, port=t.port,
+            url=t.url, scheme=t.scheme, host=t.host, port=t.port, config=stored,
         )
     return json_response(views.monitor_reduced(monitor, settings.public_base_url))
+
+
+async def _stored_config(
+    store: Any, settings: Settings, account_id: int, monitor_id: int,
+    config: requestconfig.Config,
+) -> tuple[Any, Any] | None:
+    """The monitor's new stored ``(request, assertions)`` for an update (issue 23), or None
+    when the body carries neither: keys left out keep what is stored."""
+    if config.request is None and config.assertions is None:
+        return None
+    current = await store.get_monitor(account_id, monitor_id)
+    request, assertions = current.request, current.assertions
+    if config.request == requestconfig.Config.REMOVE:
+        request = None
+    elif config.request is not None:
+        request = requestconfig.to_stored(config.request, secret_box(settings), request)
+    if config.assertions == requestconfig.Config.REMOVE:
+        assertions = None
+    elif config.assertions is not None:
+        assertions = config.assertions
+    return request, assertions
 
 
 @routes.delete("/webapi/monitors/{id}")
@@ -98,8 +137,15 @@ async def delete_monitor(request: web.Request) -> web.Response:
 @routes.get("/webapi/monitors/{id}/statistics")
 async def monitor_statistics(request: web.Request) -> web.Response:
     monitor_id = _path_id(request)
-    stats = await request.app[STORE].monitor_statistics(_account(request).id, monitor_id)
-    return json_response(views.statistics(stats))
+    store = request.app[STORE]
+    account_id = _account(request).id
+    stats = await store.monitor_statistics(account_id, monitor_id)
+    # Maintenance windows leave the uptime figure (engine/web/maintenance_api.py).
+    windows = await windows_of_monitor(request, account_id, monitor_id)
+    body = views.statistics(stats)
+    if windows:
+        body = maintenance_api.statistics_with_maintenance(body, stats, windows)
+    return json_response(body)
 
 
 # --- checks --------------------------------------------------------------------------------
@@ -120,6 +166,8 @@ async def update_check(request: web.Request) -> web.Response:
         account.id, check_id,
         interval=command.interval,
         notification_threshold_s=command.notification_threshold_s,
+        recovery_threshold_s=command.recovery_threshold_s,
+        expiry_threshold_percent=command.expiry_threshold_percent,
     )
     return json_response(views.check_updated(updated))
 

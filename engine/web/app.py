@@ -9,9 +9,11 @@ Request path through the middlewares (outermost first):
 3. ``ApiSlots.middleware``: at most ``api_concurrency`` requests handled at once, so the
    engine sharing the event loop keeps its schedule under an API flood
    (:mod:`engine.web.concurrency`).
-4. ``auth_middleware``: Bearer token on ``/webapi/*`` except the OpenAPI document; the
-   account lands in ``request[ACCOUNT]`` (:mod:`engine.web.keys`).
-5. ``rate_limit_middleware``: a token bucket per account (429 with ``Retry-After``).
+4. ``pingping.query_token_middleware``: on the PingPing mount only, ``?api_key=`` becomes the
+   Bearer header of a clone of the request (:mod:`engine.web.pingping`).
+5. ``auth_middleware``: Bearer token on ``/webapi/*`` (and ``/pingping/webapi/*``) except
+   the OpenAPI document; the account lands in ``request[ACCOUNT]`` (:mod:`engine.web.keys`).
+6. ``rate_limit_middleware``: a token bucket per account (429 with ``Retry-After``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,18 @@ from engine.db.store import Store
 from engine.errors import DatabaseUnavailable, LimitReached, NotFound, ValidationFailed
 from engine.metrics import Metrics
 from engine.settings import Settings
-from engine.web import api, monitorset_api, nodes_api, openapi, status_page, webhooks_api
+from engine.web import (
+    api,
+    certificates_api,
+    maintenance_api,
+    monitorset_api,
+    nodes_api,
+    openapi,
+    pingping,
+    status_page,
+    webhooks_api,
+)
+from engine.web.access_log import PathOnlyAccessLogger
 from engine.web.concurrency import ApiSlots
 from engine.web.create_combiner import CREATE_COMBINER, CreateCombiner
 from engine.web.jsonio import json_response, message_response
@@ -42,6 +55,7 @@ from engine.web.keys import (
     SETTINGS,
     STORE,
 )
+from engine.web.maintenance_uptime import WINDOWS_CACHE, WindowsCache
 from engine.web.ratelimit import RateLimiter, retry_after_header
 
 log = logging.getLogger(__name__)
@@ -98,7 +112,7 @@ def _too_large(limit: int = MAX_BODY_BYTES) -> web.Response:
 def _is_page_path(path: str) -> bool:
     """A path a browser may ask for: outside the JSON API and not a ``.json`` document. Its
     404 is the status page's HTML 404 page."""
-    in_api = path == API_PREFIX or path.startswith(API_PREFIX + "/")
+    in_api = path == API_PREFIX or path.startswith(API_PREFIX + "/") or pingping.in_mount(path)
     return not in_api and not path.endswith(".json")
 
 
@@ -189,7 +203,7 @@ async def body_limit_middleware(request: web.Request, handler: Handler) -> web.S
 
 
 def _needs_auth(path: str) -> bool:
-    in_api = path == API_PREFIX or path.startswith(API_PREFIX + "/")
+    in_api = path == API_PREFIX or path.startswith(API_PREFIX + "/") or pingping.in_mount(path)
     return in_api and path not in PUBLIC_API_PATHS
 
 
@@ -267,10 +281,11 @@ def create_app(
         handler_args={
             "max_field_size": MAX_HEADER_FIELD_BYTES,
             "keepalive_timeout": KEEPALIVE_TIMEOUT_S,
+            "access_log_class": PathOnlyAccessLogger,  # never the query: it may hold a token
         },
         middlewares=[
             error_middleware, body_limit_middleware, ApiSlots(settings.api_concurrency).middleware,
-            auth_middleware, rate_limit_middleware,
+            pingping.query_token_middleware, auth_middleware, rate_limit_middleware,
         ],
     )
     app[STORE] = store
@@ -279,10 +294,12 @@ def create_app(
     app[HTTP_COUNTERS] = {}
     app[RATE_LIMITER] = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
     app[CREATE_COMBINER] = CreateCombiner(store)
+    app[WINDOWS_CACHE] = WindowsCache()
     app[OPENAPI_DOCUMENT] = orjson.dumps(
         openapi.build_document(
             settings.public_base_url,
             extra_paths={**webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS,
+                         **maintenance_api.OPENAPI_PATHS, **certificates_api.OPENAPI_PATHS,
                          **monitorset_api.OPENAPI_PATHS},
         )
     )
@@ -291,7 +308,10 @@ def create_app(
     app.router.add_routes(api.routes)
     app.router.add_routes(webhooks_api.routes)
     app.router.add_routes(nodes_api.routes)
+    app.router.add_routes(maintenance_api.routes)
+    app.router.add_routes(certificates_api.routes)
     app.router.add_get("/webapi/openapi.json", openapi_json)
+    app.router.register_resource(pingping.mount(api.routes))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_text)
     # Last: /{identifier} must never shadow a fixed path (its pattern cannot match one).

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
@@ -123,14 +124,16 @@ class CreateCombiner:
                     w.done.set_result((result, None))
 
 
-def spec_of(command: MonitorCreate) -> MonitorSpec:
+def spec_of(command: MonitorCreate, request: Any = None, assertions: Any = None
+            ) -> MonitorSpec:
     """A validated create body as the monitor it makes: both checks enabled, no expiry
-    threshold, no key."""
+    threshold, no key; ``request``/``assertions`` in their stored forms (issue 23)."""
     t = command.target
     return MonitorSpec(
         key=None, url=t.url, scheme=t.scheme, host=t.host, port=t.port, alias=command.alias,
         uptime=CheckSettings(command.interval, command.notification_threshold, True),
-        certificate=CheckSettings(command.certificate_interval, 0, True))
+        certificate=CheckSettings(command.certificate_interval, 0, True),
+        request=request, assertions=assertions)
 
 
 CREATE_COMBINER = web.AppKey("create_combiner", CreateCombiner)

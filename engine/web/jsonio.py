@@ -7,7 +7,7 @@ request bodies go through :func:`engine.web.validation.parse_body`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -23,6 +23,10 @@ JSON = "application/json"
 # deadline a client that declares a body and sends it a byte at a time holds its
 # connection and a handler for as long as it likes; 64 KiB in 30 s is 2 KiB/s.
 BODY_READ_TIMEOUT_S = 30.0
+# A rewrite of the parsed body that an adapter at the edge sets on the request before the
+# handler reads it (engine.web.pingping normalises the url of PingPing clients).
+BODY_REWRITE: web.RequestKey[Callable[[dict[str, Any]], dict[str, Any]]] = web.RequestKey(
+    "body_rewrite")
 
 
 def json_response(
@@ -46,7 +50,7 @@ async def read_body(request: web.Request, *, max_bytes: int | None = None) -> di
     ``max_bytes``, for the routes that take more) aiohttp raises a 413; anything but a JSON
     object, including a body whose chunking or Content-Encoding is broken, raises
     ValidationFailed under ``body``. A body slower than :data:`BODY_READ_TIMEOUT_S` is a
-    408."""
+    408. A :data:`BODY_REWRITE` on the request is applied to the parsed object."""
     reader = request if max_bytes is None else request.clone(client_max_size=max_bytes)
     try:
         # A slow body holds the connection, not one of the API's slots (engine.web.concurrency).
@@ -62,11 +66,15 @@ async def read_body(request: web.Request, *, max_bytes: int | None = None) -> di
         # The client went away mid-body: nobody will read the answer, and it is no fault
         # of ours worth a stack trace.
         raise web.HTTPBadRequest() from None
-    return parse_body(raw)
+    body = parse_body(raw)
+    rewrite = request.get(BODY_REWRITE)
+    return body if rewrite is None else rewrite(body)
 
 
 def empty_response(status: int = 204) -> web.Response:
     return web.Response(status=status)
 
 
-__all__: list[str] = ["JSON", "empty_response", "json_response", "message_response", "read_body"]
+__all__: list[str] = [
+    "BODY_REWRITE", "JSON", "empty_response", "json_response", "message_response", "read_body",
+]

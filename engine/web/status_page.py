@@ -29,7 +29,7 @@ import base64
 import hashlib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -51,6 +51,8 @@ from engine.errors import DatabaseUnavailable
 from engine.stats import uptime_percentage
 from engine.timefmt import fmt
 from engine.web.keys import STORE
+from engine.web.maintenance_notice import MaintenanceNotice, notices_json, with_maintenance
+from engine.web.public_text import public_error
 
 routes = web.RouteTableDef()
 
@@ -310,6 +312,8 @@ class StatusView:
     chart: ChartView | None
     outages: list[OutageView]
     updated: str
+    # Maintenance windows on now or coming (engine/web/maintenance_notice.py).
+    maintenance: list[MaintenanceNotice] = field(default_factory=list)
 
 
 _BAR_STEP = 10   # viewBox units per day; the SVG is stretched to the card width
@@ -469,7 +473,7 @@ def chart_view(
 def _cause(o: PublicOutage) -> str:
     if o.http_status_code:
         return f"HTTP {o.http_status_code}"
-    return o.error or "No response"
+    return public_error(o.error) or "No response"
 
 
 def outage_views(outages: list[PublicOutage]) -> list[OutageView]:
@@ -499,7 +503,7 @@ def check_views(checks: Mapping[str, PublicCheck], now: datetime) -> list[CheckV
             facts.append(("HTTP status", str(code), False))
         facts.append(("Checked every", duration_text(up.interval), False))
         out.append(CheckView(UPTIME, "Website", words, tone, facts,
-                             up.error if up.is_enabled else None))
+                             public_error(up.error) if up.is_enabled else None))
     cert = checks.get(CERTIFICATE)
     if cert is not None:
         words, tone = _CERTIFICATE_WORDS.get(cert.status, (cert.status, "s-idle"))
@@ -515,7 +519,7 @@ def check_views(checks: Mapping[str, PublicCheck], now: datetime) -> list[CheckV
             facts.append(("Expires", "Unknown", False))
         facts.append(("Last checked", _last_checked(cert), False))
         out.append(CheckView(CERTIFICATE, "TLS certificate", words, tone, facts,
-                             cert.error if cert.is_enabled else None))
+                             public_error(cert.error) if cert.is_enabled else None))
     return out
 
 
@@ -570,7 +574,7 @@ def build_json(data: StatusPageData) -> dict[str, Any]:
             "status": check.status,
             "is_enabled": check.is_enabled,
             "last_check_at": fmt(check.last_check_at),
-            "error": check.error,
+            "error": public_error(check.error),
         }
         if kind == UPTIME:
             code = check.meta.get("http_status_code")
@@ -655,6 +659,16 @@ async def _load(request: web.Request) -> StatusPageData | None:
     return await request.app[STORE].status_page(request.match_info["identifier"])
 
 
+async def _maintenance(
+    request: web.Request, data: StatusPageData
+) -> tuple[StatusPageData, list[MaintenanceNotice]]:
+    """Maintenance windows: uptime net of them, and their notices (maintenance_notice.py)."""
+    try:
+        return await with_maintenance(request.app[STORE], data)
+    except DatabaseUnavailable:
+        return data, []
+
+
 @routes.get(f"/{{identifier:{IDENTIFIER_PATTERN}}}")
 async def status_html(request: web.Request) -> web.Response:
     """The status page as HTML (404 page when the identifier is unknown)."""
@@ -666,7 +680,9 @@ async def status_html(request: web.Request) -> web.Response:
                            "Please try again in a minute.")
     if data is None:
         return not_found_page()
-    return _html(render_status(build_view(data)), 200, CACHE_OK)
+    data, notices = await _maintenance(request, data)
+    view = replace(build_view(data), maintenance=notices)
+    return _html(render_status(view), 200, CACHE_OK)
 
 
 @routes.get(f"/{{identifier:{IDENTIFIER_PATTERN}}}.json")
@@ -678,4 +694,7 @@ async def status_json(request: web.Request) -> web.Response:
         return _json({"message": "The service is temporarily unavailable."}, 503, CACHE_ERROR)
     if data is None:
         return _json({"message": "Status page not found."}, 404, CACHE_ERROR)
-    return _json(build_json(data), 200, CACHE_OK)
+    data, notices = await _maintenance(request, data)
+    body = build_json(data)
+    body["maintenance"] = notices_json(notices)
+    return _json(body, 200, CACHE_OK)

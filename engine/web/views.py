@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.db.accounts import Account
 from engine.db.monitors import CheckRecord, MonitorRecord, StatisticsRecord, UptimeFigures
+from engine.requestconfig import shown_assertions, shown_request
 from engine.settings import ALLOWED_INTERVALS, Plan
 from engine.timefmt import fmt
 
@@ -60,11 +61,30 @@ def certificate_meta(check: CheckRecord) -> dict[str, Any]:
         "is_self_signed": self_signed if isinstance(self_signed, bool) else None,
         "valid_from": _timestamp(meta.get("valid_from")),
         "valid_to": _timestamp(meta.get("valid_to")),
-    }
+    } | _certificate_identity(meta)
+
+
+def _certificate_identity(meta: dict[str, Any]) -> dict[str, Any]:
+    """Issue 17's keys, once the check has read a certificate that has them (before, the
+    meta is exactly api.md's)."""
+    if not isinstance(meta.get("fingerprint_sha256"), str):
+        return {}
+    return {k: meta.get(k) for k in ("fingerprint_sha256", "serial", "key_type",
+                                      "lifetime_days")}
+
+
+def _alert_settings(check: CheckRecord, out: dict[str, Any]) -> dict[str, Any]:
+    """Issue 17's settings, added to a check object only when set (non-zero): a client
+    that uses none of them sees exactly api.md's shapes."""
+    if check.recovery_threshold:
+        out["recovery_threshold"] = check.recovery_threshold
+    if check.expiry_threshold_percent:
+        out["expiry_threshold_percent"] = check.expiry_threshold_percent
+    return out
 
 
 def check_full(check: CheckRecord, figures: UptimeFigures | None) -> dict[str, Any]:
-    return {
+    return _alert_settings(check, {
         "id": check.id,
         "status": check.status,
         "error": check.error,
@@ -73,7 +93,7 @@ def check_full(check: CheckRecord, figures: UptimeFigures | None) -> dict[str, A
         "notification_threshold": check.notification_threshold,
         "last_check_at": fmt(check.last_check_at),
         "meta": uptime_meta(check, figures) if check.kind == UPTIME else certificate_meta(check),
-    }
+    })
 
 
 def check_reduced(check: CheckRecord) -> dict[str, Any]:
@@ -100,6 +120,18 @@ def monitor_full(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
         "checks": {
             kind: check_full(monitor.checks[kind], monitor.uptime) for kind in CHECK_KINDS
         },
+        **request_fields(monitor),
+    }
+
+
+def request_fields(monitor: MonitorRecord) -> dict[str, Any]:
+    """Issue 23: ``request`` and ``assertions`` (secrets masked) when the monitor sets
+    either, else nothing, so that api.md's shapes stay exact for monitors without them."""
+    if monitor.request is None and not monitor.assertions:
+        return {}
+    return {
+        "request": shown_request(monitor.request),
+        "assertions": shown_assertions(monitor.assertions),
     }
 
 
@@ -114,19 +146,20 @@ def monitor_reduced(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
         "url": monitor.url,
         "status_page": status_page_url(base_url, monitor.identifier),
         "checks": {kind: check_reduced(monitor.checks[kind]) for kind in CHECK_KINDS},
+        **request_fields(monitor),
     }
 
 
 def check_updated(check: CheckRecord) -> dict[str, Any]:
     """The check update response."""
-    return {
+    return _alert_settings(check, {
         "id": check.id,
         "status": check.status,
         "interval": check.interval,
         "is_enabled": check.is_enabled,
         "notification_threshold": check.notification_threshold,
         "last_check_at": fmt(check.last_check_at),
-    }
+    })
 
 
 def check_toggled(check: CheckRecord) -> dict[str, Any]:
