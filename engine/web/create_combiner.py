@@ -83,15 +83,17 @@ class CreateCombiner:
         return record
 
     async def _drain(self, account_id: int, acc: _Account) -> None:
+        first = True
         try:
             while acc.queue:
-                if acc.last_batch > 1:
-                    # Creates come several at a time: let the requests already on their
-                    # way reach the queue (a few turns of the loop, no timer), so that
-                    # one statement and one flush serve more of them. A lone create,
-                    # the usual case, never waits.
+                if not first or acc.last_batch > 1:
+                    # Creates come several at a time (some arrived while the last batch
+                    # ran): let the requests already on their way reach the queue (a few
+                    # turns of the loop, no timer), so that one statement and one flush
+                    # serve more of them. A lone create, the usual case, never waits.
                     for _ in range(LINGER_TURNS):
                         await asyncio.sleep(0)
+                first = False
                 batch, acc.queue[:MAX_BATCH] = acc.queue[:MAX_BATCH], []
                 acc.last_batch = len(batch)
                 await self._run(account_id, batch)
