@@ -102,8 +102,7 @@ def export(settings: Settings, args: argparse.Namespace, with_store: WithStore) 
         return USAGE
     from engine.timefmt import fmt, utcnow
 
-    header = (f"Upwatch monitors of account {account.id} ({account.name}), exported"
-              f" {fmt(utcnow())} UTC.\nApply with: upwatch apply FILE --account {account.id}")
+    header = monitorfile.export_header(account.id, account.name, fmt(utcnow()))
     text = monitorfile.render_toml(doc, header)
     if args.file in (None, "-"):
         sys.stdout.write(text)

@@ -293,6 +293,12 @@ def export_document(monitors: Iterable[CurrentMonitor]) -> dict[str, Any]:
         for m in monitors]}
 
 
+def export_header(account_id: int, account_name: str, when: str | None) -> str:
+    """The comment at the top of an exported file."""
+    return (f"Upwatch monitors of account {account_id} ({account_name}), exported {when} UTC.\n"
+            f"Apply with: upwatch apply FILE --account {account_id}")
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

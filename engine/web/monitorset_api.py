@@ -24,7 +24,13 @@ from aiohttp import web
 from engine.db.accounts import Account
 from engine.errors import ValidationFailed
 from engine.monitorapply import apply_document, export_document
-from engine.monitorfile import CHECK_FIELDS, KEY_PATTERN, MAX_KEY_LENGTH, render_toml
+from engine.monitorfile import (
+    CHECK_FIELDS,
+    KEY_PATTERN,
+    MAX_KEY_LENGTH,
+    export_header,
+    render_toml,
+)
 from engine.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS
 from engine.timefmt import fmt, utcnow
 from engine.web.jsonio import json_response, read_body
@@ -77,8 +83,7 @@ async def export_monitors(request: web.Request) -> web.Response:
     doc = await export_document(request.app[STORE], account.id)
     if form == "json":
         return json_response(doc)
-    header = (f"Upwatch monitors of account {account.id} ({account.name}), exported"
-              f" {fmt(utcnow())} UTC.\nApply with: upwatch apply FILE --account {account.id}")
+    header = export_header(account.id, account.name, fmt(utcnow()))
     return web.Response(text=render_toml(doc, header), content_type=TOML, charset="utf-8")
 
 
