@@ -923,7 +923,9 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
     server = await b.procs.spawn(
         "apiserver", "apiserver",
         {"dsn": b.db.dsn, "host": layout.API_HOST, "port": port,
-         "settings": b.settings(rate_limit_per_second=0, base_url=base, port=port),
+         # A plan limit above what the create runs make (the default stops at 10,000).
+         "settings": b.settings(rate_limit_per_second=0, base_url=base, port=port,
+                                plans={"default": {"monitor_limit": 1_000_000}}),
          "cprofile": cprofile_dir},
         b.engine_cpus)
     await server.expect("ready", 60)
