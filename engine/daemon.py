@@ -228,7 +228,18 @@ async def build_node(
         comps["cluster"] = registry.run
         comps["engine"] = engine.run
         comps["deliverer"] = Deliverer(store, settings, metrics=metrics).run
+        from engine.notify.sender import NotifyPool, grouping, notification_runner
+
+        store.notification_grouping = grouping(settings)
+        notify_pool = NotifyPool(settings.notify_threads)
+        node.closers.append(notify_pool.aclose)
+        comps["notifier"] = notification_runner(
+            store, settings, metrics=metrics, pool=notify_pool
+        ).run
         comps["partitions"] = PartitionUpkeep(store, settings).run
+        from engine.timings_rollup import PhaseRollup
+
+        comps["phase_rollup"] = PhaseRollup(store).run
     return node
 
 

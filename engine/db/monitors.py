@@ -189,6 +189,9 @@ SQL_DELETE_ROLLUPS = "DELETE FROM check_rollups_hourly WHERE check_id = ANY($1::
 SQL_DELETE_OUTAGES = "DELETE FROM outages WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_PERIODS = "DELETE FROM check_periods WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_CERTIFICATES = "DELETE FROM check_certificates WHERE check_id = ANY($1::bigint[])"
+SQL_DELETE_PHASE_HOURS = (
+    "DELETE FROM check_phase_rollups_hourly WHERE check_id = ANY($1::bigint[])")
+SQL_DELETE_PHASE_DAYS = "DELETE FROM check_phase_rollups_daily WHERE check_id = ANY($1::bigint[])"
 
 # A new host is a new site: the state machine starts over (paused checks stay paused).
 SQL_RESET_CHECKS = f"""
@@ -585,7 +588,8 @@ class MonitorsMixin(StoreBase):
                 *new_config)
             if url_changed and host != current["host"]:
                 for sql in (SQL_DELETE_PROBE_RESULTS, SQL_DELETE_ROLLUPS,
-                            SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS, SQL_DELETE_CERTIFICATES):
+                            SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS, SQL_DELETE_CERTIFICATES,
+                            SQL_DELETE_PHASE_HOURS, SQL_DELETE_PHASE_DAYS):
                     await conn.execute(sql, check_ids)
                 check_rows = await conn.fetch(SQL_RESET_CHECKS, monitor_id)
                 await conn.execute(SQL_OPEN_PERIODS_OF_ENABLED, monitor_id)

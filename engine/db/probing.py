@@ -25,6 +25,7 @@ import orjson
 
 from engine.db.base import CHANNEL_CHECKS, UNAVAILABLE_ERRORS, StoreBase
 from engine.db.certificates import record_certificate
+from engine.db.notifications import queue_notifications
 from engine.db.pool import mark_session_state
 from engine.db.webhook_queue import insert_event
 from engine.errors import DatabaseUnavailable
@@ -536,6 +537,12 @@ class ProbingMixin(StoreBase):
                     )
                     if ev.opens_incident:
                         state.incident_event_id = event_id
+                    # The account's notification channels, in the same transaction.
+                    await queue_notifications(
+                        conn, account_id=row["account_id"], monitor_id=row["monitor_id"],
+                        check_id=check_id, event=ev.event, body=body,
+                        since=state.failing_since,
+                    )
             await conn.execute(
                 # meta goes through the pool's jsonb codec (a dict, not text).
                 SQL_WRITE_STATE, check_id, state.status, state.error, tr.meta,

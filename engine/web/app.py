@@ -33,13 +33,16 @@ from engine.metrics import Metrics
 from engine.settings import Settings
 from engine.web import (
     api,
+    badges,
     certificates_api,
     maintenance_api,
     monitorset_api,
     nodes_api,
+    notifications_api,
     openapi,
     pingping,
     status_page,
+    timings_api,
     webhooks_api,
 )
 from engine.web.access_log import PathOnlyAccessLogger
@@ -300,6 +303,8 @@ def create_app(
             settings.public_base_url,
             extra_paths={**webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS,
                          **maintenance_api.OPENAPI_PATHS, **certificates_api.OPENAPI_PATHS,
+                         **timings_api.OPENAPI_PATHS, **badges.OPENAPI_PATHS,
+                         **notifications_api.OPENAPI_PATHS,
                          **monitorset_api.OPENAPI_PATHS},
         )
     )
@@ -310,10 +315,13 @@ def create_app(
     app.router.add_routes(nodes_api.routes)
     app.router.add_routes(maintenance_api.routes)
     app.router.add_routes(certificates_api.routes)
+    app.router.add_routes(timings_api.routes)
+    app.router.add_routes(notifications_api.routes)
     app.router.add_get("/webapi/openapi.json", openapi_json)
     app.router.register_resource(pingping.mount(api.routes))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_text)
+    app.router.add_routes(badges.routes)
     # Last: /{identifier} must never shadow a fixed path (its pattern cannot match one).
     app.router.add_routes(status_page.routes)
     return app

@@ -30,8 +30,8 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
@@ -53,6 +53,9 @@ from engine.timefmt import fmt
 from engine.web.keys import STORE
 from engine.web.maintenance_notice import MaintenanceNotice, notices_json, with_maintenance
 from engine.web.public_text import public_error
+
+if TYPE_CHECKING:
+    from engine.web.status_history import DayLine, PhaseChartView
 
 routes = web.RouteTableDef()
 
@@ -259,6 +262,7 @@ class Bar:
     w: float
     cls: str
     title: str
+    anchor: str = ""  # id of the day's detail line (engine/web/status_history.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +318,9 @@ class StatusView:
     updated: str
     # Maintenance windows on now or coming (engine/web/maintenance_notice.py).
     maintenance: list[MaintenanceNotice] = field(default_factory=list)
+    # Added by engine.web.status_history.enrich.
+    day_lines: list[DayLine] = field(default_factory=list)
+    phases: PhaseChartView | None = None
 
 
 _BAR_STEP = 10   # viewBox units per day; the SVG is stretched to the card width
@@ -330,6 +337,11 @@ def day_class(uptime: float | None) -> str:
     if uptime >= 99.0:
         return "d-minor"
     return "d-major"
+
+
+def day_anchor(day: date) -> str:
+    """The id of a day's detail line, which its bar links to."""
+    return f"day-{day.isoformat()}"
 
 
 def bars_view(days: list[DayBar]) -> BarsView:
@@ -356,7 +368,7 @@ def bars_view(days: list[DayBar]) -> BarsView:
             enabled_s += d.enabled_seconds
             probes += d.probes
         items.append(Bar(x=i * _BAR_STEP, w=_BAR_STEP - _BAR_GAP, cls=day_class(uptime),
-                         title=title))
+                         title=title, anchor=day_anchor(d.day)))
     overall = uptime_percentage(outage_s, enabled_s, probes)
     with_data = len(days) - no_data
     if with_data == 0:
@@ -681,7 +693,9 @@ async def status_html(request: web.Request) -> web.Response:
     if data is None:
         return not_found_page()
     data, notices = await _maintenance(request, data)
-    view = replace(build_view(data), maintenance=notices)
+    from engine.web.status_history import enrich
+
+    view = await enrich(request.app[STORE], data, replace(build_view(data), maintenance=notices))
     return _html(render_status(view), 200, CACHE_OK)
 
 
