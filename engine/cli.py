@@ -52,6 +52,16 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", parents=[common], help="monitors and their checks' states")
     status.add_argument("--account", type=int, default=None, help="account id (default: all)")
     status.add_argument("--json", action="store_true")
+    exp = sub.add_parser("export", parents=[common],
+                         help="write an account's monitors as a TOML file (monitors as code)")
+    exp.add_argument("--account", type=int, default=None, help="account id (default: the only one)")
+    exp.add_argument("file", nargs="?", default=None, metavar="FILE", help="default: stdout")
+    app = sub.add_parser("apply", parents=[common],
+                         help="make an account's monitors match a TOML file")
+    app.add_argument("file", metavar="FILE", help="the file ('-': stdin)")
+    app.add_argument("--account", type=int, default=None, help="account id (default: the only one)")
+    app.add_argument("--prune", action="store_true", help="delete monitors the file lacks")
+    app.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     notify = sub.add_parser("notify", help="notification channels (Apprise URLs)")
     notify_sub = notify.add_subparsers(dest="notify_command", required=True)
     ntest = notify_sub.add_parser(
@@ -291,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
             return _nodes(settings, args)
         if args.command == "status":
             return _status(settings, args)
+        if args.command in ("export", "apply"):
+            from engine import monitorcli
+
+            command = monitorcli.export if args.command == "export" else monitorcli.apply
+            return command(settings, args, _with_store)
         if args.command == "notify":
             return _notify_test(settings, args)
         if args.command == "account":

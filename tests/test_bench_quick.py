@@ -87,6 +87,13 @@ def test_api_quick_reports_request_rates_and_statistics_latency() -> None:
     assert rec["history"]["phase_hours_rolled"] >= 30 * 24
     assert rec["errors"] == 0
     assert rec["history"]["result_rows"] >= 30 * 2880
+    # Creates at concurrency 1, 8 and 32 with durable commits, and monitors as code.
+    assert rec["create_monitor_rps"] > 0
+    assert 0 < rec["create_monitor_ms"]["p50"] <= rec["create_monitor_ms"]["p99"]
+    assert set(rec["create_monitor_by_concurrency"]) == {"1", "8", "32"}
+    assert rec["create_monitor_durable"] in (True, None)
+    assert rec["apply"]["monitors"] == 1000
+    assert 0 < rec["apply"]["reapply_unchanged_s"] and 0 < rec["apply"]["apply_s"]
     assert rec["probes_per_s"] is None  # no probes in this scenario
 
 

@@ -145,6 +145,31 @@ class BenchDatabase:
             return None
         return server_cpu_seconds(self._server.pgdata)
 
+    async def set_durable(self, durable: bool) -> bool:
+        """Turn the embedded server's fsync and synchronous commit on (or back off) for the
+        phases that measure durable commits, as the service runs them. True when done;
+        False for an external server, which keeps its own configuration."""
+        if self._server is None:
+            return False
+        value = "on" if durable else "off"
+        conn = await asyncpg.connect(self.admin_dsn)
+        try:
+            for name in ("fsync", "synchronous_commit", "full_page_writes"):
+                await conn.execute(f"ALTER SYSTEM SET {name} = {value}")
+            await conn.execute("SELECT pg_reload_conf()")
+        finally:
+            await conn.close()
+        # Every backend rereads the file at its next command; a new session shows it done.
+        for _ in range(100):
+            conn = await asyncpg.connect(self.admin_dsn)
+            try:
+                if await conn.fetchval("SHOW fsync") == value:
+                    return True
+            finally:
+                await conn.close()
+            await asyncio.sleep(0.05)
+        raise RuntimeError(f"the bench database did not take fsync = {value}")
+
     async def start(self) -> str:
         from engine.db import migrate
 

@@ -5,7 +5,9 @@
     request ``urls`` round-robin until ``duration_s`` has passed or ``max_requests`` were
     made. Reports requests per second, non-200 answers and latency percentiles. Used for the
     API's statistics latency (one worker: each request alone on the server) and for the
-    API's throughput when ``wrk`` is not installed.
+    API's throughput when ``wrk`` is not installed. With ``create_url_prefix`` every request
+    is instead a ``POST`` to the first URL of a create body whose ``url`` is that prefix and
+    a running number (every monitor new), plus ``create_fields``; success is a 201.
 
 ``producer``
     Queues webhook events at a steady ``rate`` per second the way the engine does: in a
@@ -43,20 +45,29 @@ async def _loadgen(cfg: dict[str, Any]) -> None:
     latencies: array[float] = array("d")
     counts = {"requests": 0, "errors": 0}
     statuses: dict[int, int] = {}
+    prefix = cfg.get("create_url_prefix")
+    fields = dict(cfg.get("create_fields") or {})
+    serial = itertools.count()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout,
                                      headers=headers) as session:
         async def one(url: str) -> None:
             t = time.perf_counter()
             try:
-                async with session.get(url) as resp:
-                    await resp.read()
-                    status = resp.status
+                if prefix is None:
+                    async with session.get(url) as resp:
+                        await resp.read()
+                        status = resp.status
+                else:
+                    body = {"url": f"{prefix}{next(serial)}", **fields}
+                    async with session.post(url, json=body) as resp:
+                        await resp.read()
+                        status = resp.status
             except Exception:  # a failed request is counted, not fatal
                 status = 0
             latencies.append(time.perf_counter() - t)
             counts["requests"] += 1
             statuses[status] = statuses.get(status, 0) + 1
-            if status != 200:
+            if status != (200 if prefix is None else 201):
                 counts["errors"] += 1
 
         for url in urls[: cfg.get("warmup_requests", 5)]:

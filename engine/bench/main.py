@@ -879,6 +879,122 @@ async def _settle_history(conn: Any) -> None:
     await conn.execute("VACUUM (ANALYZE) check_rollups_hourly")
 
 
+CREATE_CONCURRENCY = 8  # the concurrency of create_monitor_rps and create_monitor_ms
+CREATE_CONCURRENCIES = (1, CREATE_CONCURRENCY, 32)
+
+
+async def _measure_creates(b: Bench, base: str, ports: Any, mark: Any) -> dict[str, Any]:
+    """``POST /webapi/monitors`` from one account at concurrency 1, 8 and 32 (a fresh
+    account each, monitors an hour apart so nothing is due), with the embedded server's
+    fsync and synchronous commit on: a 201 means a durable commit, as in the service."""
+    durable = await b.db.set_durable(True)
+    if not durable:
+        b.notes.append("creates measured on an external server, durable as it is configured")
+    seconds = min(b.opts.duration, 10.0)
+    out: dict[str, Any] = {"by_concurrency": {}, "errors": 0, "durable": durable or None}
+    try:
+        for c in CREATE_CONCURRENCIES:
+            _account, token = await b.store.create_account(f"bench-create-{c}")
+            b.progress.phase(f"api: POST /webapi/monitors at concurrency {c}", seconds)
+            db0 = b.db.cpu_seconds()
+            before = await mark(f"create-{c}-start")
+            gen = await b.procs.spawn(
+                f"creates-{c}", "loadgen",
+                {"urls": [base + "/webapi/monitors"],
+                 "headers": {"Authorization": f"Bearer {token}"},
+                 "create_url_prefix": f"http://{layout.HEALTHY_HOSTS[0]}:{ports.ok}/c{c}/",
+                 "create_fields": {"interval": 3600},
+                 "concurrency": c, "duration_s": seconds}, b.other_cpus)
+            try:
+                res = await gen.expect("result", seconds + 60, tick=b.progress.tick)
+            finally:
+                await b.procs.stop(gen)
+            after = await mark(f"create-{c}-end")
+            db1 = b.db.cpu_seconds()
+            lat = res["latency_ms"]
+            n = res["requests"]
+            out["by_concurrency"][str(c)] = {
+                "rps": round(res["rps"] or 0.0, 1), "p50": lat["p50"], "p99": lat["p99"],
+                "requests": n, "errors": res["errors"],
+                # Includes the load generator's start-up and warm-up requests: an upper
+                # bound, good for comparing runs.
+                "api_cpu_s_per_create": per(after["cpu_s"] - before["cpu_s"], n),
+                "db_cpu_s_per_create": per(db1 - db0, n) if db0 is not None and db1 else None}
+            out["errors"] += res["errors"]
+        out["apply"] = await _measure_apply(b, ports)
+    finally:
+        if durable:
+            await b.db.set_durable(False)
+    return out
+
+
+async def _cli(b: Bench, *args: str, timeout: float = 120) -> tuple[float, float]:
+    """Run ``upwatch ARGS`` against the bench database, pinned to the measured core, as an
+    operator would beside the service; its wall time and CPU time (user + system) in
+    seconds, start-up included. On a busy machine the CPU time is the steadier figure."""
+    import resource
+
+    from engine.bench.procs import pin_pid
+
+    def children_cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    cpu0 = children_cpu()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UPWATCH_")}
+    env.update(UPWATCH_DATABASE_URL=b.db.dsn, UPWATCH_ALLOW_PRIVATE_TARGETS="true",
+               UPWATCH_DATA_DIR=str(b.workdir / "cli"), UPWATCH_LOG_LEVEL="WARNING")
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "engine", *args, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    with contextlib.suppress(OSError):
+        pin_pid(proc.pid, b.engine_cpus)
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise BenchError(f"upwatch {args[0]} did not finish in {timeout:.0f} s") from None
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise BenchError(f"upwatch {' '.join(args[:1])}: exit {proc.returncode}: "
+                         f"{err.decode(errors='replace')[-500:]}")
+    return seconds, children_cpu() - cpu0
+
+
+async def _measure_apply(b: Bench, ports: Any) -> dict[str, Any]:
+    """``upwatch apply`` of a file of N monitors (10,000; --quick 1,000) to a fresh account,
+    then of the same file again (nothing to write), then ``upwatch export``; wall seconds
+    of each process, start-up included."""
+    from engine.monitorfile import render_toml
+
+    n = 1000 if b.opts.quick else 10_000
+    account, _ = await b.store.create_account("bench-apply")
+    doc = {"monitors": [
+        {"key": f"site-{i}", "url": layout.monitor_url(i, ports), "alias": f"site {i}",
+         "uptime": {"interval": 3600, "notification_threshold": 60},
+         "certificate_health": {"interval": 86400, "expiry_threshold_days": 14,
+                                "enabled": i % 2 == 0}}
+        for i in range(n)]}
+    path = b.workdir / "monitors.toml"
+    path.write_text(render_toml(doc), encoding="utf-8")
+    b.progress.phase(f"api: upwatch apply of {n:,} monitors", 10)
+    first = await _cli(b, "apply", str(path), "--account", str(account.id))
+    made = await b.store.count_monitors(account.id)
+    if made != n:
+        raise BenchError(f"upwatch apply made {made} monitors of {n}")
+    b.progress.phase(f"api: upwatch apply of the same {n:,} monitors again", 3)
+    again = await _cli(b, "apply", str(path), "--account", str(account.id))
+    b.progress.phase(f"api: upwatch export of {n:,} monitors", 3)
+    exported = await _cli(b, "export", "--account", str(account.id), str(b.workdir / "out.toml"))
+    return {"monitors": n, "apply_s": round(first[0], 2),
+            "reapply_unchanged_s": round(again[0], 2), "export_s": round(exported[0], 2),
+            "apply_cpu_s": round(first[1], 2), "reapply_unchanged_cpu_s": round(again[1], 2),
+            "export_cpu_s": round(exported[1], 2)}
+
+
 async def _roll_phase_history(b: Bench, conn: Any) -> int:
     """The phase roll-up job over the seeded 30 days of raw results, as it would have run
     hour by hour (the same store method, from a progress mark 31 days back)."""
@@ -922,7 +1038,9 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
     server = await b.procs.spawn(
         "apiserver", "apiserver",
         {"dsn": b.db.dsn, "host": layout.API_HOST, "port": port,
-         "settings": b.settings(rate_limit_per_second=0, base_url=base, port=port),
+         # A plan limit above what the create runs make (the default stops at 10,000).
+         "settings": b.settings(rate_limit_per_second=0, base_url=base, port=port,
+                                plans={"default": {"monitor_limit": 1_000_000}}),
          "cprofile": cprofile_dir},
         b.engine_cpus)
     await server.expect("ready", 60)
@@ -998,6 +1116,8 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
 
     stats = await one_at_a_time("statistics", "statistics", "statistics")
     timings = await one_at_a_time("timings", "timings (30 days)", "timings?period=30d")
+    creates = await _measure_creates(b, base, ports, mark)
+    by_c = creates["by_concurrency"]
     from engine.bench.limits import wrk_available
 
     rec: dict[str, Any] = {
@@ -1012,7 +1132,13 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         "cpu_s_per_get": get_cpu, "cpu_s_per_list": list_cpu,
         "db_cpu_s_per_get": db_cpu.get("get"), "db_cpu_s_per_list": db_cpu.get("list"),
         "load_tool_cpu_s_per_get": db_cpu.get("get_client"),
-        "errors": get_errors + list_errors + stats["errors"] + timings["errors"],
+        "create_monitor_rps": by_c[str(CREATE_CONCURRENCY)]["rps"],
+        "create_monitor_ms": {k: by_c[str(CREATE_CONCURRENCY)][k] for k in ("p50", "p99")},
+        "create_monitor_by_concurrency": by_c,
+        "create_monitor_durable": creates["durable"],
+        "apply": creates["apply"],
+        "errors": get_errors + list_errors + stats["errors"] + timings["errors"]
+                  + creates["errors"],
         "load_tool": "wrk" if wrk_available() else "aiohttp load generator",
         "history": history,
         "probes_per_s": None, "cpu_s_per_probe": None, "lateness_ms": None,

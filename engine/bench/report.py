@@ -100,9 +100,16 @@ def webhook_targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
 
 def api_targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
     stats = rec.get("statistics_ms") or {}
+    apply = rec.get("apply") or {}
     return [
         target("GET /webapi/monitors/{id}", rec.get("get_monitor_rps"), ">=", 2000, "req/s"),
         target("statistics p99 (30 days of history)", stats.get("p99"), "<", 50, "ms"),
+        target("POST /webapi/monitors, concurrency 8, durable",
+               rec.get("create_monitor_rps"), ">=", 1000, "req/s"),
+        target(f"upwatch apply, {apply.get('monitors', 0):,} monitors",
+               apply.get("apply_s"), "<=", 10, "s"),
+        target("upwatch apply, the same file again", apply.get("reapply_unchanged_s"),
+               "<=", 2, "s"),
         target("timings p99 (30 days of history)", (rec.get("timings_ms") or {}).get("p99"),
                "<", 50, "ms"),
         target("API error responses", rec.get("errors"), "==", 0),
@@ -248,6 +255,12 @@ def table(rec: dict[str, Any]) -> str:
             ("timings (30d) p50 / p99", f"{_fmt(timings.get('p50'))} / "
                                           f"{_fmt(timings.get('p99'))} ms"),
             ("CPU seconds per GET monitor", _fmt(rec.get("cpu_s_per_get"), "s")),
+            *((f"POST monitors, concurrency {c}",
+               f"{_fmt(v.get('rps'), '/s')} {_fmt(v.get('p50'))}/{_fmt(v.get('p99'))} ms")
+              for c, v in (rec.get("create_monitor_by_concurrency") or {}).items()),
+            ("apply / again / export",
+             "{} / {} / {} s".format(*(_fmt((rec.get("apply") or {}).get(k)) for k in
+                                      ("apply_s", "reapply_unchanged_s", "export_s")))),
             ("load tool", rec.get("load_tool") or "-"),
         ):
             lines.append(f"  {label:<30}{value:>22}")

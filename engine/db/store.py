@@ -9,6 +9,7 @@ from engine.db.badges import BadgesMixin
 from engine.db.certificates import CertificatesMixin
 from engine.db.cluster import ClusterMixin
 from engine.db.maintenance import MaintenanceMixin
+from engine.db.monitor_batches import MonitorBatchesMixin
 from engine.db.monitors import MonitorsMixin
 from engine.db.notifications import NotificationsMixin
 from engine.db.outage_history import OutageHistoryMixin
@@ -24,7 +25,7 @@ class Store(
     AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin,
     MaintenanceMixin, CertificatesMixin,
     TimingsMixin, BadgesMixin, OutageHistoryMixin,
-    NotificationsMixin,
+    NotificationsMixin, MonitorBatchesMixin,
 ):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 

@@ -18,6 +18,7 @@ from engine.errors import NotFound
 from engine.requestconfig import secret_box
 from engine.settings import Settings
 from engine.web import maintenance_api, validation, views
+from engine.web.create_combiner import CREATE_COMBINER, spec_of
 from engine.web.jsonio import empty_response, json_response, read_body
 from engine.web.keys import ACCOUNT, SETTINGS, STORE
 from engine.web.maintenance_uptime import windows_of_monitor, with_maintenance
@@ -62,22 +63,11 @@ async def create_monitor(request: web.Request) -> web.Response:
     command, config = requestconfig.validated(
         body, True, lambda: validation.validate_monitor_create(body, plan))
     await _ensure_allowed_target(settings, command.target, "url")
-    target = command.target
-    monitor = await request.app[STORE].create_monitor(
-        account.id,
-        url=target.url,
-        scheme=target.scheme,
-        host=target.host,
-        port=target.port,
-        alias=command.alias,
-        interval=command.interval,
-        notification_threshold=command.notification_threshold,
-        certificate_interval=command.certificate_interval,
-        monitor_limit=plan.monitor_limit,
-        request=(None if config.request is None
-                 else requestconfig.to_stored(config.request, secret_box(settings), None)),
-        assertions=config.assertions,
-    )
+    # Concurrent creates of the account share one transaction (engine.web.create_combiner).
+    stored = (None if config.request is None
+              else requestconfig.to_stored(config.request, secret_box(settings), None))
+    monitor = await request.app[CREATE_COMBINER].create(
+        account.id, spec_of(command, stored, config.assertions), plan.monitor_limit)
     return json_response(views.monitor_reduced(monitor, settings.public_base_url), status=201)
 
 

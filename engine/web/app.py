@@ -36,6 +36,7 @@ from engine.web import (
     badges,
     certificates_api,
     maintenance_api,
+    monitorset_api,
     nodes_api,
     notifications_api,
     openapi,
@@ -46,6 +47,7 @@ from engine.web import (
 )
 from engine.web.access_log import PathOnlyAccessLogger
 from engine.web.concurrency import ApiSlots
+from engine.web.create_combiner import CREATE_COMBINER, CreateCombiner
 from engine.web.jsonio import json_response, message_response
 from engine.web.keys import (
     ACCOUNT,
@@ -97,8 +99,14 @@ def _unauthenticated() -> web.Response:
     return message_response("Unauthenticated.", 401, headers={"WWW-Authenticate": "Bearer"})
 
 
-def _too_large() -> web.Response:
-    response = message_response(_STATUS_MESSAGES[413], 413)
+def _body_limit(request: web.Request) -> int:
+    return monitorset_api.BODY_LIMITS.get((request.method, request.path), MAX_BODY_BYTES)
+
+
+def _too_large(limit: int = MAX_BODY_BYTES) -> web.Response:
+    message = (_STATUS_MESSAGES[413] if limit == MAX_BODY_BYTES
+               else f"The request body is too large (at most {limit // 1024} KiB).")
+    response = message_response(message, 413)
     # The rest of the body is not worth reading: close instead of draining it.
     response.force_close()
     return response
@@ -113,7 +121,7 @@ def _is_page_path(path: str) -> bool:
 
 def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Response:
     if exc.status == 413:
-        return _too_large()
+        return _too_large(_body_limit(request))
     if exc.status == 408:
         response = message_response(_STATUS_MESSAGES[408], 408)
         response.force_close()  # the rest of the body may still be on its way
@@ -191,8 +199,9 @@ def _count_request(request: web.Request, status: int) -> None:
 
 @web.middleware
 async def body_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        return _too_large()
+    limit = _body_limit(request)
+    if request.content_length is not None and request.content_length > limit:
+        return _too_large(limit)
     return await handler(request)
 
 
@@ -287,6 +296,7 @@ def create_app(
     app[METRICS] = metrics if metrics is not None else Metrics()
     app[HTTP_COUNTERS] = {}
     app[RATE_LIMITER] = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    app[CREATE_COMBINER] = CreateCombiner(store)
     app[WINDOWS_CACHE] = WindowsCache()
     app[OPENAPI_DOCUMENT] = orjson.dumps(
         openapi.build_document(
@@ -294,9 +304,12 @@ def create_app(
             extra_paths={**webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS,
                          **maintenance_api.OPENAPI_PATHS, **certificates_api.OPENAPI_PATHS,
                          **timings_api.OPENAPI_PATHS, **badges.OPENAPI_PATHS,
-                         **notifications_api.OPENAPI_PATHS},
+                         **notifications_api.OPENAPI_PATHS,
+                         **monitorset_api.OPENAPI_PATHS},
         )
     )
+    # Before api.routes: /webapi/monitors/export must match before /webapi/monitors/{id}.
+    app.router.add_routes(monitorset_api.routes)
     app.router.add_routes(api.routes)
     app.router.add_routes(webhooks_api.routes)
     app.router.add_routes(nodes_api.routes)

@@ -44,17 +44,18 @@ def message_response(
     return json_response({"message": message}, status=status, headers=headers)
 
 
-async def read_body(request: web.Request) -> dict[str, Any]:
+async def read_body(request: web.Request, *, max_bytes: int | None = None) -> dict[str, Any]:
     """The request body as a JSON object, whatever its Content-Type (a client that forgets
-    the header still gets its JSON read). Over the app's ``client_max_size`` aiohttp raises
-    a 413; anything but a JSON object, including a body whose chunking or Content-Encoding
-    is broken, raises ValidationFailed under ``body``. A body slower than
-    :data:`BODY_READ_TIMEOUT_S` is a 408. A :data:`BODY_REWRITE` on the request is applied
-    to the parsed object."""
+    the header still gets its JSON read). Over the app's ``client_max_size`` (or
+    ``max_bytes``, for the routes that take more) aiohttp raises a 413; anything but a JSON
+    object, including a body whose chunking or Content-Encoding is broken, raises
+    ValidationFailed under ``body``. A body slower than :data:`BODY_READ_TIMEOUT_S` is a
+    408. A :data:`BODY_REWRITE` on the request is applied to the parsed object."""
+    reader = request if max_bytes is None else request.clone(client_max_size=max_bytes)
     try:
         # A slow body holds the connection, not one of the API's slots (engine.web.concurrency).
         async with body_wait(request), asyncio.timeout(BODY_READ_TIMEOUT_S):
-            raw = await request.read()
+            raw = await reader.read()
     except TimeoutError:
         raise web.HTTPRequestTimeout() from None
     except (HttpProcessingError, web.RequestPayloadError):
