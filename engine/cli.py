@@ -52,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", parents=[common], help="monitors and their checks' states")
     status.add_argument("--account", type=int, default=None, help="account id (default: all)")
     status.add_argument("--json", action="store_true")
+    notify = sub.add_parser("notify", help="notification channels (Apprise URLs)")
+    notify_sub = notify.add_subparsers(dest="notify_command", required=True)
+    ntest = notify_sub.add_parser(
+        "test", parents=[common],
+        help="send a test message to an Apprise URL now; exit 0 if delivered, else 1",
+    )
+    ntest.add_argument("url", help="an Apprise URL, e.g. mailtos://user:pass@smtp.example.com")
     from engine.bench import SCENARIOS
 
     bench = sub.add_parser("bench", help="measure capacity against local targets (engine/bench)")
@@ -221,6 +228,32 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _notify_test(settings: Settings, args: argparse.Namespace) -> int:
+    """Send the test message to ``args.url`` without the daemon or a database: exit 0 when
+    the service took it, 1 with its reason (secrets masked) when not."""
+    import uvloop
+
+    from engine.notify import urls
+    from engine.notify.sender import send_test
+
+    try:
+        parsed = urls.parse(args.url)
+    except UpwatchError as exc:
+        errors = getattr(exc, "errors", {}) or {}
+        sys.stderr.write(f"upwatch: {'; '.join(m for ms in errors.values() for m in ms)}\n")
+        return 1
+    shown = urls.masked(parsed.url)
+    result = uvloop.run(send_test(
+        parsed.url, allow_private=settings.allow_private_targets,
+        timeout=settings.notify_timeout,
+    ))
+    if result.delivered:
+        sys.stdout.write(f"delivered to {shown}\n")
+        return 0
+    sys.stderr.write(f"upwatch: not delivered to {shown}: {result.error}\n")
+    return 1
+
+
 def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     async def noop(store: Any) -> None:  # open_store applies migrations
         return None
@@ -251,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             return _nodes(settings, args)
         if args.command == "status":
             return _status(settings, args)
+        if args.command == "notify":
+            return _notify_test(settings, args)
         if args.command == "account":
             return {
                 "create": _account_create,

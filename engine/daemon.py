@@ -202,7 +202,7 @@ async def build_node(
         from engine.cluster.nodes import NodeRegistry
         from engine.cluster.peer import PeerConfirmer, RegionConfirmer, peer_routes
         from engine.confirm import LocalConfirmer
-        from engine.maintenance import Maintenance
+        from engine.partitions import PartitionUpkeep
         from engine.probes.http import HttpProber
         from engine.scheduler.runner import Engine
         from engine.webhooks.deliverer import Deliverer
@@ -228,7 +228,18 @@ async def build_node(
         comps["cluster"] = registry.run
         comps["engine"] = engine.run
         comps["deliverer"] = Deliverer(store, settings, metrics=metrics).run
-        comps["maintenance"] = Maintenance(store, settings).run
+        from engine.notify.sender import NotifyPool, grouping, notification_runner
+
+        store.notification_grouping = grouping(settings)
+        notify_pool = NotifyPool(settings.notify_threads)
+        node.closers.append(notify_pool.aclose)
+        comps["notifier"] = notification_runner(
+            store, settings, metrics=metrics, pool=notify_pool
+        ).run
+        comps["partitions"] = PartitionUpkeep(store, settings).run
+        from engine.timings_rollup import PhaseRollup
+
+        comps["phase_rollup"] = PhaseRollup(store).run
     return node
 
 

@@ -77,6 +77,9 @@ class CheckState:
     outage_id: int | None = None
     incident_event_id: int | None = None
     renewal_notified_for: datetime | None = None
+    # Down, and good probes since then: the restore waits for the recovery threshold.
+    recovering_since: datetime | None = None
+    renewal_notified_fingerprint: str | None = None
 
     @property
     def confirmed(self) -> bool:
@@ -95,6 +98,8 @@ class CheckState:
         self.outage_id = other.outage_id
         self.incident_event_id = other.incident_event_id
         self.renewal_notified_for = other.renewal_notified_for
+        self.recovering_since = other.recovering_since
+        self.renewal_notified_fingerprint = other.renewal_notified_fingerprint
 
 
 @dataclass(slots=True)
@@ -129,6 +134,8 @@ class Transition:
     events: list[EventSpec] = field(default_factory=list)
     confirm: bool = False
     durable: bool = False
+    # A certificate probe's leaf, for the check's certificate history (first/last seen).
+    certificate: CertOutcome | None = None
 
 
 # -- classification ----------------------------------------------------------------------
@@ -168,15 +175,29 @@ def uptime_meta(outcome: HttpOutcome) -> dict[str, Any]:
     return {"http_status_code": outcome.status_code}
 
 
+def lifetime_days(outcome: CertOutcome) -> float | None:
+    """The certificate's own lifetime (valid_to - valid_from) in days, 2 decimals."""
+    if outcome.valid_from is None or outcome.valid_to is None:
+        return None
+    return round(_seconds(outcome.valid_to, outcome.valid_from) / _DAY, 2)
+
+
 def certificate_meta(outcome: CertOutcome) -> dict[str, Any]:
-    """Every key always present (null when the probe could not read the certificate)."""
-    return {
+    """api.md's keys always present (null when the probe could not read the certificate);
+    the leaf's identity (issue 17) added when it was read."""
+    meta: dict[str, Any] = {
         "issuer": outcome.issuer,
         "signature_algorithm": outcome.signature_algorithm,
         "is_self_signed": outcome.is_self_signed,
         "valid_from": fmt(outcome.valid_from),
         "valid_to": fmt(outcome.valid_to),
     }
+    if outcome.fingerprint_sha256 is not None:
+        meta["fingerprint_sha256"] = outcome.fingerprint_sha256
+        meta["serial"] = outcome.serial
+        meta["key_type"] = outcome.key_type
+        meta["lifetime_days"] = lifetime_days(outcome)
+    return meta
 
 
 def _seconds(a: datetime, b: datetime) -> float:
@@ -192,6 +213,8 @@ def _durable(prev: CheckState, new: CheckState) -> bool:
         or prev.outage_id != new.outage_id
         or prev.incident_event_id != new.incident_event_id
         or prev.renewal_notified_for != new.renewal_notified_for
+        or prev.recovering_since != new.recovering_since
+        or prev.renewal_notified_fingerprint != new.renewal_notified_fingerprint
     )
 
 
@@ -202,6 +225,7 @@ def _cleared(status: str, error: str | None, now: datetime, prev: CheckState) ->
         error=error,
         last_check_at=now,
         renewal_notified_for=prev.renewal_notified_for,
+        renewal_notified_fingerprint=prev.renewal_notified_fingerprint,
     )
 
 
@@ -216,7 +240,22 @@ def _kept(prev: CheckState, status: str, error: str | None, now: datetime) -> Ch
         outage_id=prev.outage_id,
         incident_event_id=prev.incident_event_id,
         renewal_notified_for=prev.renewal_notified_for,
+        recovering_since=prev.recovering_since,
+        renewal_notified_fingerprint=prev.renewal_notified_fingerprint,
     )
+
+
+def _waited(now: datetime, start: datetime, resumed_at: datetime | None) -> float:
+    """Seconds a wait that began at ``start`` has lasted; a maintenance window that ended
+    after ``start`` (``resumed_at``) starts it afresh at its end."""
+    if resumed_at is not None and resumed_at > start:
+        start = resumed_at
+    return _seconds(now, start)
+
+
+def recovering_error(since: datetime) -> str:
+    """The ``error`` of a down check whose recovery is not confirmed yet."""
+    return f"responding again since {fmt(since)}; recovery not confirmed yet"
 
 
 def _downtime_event(
@@ -269,8 +308,17 @@ def evaluate_uptime(
     region: str,
     threshold: float,
     slow_threshold_ms: float,
+    recovery: float = 0.0,
+    muted_until: datetime | None = None,
+    resumed_at: datetime | None = None,
 ) -> Transition:
-    """A scheduled uptime probe's outcome (design.md, uptime table)."""
+    """A scheduled uptime probe's outcome (design.md, uptime table).
+
+    ``recovery``: seconds of good probes (the recovery threshold, scaled) before a down
+    check is restored. ``muted_until``: the end of the maintenance window the monitor is in
+    now (None: none), during which nothing goes down or is restored. ``resumed_at``: the end
+    of the monitor's last window before ``now``; thresholds count from it when it is later
+    than what they count from (an outage still open when a window ends is judged afresh)."""
     cls = classify(outcome, slow_threshold_ms)
     error = uptime_error(outcome, cls, slow_threshold_ms)
     meta = uptime_meta(outcome)
@@ -279,6 +327,13 @@ def evaluate_uptime(
     if cls is not Outcome.FAILURE:
         status = _STATUS_OF[cls]
         if prev.status == DOWN:
+            since = prev.recovering_since or now
+            if muted_until is not None or _waited(now, since, resumed_at) < recovery:
+                # down | ok/degraded, recovery not confirmed yet (or a window is on): down,
+                # counting good probes from the first of them.
+                new = _kept(prev, DOWN, recovering_error(since), now)
+                new.recovering_since = since
+                return Transition(new, meta, cls, durable=_durable(prev, new))
             # down | ok/degraded -> ok/degraded; outage closed; uptime_restored.
             new = _cleared(status, error, now, prev)
             tr = Transition(new, meta, cls, close_outage_id=prev.outage_id, durable=True)
@@ -309,12 +364,16 @@ def evaluate_uptime(
 
     assert error is not None
     if prev.status == DOWN:
-        # down | failure -> down, error updated.
-        return Transition(_kept(prev, DOWN, error, now), meta, cls)
+        # down | failure -> down, error updated; a recovery being confirmed relapses (the
+        # outage stays the one it was).
+        new = _kept(prev, DOWN, error, now)
+        new.recovering_since = None
+        return Transition(new, meta, cls, durable=prev.recovering_since is not None)
     if prev.status == FAILING and prev.confirmed:
-        # failing, confirmed | failure -> down once the threshold has passed.
+        # failing, confirmed | failure -> down once the threshold has passed (never during
+        # a maintenance window).
         since = prev.failing_since or now
-        if _seconds(now, since) >= threshold:
+        if muted_until is None and _waited(now, since, resumed_at) >= threshold:
             new = _kept(prev, DOWN, error, now)
             ev = _downtime_event(prev, now, error, code, prev.verified_via or region)
             return Transition(new, meta, cls, alert_outage=True, events=[ev], durable=True)
@@ -346,15 +405,20 @@ def evaluate_confirmation(
     verified_via: str,
     threshold: float,
     slow_threshold_ms: float,
+    recovery: float = 0.0,
+    muted_until: datetime | None = None,
+    resumed_at: datetime | None = None,
 ) -> Transition:
-    """The confirmation probe's outcome for a check that is failing and unconfirmed.
+    """The confirmation probe's outcome for a check that is failing and unconfirmed
+    (the keywords as for :func:`evaluate_uptime`).
 
     Anything else (the state moved on meanwhile) is evaluated as an ordinary probe.
     """
     if prev.status != FAILING or prev.confirmed:
         return evaluate_uptime(
             prev, outcome, now=now, region=verified_via, threshold=threshold,
-            slow_threshold_ms=slow_threshold_ms,
+            slow_threshold_ms=slow_threshold_ms, recovery=recovery, muted_until=muted_until,
+            resumed_at=resumed_at,
         )
     cls = classify(outcome, slow_threshold_ms)
     meta = uptime_meta(outcome)
@@ -377,7 +441,7 @@ def evaluate_confirmation(
     new.failing_since = since
     new.verified_via = verified_via
     tr = Transition(new, meta, cls, open_outage=outage, durable=True)
-    if _seconds(now, since) >= threshold:
+    if muted_until is None and _waited(now, since, resumed_at) >= threshold:
         new.status = DOWN
         tr.alert_outage = True
         tr.events.append(_downtime_event(prev, now, error, outcome.status_code, verified_via))
@@ -392,17 +456,59 @@ def threshold_due(state: CheckState, threshold: float) -> datetime | None:
     return state.failing_since + timedelta(seconds=threshold)
 
 
+def decision_due(
+    state: CheckState,
+    threshold: float,
+    recovery: float,
+    muted_until: datetime | None,
+    resumed_at: datetime | None,
+) -> datetime | None:
+    """When a probe can next change a waiting decision: a confirmed outage's alert
+    (``threshold``) or a down check's restore (``recovery``), counted as the evaluation
+    counts them (from the end of a window that is on, or that ended after the wait began);
+    None when nothing waits. The runner probes again then if that is before the interval."""
+    if state.status == FAILING and state.confirmed and state.failing_since is not None:
+        start = state.failing_since
+        wait = threshold
+    elif state.status == DOWN and state.recovering_since is not None:
+        start = state.recovering_since
+        wait = recovery
+    else:
+        return None
+    if muted_until is not None:
+        if muted_until > start:
+            start = muted_until
+    elif resumed_at is not None and resumed_at > start:
+        start = resumed_at
+    return start + timedelta(seconds=wait)
+
+
 # -- certificate ---------------------------------------------------------------------------
 
 
 def _renewal_due(
-    prev: CheckState, outcome: CertOutcome, now: datetime, threshold_days: int
+    prev: CheckState, outcome: CertOutcome, now: datetime, threshold_days: int,
+    threshold_percent: int,
 ) -> bool:
-    if threshold_days <= 0 or outcome.valid_to is None:
+    """Fewer than ``threshold_days`` days, or less than ``threshold_percent`` of the
+    certificate's own lifetime, left; once per certificate: by SHA-256 fingerprint, or by
+    ``valid_to`` when no fingerprint is known (a state from before fingerprints)."""
+    valid_to = outcome.valid_to
+    if valid_to is None or (threshold_days <= 0 and threshold_percent <= 0):
         return False
-    if prev.renewal_notified_for == outcome.valid_to:
+    fingerprint = outcome.fingerprint_sha256
+    if fingerprint is not None and prev.renewal_notified_fingerprint is not None:
+        if prev.renewal_notified_fingerprint == fingerprint:
+            return False
+    elif prev.renewal_notified_for == valid_to:
         return False
-    return _seconds(outcome.valid_to, now) < threshold_days * _DAY
+    remaining = _seconds(valid_to, now)
+    if threshold_days > 0 and remaining < threshold_days * _DAY:
+        return True
+    if threshold_percent > 0 and outcome.valid_from is not None:
+        lifetime = _seconds(valid_to, outcome.valid_from)
+        return lifetime > 0 and remaining < lifetime * threshold_percent / 100.0
+    return False
 
 
 def _cert_fields(outcome: CertOutcome, now: datetime) -> dict[str, Any]:
@@ -417,9 +523,24 @@ def _cert_fields(outcome: CertOutcome, now: datetime) -> dict[str, Any]:
 
 
 def evaluate_certificate(
-    prev: CheckState, outcome: CertOutcome, *, now: datetime, expiry_threshold_days: int
+    prev: CheckState, outcome: CertOutcome, *, now: datetime, expiry_threshold_days: int,
+    expiry_threshold_percent: int = 0,
 ) -> Transition:
-    """A certificate probe's outcome (design.md, certificate table)."""
+    """A certificate probe's outcome (design.md, certificate table). Every probe that read
+    a leaf carries it (``certificate``) for the check's certificate history, and is then
+    durable."""
+    tr = _evaluate_certificate(
+        prev, outcome, now, expiry_threshold_days, expiry_threshold_percent)
+    if outcome.fingerprint_sha256 is not None:
+        tr.certificate = outcome
+        tr.durable = True
+    return tr
+
+
+def _evaluate_certificate(
+    prev: CheckState, outcome: CertOutcome, now: datetime, expiry_threshold_days: int,
+    expiry_threshold_percent: int,
+) -> Transition:
     meta = certificate_meta(outcome)
     if outcome.valid:
         if prev.status == DOWN:
@@ -433,16 +554,18 @@ def evaluate_certificate(
                     parent_id=prev.incident_event_id,
                 ))
             return tr
-        # not down | valid -> ok; renewal_due once per valid_to when fewer days remain.
+        # not down | valid -> ok; renewal_due once per certificate when fewer days (or less
+        # of its lifetime) remain.
         new = _cleared(OK, None, now, prev)
         tr = Transition(new, meta, Outcome.OK)
-        if _renewal_due(prev, outcome, now, expiry_threshold_days):
+        if _renewal_due(prev, outcome, now, expiry_threshold_days, expiry_threshold_percent):
             assert outcome.valid_to is not None
             remaining = _seconds(outcome.valid_to, now)
             fields = _cert_fields(outcome, now)
             fields["expires_in_days"] = max(0, int(remaining // _DAY))
             tr.events.append(EventSpec(payloads.CERTIFICATE_RENEWAL_DUE, fields))
             new.renewal_notified_for = outcome.valid_to
+            new.renewal_notified_fingerprint = outcome.fingerprint_sha256
         tr.durable = bool(tr.events) or _durable(prev, new)
         return tr
 

@@ -245,6 +245,19 @@ class Metrics:
         self.deliveries = Counter(
             "upwatch_webhook_deliveries_total", "Delivery tries, by result.", ["result"], registry=r
         )
+        # Notification channels (engine.notify)
+        self.notification_queue_depth = Gauge(
+            "upwatch_notification_queue_depth", "Notifications waiting for delivery.",
+            registry=r,
+        )
+        self.notification_oldest_pending = Gauge(
+            "upwatch_notification_oldest_pending_seconds",
+            "Age of the oldest pending notification.", registry=r,
+        )
+        self.notification_deliveries = Counter(
+            "upwatch_notification_deliveries_total", "Notification tries, by result.",
+            ["result"], registry=r,
+        )
         # Cluster
         self.confirmations = Counter(
             "upwatch_confirmations_total",

@@ -42,6 +42,11 @@ class ScheduledCheck:
     # GET), and the spec the engine builds from them when it adopts the check.
     configured: tuple[Any, Any] | None = None
     request: RequestSpec | None = None
+    # Uptime: the recovery threshold (s, unscaled). Certificate: the expiry threshold in
+    # percent of the certificate's lifetime.
+    recovery_s: int = 0
+    expiry_percent: int = 0
+    account_id: int = 0  # for the account's maintenance windows
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> ScheduledCheck:
@@ -73,8 +78,13 @@ class ScheduledCheck:
                 outage_id=r["outage_id"],
                 incident_event_id=r["incident_event_id"],
                 renewal_notified_for=r["renewal_notified_for"],
+                recovering_since=r["recovering_since"],
+                renewal_notified_fingerprint=r["renewal_notified_fingerprint"],
             ),
             configured=None if req is None and asserts is None else (req, asserts),
+            recovery_s=r["recovery_threshold_s"],
+            expiry_percent=r["expiry_threshold_percent"],
+            account_id=r["account_id"],
         )
 
 

@@ -125,6 +125,14 @@ class Settings(BaseSettings):
     webhook_timeout: float = Field(default=10.0, gt=0, le=120)
     webhook_concurrency: int = Field(default=64, ge=1, le=10_000)
 
+    # Notification channels (engine.notify): seconds one Apprise try may take, threads that
+    # send (Apprise's providers block), and the alert-storm window (seconds, scaled by
+    # time_scale) with the number of events per channel and window sent one by one.
+    notify_timeout: float = Field(default=15.0, gt=0, le=300)
+    notify_threads: int = Field(default=4, ge=1, le=64)
+    notify_group_seconds: float = Field(default=30.0, ge=0, le=86_400)
+    notify_group_max: int = Field(default=5, ge=0, le=10_000)
+
     # API
     rate_limit_per_second: float = Field(default=50.0, ge=0)
     # Requests handled at once per process; more wait their turn (engine.web.concurrency).

@@ -84,6 +84,9 @@ def test_api_quick_reports_request_rates_and_statistics_latency() -> None:
     assert rec["list_monitors_rps"] > 0
     stats = rec["statistics_ms"]
     assert 0 < stats["p50"] <= stats["p99"]
+    timings = rec["timings_ms"]
+    assert 0 < timings["p50"] <= timings["p99"]
+    assert rec["history"]["phase_hours_rolled"] >= 30 * 24
     assert rec["errors"] == 0
     assert rec["history"]["result_rows"] >= 30 * 2880
     assert rec["probes_per_s"] is None  # no probes in this scenario

@@ -53,8 +53,11 @@ async def test_valid_certificate_is_ok_with_meta(
             row = await wait_status(store, cert_id, "ok")
         assert row["error"] is None
         meta = row["meta"]
+        # api.md's five keys, and the leaf's identity (issue 17) once a leaf was read.
         assert set(meta) == {"issuer", "signature_algorithm", "is_self_signed", "valid_from",
-                             "valid_to"}
+                             "valid_to", "fingerprint_sha256", "serial", "key_type",
+                             "lifetime_days"}
+        assert len(meta["fingerprint_sha256"]) == 64 and meta["key_type"] == "EC-secp256r1"
         assert meta["issuer"] and meta["signature_algorithm"]
         assert meta["is_self_signed"] is False
         assert len(meta["valid_from"]) == 19 and len(meta["valid_to"]) == 19

@@ -9,6 +9,9 @@ from engine.db import migrate
 EXPECTED_TABLES = {
     "accounts", "monitors", "checks", "check_periods", "outages", "probe_results",
     "check_rollups_hourly", "nodes", "webhook_events", "schema_migrations",
+    "maintenance_windows", "maintenance_window_monitors", "check_certificates",  # 0005
+    "check_phase_rollups_hourly", "check_phase_rollups_daily", "phase_rollup_progress",
+    "notification_channels", "notification_events", "notification_deliveries",
 }
 
 

@@ -81,7 +81,8 @@ async def test_fields_of_a_certificate_seen_again(certs: TlsCerts) -> None:
 
 
 def test_parsed_fields_cache_is_bounded() -> None:
-    meta = ("CA", "ecdsa-with-SHA256", False, dt.datetime.now(dt.UTC), dt.datetime.now(dt.UTC))
+    meta = ("CA", "ecdsa-with-SHA256", False, dt.datetime.now(dt.UTC), dt.datetime.now(dt.UTC),
+            "ab" * 32, "1f", "EC-secp256r1", "localhost")
     prober = CertProber(timeout=TIMEOUT, parse=lambda der: meta)
     for i in range(3 * tls._META_CACHE_SIZE):
         out = CertOutcome(False, None, None, None, None, None, None, 0.0)

@@ -14,6 +14,7 @@ ratios taken at the same moment compare. Layout of the package:
 ``baseline``          one asyncio task per monitor with aiohttp (a child role)
 ``loadgen``           aiohttp load generator and webhook producer (child roles)
 ``apiserver``         ``create_app`` served on one core (a child role)
+``notify_storm``      the ``notify`` scenario: an alert storm with and without channels
 ``limits``            ``wrk`` and ``openssl s_time`` runs and their parsers
 ``database``          a fresh database per run, seeded with set-based SQL
 ``layout``            which monitor points at which loopback address, port and path
@@ -30,6 +31,6 @@ Only loopback (127.0.0.0/8) is ever contacted. Every child is started in its own
 
 from __future__ import annotations
 
-SCENARIOS = ("http", "tls", "mixed", "webhooks", "api")
+SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify")
 
 __all__ = ["SCENARIOS"]

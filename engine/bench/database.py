@@ -78,7 +78,8 @@ WHERE m.account_id = $1 AND c.kind = 'uptime'
 SQL_RESULT_HISTORY = """
 INSERT INTO probe_results (check_id, at, kind, outcome, status_code, total_ms, dns_ms,
                            connect_ms, tls_ms, ttfb_ms, region, confirmation, error)
-SELECT $1, g, 1, 0, 200, 40 + random() * 20, NULL, 0.3, NULL, 30 + random() * 10,
+SELECT $1, g, 1, 0, 200, 40 + random() * 20, 1 + random() * 4, 0.3, 2 + random() * 3,
+       30 + random() * 10,
        'local', false, NULL
 FROM generate_series(now() - make_interval(days => $2), now(), interval '30 seconds') AS g
 """

@@ -200,6 +200,20 @@ async def _engine(cfg: dict[str, Any]) -> None:
         recorder = LatenessRecorder(metrics.lateness)
         metrics.lateness = cast(Any, recorder)  # see LatenessRecorder: a reading, not a change
         engine = Engine(store, settings, metrics=metrics)
+        outbox: list[asyncio.Task[None]] = []
+        outbox_stop = asyncio.Event()
+        if cfg.get("outbox"):
+            # The webhook deliverer and the notification runner in the engine's process, as
+            # ``upwatch run`` has them (the notify scenario).
+            from engine.notify.sender import grouping, notification_runner
+            from engine.webhooks.deliverer import Deliverer
+
+            store.notification_grouping = grouping(settings)
+            outbox = [
+                asyncio.create_task(Deliverer(store, settings, metrics=metrics).run(outbox_stop)),
+                asyncio.create_task(
+                    notification_runner(store, settings, metrics=metrics).run(outbox_stop)),
+            ]
         if cfg.get("gc_threshold"):
             gc.set_threshold(*cfg["gc_threshold"])  # an experiment: UPWATCH_BENCH_GC_THRESHOLD
         gc_timer = GcTimer()
@@ -244,8 +258,11 @@ async def _engine(cfg: dict[str, Any]) -> None:
                     _delta(_counter_values(metrics.probes), cg_probes0).values())
         finally:
             stop.set()
+            outbox_stop.set()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(run, 20)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*outbox), 20)
         capacity = None
         if cfg.get("write_capacity_s"):
             ids = [r[0] for r in await store.pool.fetch(

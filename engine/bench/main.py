@@ -74,9 +74,10 @@ class Options:
     def from_args(cls, args: argparse.Namespace) -> Options:
         quick = bool(args.quick)
         scenario = args.scenario
-        default_monitors = {"webhooks": 1000, "api": 1000}.get(scenario, 10_000)
+        default_monitors = {"webhooks": 1000, "api": 1000, "notify": 1000}.get(
+            scenario, 10_000)
         if quick:
-            default_monitors = {"webhooks": 100, "api": 100}.get(scenario, 300)
+            default_monitors = {"webhooks": 100, "api": 100, "notify": 200}.get(scenario, 300)
         monitors = args.monitors if args.monitors is not None else default_monitors
         duration = args.duration if args.duration is not None else (2.0 if quick else 30.0)
         if monitors < 1 or monitors > 1_000_000:
@@ -778,6 +779,19 @@ async def _settle_history(conn: Any) -> None:
     await conn.execute("VACUUM (ANALYZE) check_rollups_hourly")
 
 
+async def _roll_phase_history(b: Bench, conn: Any) -> int:
+    """The phase roll-up job over the seeded 30 days of raw results, as it would have run
+    hour by hour (the same store method, from a progress mark 31 days back)."""
+    from engine.timings_rollup import GRACE
+
+    await conn.execute("UPDATE phase_rollup_progress"
+                       " SET rolled_until = date_trunc('hour', now(), 'UTC') - interval '31 days',"
+                       " days_rolled_until = date_trunc('day', now(), 'UTC') - interval '31 days'")
+    rolled = await b.store.roll_phase_timings(datetime.now(UTC), grace=GRACE, max_hours=800)
+    await conn.execute("VACUUM (ANALYZE) check_phase_rollups_hourly, check_phase_rollups_daily")
+    return rolled
+
+
 async def scenario_api(b: Bench) -> dict[str, Any]:
     import aiohttp
 
@@ -797,6 +811,7 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         stats_check = await conn.fetchval(
             "SELECT id FROM checks WHERE monitor_id = $1 AND kind = 'uptime'", stats_monitor)
         history = await seed_history(conn, account.id, stats_check, days=30)
+        history["phase_hours_rolled"] = await _roll_phase_history(b, conn)
         await _settle_history(conn)
 
     port = layout.free_port(layout.API_HOST)
@@ -866,16 +881,23 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
     script = write_id_script(b.workdir / "monitor_ids.lua", "/webapi/monitors/", ids)
     get_rps, get_errors, get_cpu = await load(script, 32, "api: GET /webapi/monitors/{id}")
     list_rps, list_errors, list_cpu = await load("/webapi/monitors", 4, "api: GET /webapi/monitors")
-    b.progress.phase("api: statistics latency, one request at a time", opts.duration)
-    gen = await b.procs.spawn(
-        "statistics", "loadgen",
-        {"urls": [f"{base}/webapi/monitors/{stats_monitor}/statistics"],
-         "headers": {"Authorization": auth}, "concurrency": 1, "duration_s": opts.duration,
-         "max_requests": 5000}, b.other_cpus)
-    try:
-        stats = await gen.expect("result", opts.duration + 60, tick=b.progress.tick)
-    finally:
-        await b.procs.stop(gen)
+    async def one_at_a_time(name: str, what: str, path: str) -> dict[str, Any]:
+        """Latency of ``path`` requested one at a time (the load generator's result)."""
+        b.progress.phase(f"api: {what} latency, one request at a time", opts.duration)
+        gen = await b.procs.spawn(
+            name, "loadgen",
+            {"urls": [f"{base}/webapi/monitors/{stats_monitor}/{path}"],
+             "headers": {"Authorization": auth}, "concurrency": 1, "duration_s": opts.duration,
+             "max_requests": 5000}, b.other_cpus)
+        try:
+            result: dict[str, Any] = await gen.expect(
+                "result", opts.duration + 60, tick=b.progress.tick)
+        finally:
+            await b.procs.stop(gen)
+        return result
+
+    stats = await one_at_a_time("statistics", "statistics", "statistics")
+    timings = await one_at_a_time("timings", "timings (30 days)", "timings?period=30d")
     from engine.bench.limits import wrk_available
 
     rec: dict[str, Any] = {
@@ -884,10 +906,13 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
         "list_monitors_rps": round(list_rps, 1),
         "statistics_ms": {"p50": stats["latency_ms"]["p50"], "p99": stats["latency_ms"]["p99"]},
         "statistics_requests": stats["requests"],
+        "timings_ms": {"p50": timings["latency_ms"]["p50"],
+                       "p99": timings["latency_ms"]["p99"]},
+        "timings_requests": timings["requests"],
         "cpu_s_per_get": get_cpu, "cpu_s_per_list": list_cpu,
         "db_cpu_s_per_get": db_cpu.get("get"), "db_cpu_s_per_list": db_cpu.get("list"),
         "load_tool_cpu_s_per_get": db_cpu.get("get_client"),
-        "errors": get_errors + list_errors + stats["errors"],
+        "errors": get_errors + list_errors + stats["errors"] + timings["errors"],
         "load_tool": "wrk" if wrk_available() else "aiohttp load generator",
         "history": history,
         "probes_per_s": None, "cpu_s_per_probe": None, "lateness_ms": None,
@@ -945,6 +970,10 @@ async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
             rec = await scenario_assertions(b, opts.assertions)
         elif opts.scenario == "webhooks":
             rec = await scenario_webhooks(b)
+        elif opts.scenario == "notify":
+            from engine.bench.notify_storm import scenario_notify
+
+            rec = await scenario_notify(b)
         elif opts.scenario == "api":
             rec = await scenario_api(b)
         else:

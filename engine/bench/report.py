@@ -95,6 +95,8 @@ def api_targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         target("GET /webapi/monitors/{id}", rec.get("get_monitor_rps"), ">=", 2000, "req/s"),
         target("statistics p99 (30 days of history)", stats.get("p99"), "<", 50, "ms"),
+        target("timings p99 (30 days of history)", (rec.get("timings_ms") or {}).get("p99"),
+               "<", 50, "ms"),
         target("API error responses", rec.get("errors"), "==", 0),
     ]
 
@@ -213,12 +215,30 @@ def table(rec: dict[str, Any]) -> str:
             ("deliverer CPU (cores)", "cpu_utilization", ""),
         ):
             lines.append(f"  {label:<30}{_fmt(rec.get(key), unit):>22}")
+    elif sc == "notify":
+        for run in rec.get("runs") or []:
+            lines.append(f"  {run['label']}:")
+            lines.append(f"    all {rec['monitors']:,} down after {_fmt(run.get('down_s'), 's')};"
+                         f" {run.get('webhooks_delivered')} webhooks delivered by"
+                         f" {_fmt(run.get('webhooks_s'), 's')}")
+            if run.get("channels"):
+                lines.append(f"    every channel has its digest by "
+                             f"{_fmt(run.get('every_channel_digest_s'), 's')}: "
+                             + "; ".join(f"{c['messages']} messages for {c['events']} events"
+                                         for c in run.get("per_channel") or []))
+            lines.append(f"    engine lateness p50/p99/max {_lat_text(run.get('lateness_ms'))}"
+                         f" over {run.get('probe_rows')} probes")
+        lines.append(f"  p99 lateness with channels / without: "
+                     f"{_fmt(rec.get('p99_lateness_ratio'))}x")
     elif sc == "api":
         stats = rec.get("statistics_ms") or {}
+        timings = rec.get("timings_ms") or {}
         for label, value in (
             ("GET /webapi/monitors/{id}", _fmt(rec.get("get_monitor_rps"), "req/s")),
             ("GET /webapi/monitors", _fmt(rec.get("list_monitors_rps"), "req/s")),
             ("statistics p50 / p99", f"{_fmt(stats.get('p50'))} / {_fmt(stats.get('p99'))} ms"),
+            ("timings (30d) p50 / p99", f"{_fmt(timings.get('p50'))} / "
+                                          f"{_fmt(timings.get('p99'))} ms"),
             ("CPU seconds per GET monitor", _fmt(rec.get("cpu_s_per_get"), "s")),
             ("load tool", rec.get("load_tool") or "-"),
         ):

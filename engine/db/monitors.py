@@ -41,7 +41,8 @@ _MONITOR_COLUMNS = (
 )
 _CHECK_COLUMNS = (
     "c.id, c.monitor_id, c.kind, c.status, c.error, c.interval_s, c.is_enabled,"
-    " c.notification_threshold_s, c.last_check_at, c.meta"
+    " c.notification_threshold_s, c.last_check_at, c.meta,"
+    " c.recovery_threshold_s, c.expiry_threshold_percent"
 )
 
 # --- reads ---------------------------------------------------------------------------------
@@ -187,14 +188,18 @@ SQL_DELETE_PROBE_RESULTS = "DELETE FROM probe_results WHERE check_id = ANY($1::b
 SQL_DELETE_ROLLUPS = "DELETE FROM check_rollups_hourly WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_OUTAGES = "DELETE FROM outages WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_PERIODS = "DELETE FROM check_periods WHERE check_id = ANY($1::bigint[])"
+SQL_DELETE_CERTIFICATES = "DELETE FROM check_certificates WHERE check_id = ANY($1::bigint[])"
+SQL_DELETE_PHASE_HOURS = (
+    "DELETE FROM check_phase_rollups_hourly WHERE check_id = ANY($1::bigint[])")
+SQL_DELETE_PHASE_DAYS = "DELETE FROM check_phase_rollups_daily WHERE check_id = ANY($1::bigint[])"
 
 # A new host is a new site: the state machine starts over (paused checks stay paused).
 SQL_RESET_CHECKS = f"""
 UPDATE checks AS c
 SET status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END,
     error = NULL, last_check_at = NULL, meta = '{{}}'::jsonb,
-    failing_since = NULL, detected_by = NULL, outage_id = NULL,
-    incident_event_id = NULL, renewal_notified_for = NULL,
+    failing_since = NULL, detected_by = NULL, outage_id = NULL, recovering_since = NULL,
+    incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprint = NULL,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.monitor_id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -225,7 +230,8 @@ FOR UPDATE OF c
 
 SQL_UPDATE_CHECK_CONFIG = f"""
 UPDATE checks AS c
-SET interval_s = $2, notification_threshold_s = $3,
+SET interval_s = $2, notification_threshold_s = $3, recovery_threshold_s = $4,
+    expiry_threshold_percent = $5,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -237,6 +243,7 @@ SQL_DISABLE_CHECK = f"""
 UPDATE checks AS c
 SET is_enabled = false, status = 'paused', error = NULL,
     failing_since = NULL, detected_by = NULL, outage_id = NULL, incident_event_id = NULL,
+    recovering_since = NULL,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -286,6 +293,8 @@ class CheckRecord:
     notification_threshold: int
     last_check_at: datetime | None
     meta: dict[str, Any]
+    recovery_threshold: int = 0  # uptime: seconds of good probes before uptime_restored
+    expiry_threshold_percent: int = 0  # certificate: percent of its lifetime left
 
     @classmethod
     def from_row(cls, row: asyncpg.Record, id_column: str = "id") -> CheckRecord:
@@ -301,6 +310,8 @@ class CheckRecord:
             notification_threshold=row["notification_threshold_s"],
             last_check_at=row["last_check_at"],
             meta=meta if isinstance(meta, dict) else {},
+            recovery_threshold=row["recovery_threshold_s"],
+            expiry_threshold_percent=row["expiry_threshold_percent"],
         )
 
 
@@ -577,7 +588,8 @@ class MonitorsMixin(StoreBase):
                 *new_config)
             if url_changed and host != current["host"]:
                 for sql in (SQL_DELETE_PROBE_RESULTS, SQL_DELETE_ROLLUPS,
-                            SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS):
+                            SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS, SQL_DELETE_CERTIFICATES,
+                            SQL_DELETE_PHASE_HOURS, SQL_DELETE_PHASE_DAYS):
                     await conn.execute(sql, check_ids)
                 check_rows = await conn.fetch(SQL_RESET_CHECKS, monitor_id)
                 await conn.execute(SQL_OPEN_PERIODS_OF_ENABLED, monitor_id)
@@ -610,10 +622,13 @@ class MonitorsMixin(StoreBase):
         *,
         interval: int | None = None,
         notification_threshold_s: int | None = None,
+        recovery_threshold_s: int | None = None,
+        expiry_threshold_percent: int | None = None,
     ) -> CheckRecord:
         """Set the interval and/or threshold (seconds; for a certificate check the expiry
-        threshold in days x 86400). Nothing changes, and no version is bumped, when the
-        values are already those. NotFound when the check is not the account's."""
+        threshold in days x 86400), the recovery threshold (s) or the expiry threshold in
+        percent; None leaves a value as it is. Nothing changes, and no version is bumped,
+        when the values are already those. NotFound when the check is not the account's."""
         async with self._tx() as conn:
             row = await conn.fetchrow(SQL_LOCK_CHECK, check_id, account_id)
             if row is None:
@@ -625,10 +640,22 @@ class MonitorsMixin(StoreBase):
                 if notification_threshold_s is None
                 else notification_threshold_s
             )
-            if (new_interval, new_threshold) == (check.interval, check.notification_threshold):
+            new_recovery = (
+                check.recovery_threshold if recovery_threshold_s is None
+                else recovery_threshold_s
+            )
+            new_percent = (
+                check.expiry_threshold_percent if expiry_threshold_percent is None
+                else expiry_threshold_percent
+            )
+            if (new_interval, new_threshold, new_recovery, new_percent) == (
+                check.interval, check.notification_threshold, check.recovery_threshold,
+                check.expiry_threshold_percent,
+            ):
                 return check
             row = await conn.fetchrow(
-                SQL_UPDATE_CHECK_CONFIG, check_id, new_interval, new_threshold)
+                SQL_UPDATE_CHECK_CONFIG, check_id, new_interval, new_threshold, new_recovery,
+                new_percent)
             await self._notify(conn, CHANNEL_CHECKS, str(check_id))
         assert row is not None
         return CheckRecord.from_row(row)

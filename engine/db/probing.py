@@ -24,6 +24,8 @@ import asyncpg
 import orjson
 
 from engine.db.base import CHANNEL_CHECKS, UNAVAILABLE_ERRORS, StoreBase
+from engine.db.certificates import record_certificate
+from engine.db.notifications import queue_notifications
 from engine.db.pool import mark_session_state
 from engine.db.webhook_queue import insert_event
 from engine.errors import DatabaseUnavailable
@@ -39,6 +41,8 @@ _CHECK_COLUMNS = """
     c.id, c.monitor_id, c.kind, c.interval_s, c.notification_threshold_s, c.config_version,
     c.status, c.error, c.last_check_at, c.failing_since, c.detected_by, c.outage_id,
     c.incident_event_id, c.renewal_notified_for, o.verified_via,
+    c.recovery_threshold_s, c.recovering_since, c.expiry_threshold_percent,
+    c.renewal_notified_fingerprint, m.account_id,
     m.url, m.host, m.port, m.request, m.assertions
 """
 _CHECK_FROM = """
@@ -86,7 +90,7 @@ SQL_WRITE_STATE = """
 UPDATE checks SET
     status = $2, error = $3, meta = $4::jsonb, last_check_at = $5,
     failing_since = $6, detected_by = $7, outage_id = $8, incident_event_id = $9,
-    renewal_notified_for = $10,
+    renewal_notified_for = $10, recovering_since = $11, renewal_notified_fingerprint = $12,
     state_version = state_version + 1, updated_at = now()
 WHERE id = $1
 """
@@ -267,6 +271,23 @@ class Listener:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._conn.remove_termination_listener(self._on_term)
+
+
+@contextlib.asynccontextmanager
+async def listening(
+    acquired: contextlib.AbstractAsyncContextManager[Any], channel: str, callback: Any
+) -> AsyncIterator[Listener]:
+    """LISTEN on ``channel`` on the connection ``acquired`` gives, for the block."""
+    async with acquired as conn:
+        listener = Listener(conn)
+        await conn.add_listener(channel, callback)
+        try:
+            yield listener
+        finally:
+            listener.close()
+            if not conn.is_closed():
+                with contextlib.suppress(*UNAVAILABLE_ERRORS, asyncpg.PostgresError):
+                    await conn.remove_listener(channel, callback)
 
 
 _BUILDERS: dict[str, Callable[..., bytes]] = {
@@ -468,16 +489,8 @@ class ProbingMixin(StoreBase):
                 return
             on_change(check_id)
 
-        async with self._conn() as conn:
-            listener = Listener(conn)
-            await conn.add_listener(CHANNEL_CHECKS, callback)
-            try:
-                yield listener
-            finally:
-                listener.close()
-                if not conn.is_closed():
-                    with contextlib.suppress(*UNAVAILABLE_ERRORS, asyncpg.PostgresError):
-                        await conn.remove_listener(CHANNEL_CHECKS, callback)
+        async with listening(self._conn(), CHANNEL_CHECKS, callback) as listener:
+            yield listener
 
     # -- transitions ---------------------------------------------------------------------
 
@@ -507,6 +520,8 @@ class ProbingMixin(StoreBase):
                 )
             elif tr.alert_outage and state.outage_id is not None:
                 await conn.execute(SQL_ALERT_OUTAGE, state.outage_id)
+            if tr.certificate is not None and state.last_check_at is not None:
+                await record_certificate(conn, check_id, tr.certificate, state.last_check_at)
             if tr.events:
                 monitor = payloads.MonitorRef(row["monitor_id"], row["url"], row["alias"])
                 for ev in tr.events:
@@ -522,12 +537,19 @@ class ProbingMixin(StoreBase):
                     )
                     if ev.opens_incident:
                         state.incident_event_id = event_id
+                    # The account's notification channels, in the same transaction.
+                    await queue_notifications(
+                        conn, account_id=row["account_id"], monitor_id=row["monitor_id"],
+                        check_id=check_id, event=ev.event, body=body,
+                        since=state.failing_since,
+                    )
             await conn.execute(
                 # meta goes through the pool's jsonb codec (a dict, not text).
                 SQL_WRITE_STATE, check_id, state.status, state.error, tr.meta,
                 state.last_check_at, state.failing_since,
                 state.detected_by, state.outage_id, state.incident_event_id,
-                state.renewal_notified_for,
+                state.renewal_notified_for, state.recovering_since,
+                state.renewal_notified_fingerprint,
             )
         return state
 

@@ -5,17 +5,26 @@ from __future__ import annotations
 import asyncpg
 
 from engine.db.accounts import AccountsMixin
+from engine.db.badges import BadgesMixin
+from engine.db.certificates import CertificatesMixin
 from engine.db.cluster import ClusterMixin
+from engine.db.maintenance import MaintenanceMixin
 from engine.db.monitors import MonitorsMixin
+from engine.db.notifications import NotificationsMixin
+from engine.db.outage_history import OutageHistoryMixin
 from engine.db.pool import create_pool
 from engine.db.probing import ProbingMixin
 from engine.db.public import PublicMixin
+from engine.db.timings import TimingsMixin
 from engine.db.webhook_queue import WebhookQueueMixin
 from engine.secretbox import SecretBox
 
 
 class Store(
-    AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin
+    AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin,
+    MaintenanceMixin, CertificatesMixin,
+    TimingsMixin, BadgesMixin, OutageHistoryMixin,
+    NotificationsMixin,
 ):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 
@@ -32,6 +41,5 @@ class Store(
 
     async def close(self) -> None:
         await self._pool.close()
-
 
 __all__ = ["Store", "asyncpg"]

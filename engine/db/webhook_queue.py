@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
 from engine.db.base import CHANNEL_WEBHOOKS, StoreBase
+from engine.db.outbox import ExpiredEvent, OutboxQueue, QueueSpec, TryResult
 from engine.errors import NotFound, UpwatchError
 from engine.secretbox import SecretUnreadable, reveal
 
@@ -60,102 +60,10 @@ RETURNING id
 # with the backlog (a NOT EXISTS becomes a hash anti-join over every pending row).
 # $1: the clock (NULL = now()), $2: how many rows to lock at most, $3: excluded accounts,
 # $4: ids this claim already holds (a transaction does not skip its own locks).
-SQL_CLAIM_CANDIDATES = """
-SELECT e.id, e.account_id
-FROM webhook_events e
-JOIN accounts a ON a.id = e.account_id
-WHERE e.status = 'pending'
-  AND e.next_try_at <= coalesce($1::timestamptz, now())
-  AND a.webhook_url IS NOT NULL
-  AND NOT (e.account_id = ANY($3::bigint[]))
-  AND NOT (e.id = ANY($4::bigint[]))
-  AND e.id = (
-      SELECT p.id FROM webhook_events p
-      WHERE p.monitor_id = e.monitor_id AND p.status = 'pending'
-      ORDER BY p.id
-      LIMIT 1
-  )
-ORDER BY e.next_try_at
-LIMIT $2
-FOR UPDATE OF e SKIP LOCKED
-"""
-
-# $1: ids chosen from the candidates, $2: the clock, $3: lease in seconds.
-SQL_CLAIM_TAKE = """
-UPDATE webhook_events w
-SET tries = w.tries + 1,
-    next_try_at = coalesce($2::timestamptz, now()) + make_interval(secs => $3::float8)
-FROM accounts a
-WHERE w.id = ANY($1::bigint[]) AND a.id = w.account_id
-RETURNING w.id, w.parent_id, w.account_id, w.monitor_id, w.check_id, w.event, w.body,
-          w.tries, w.created_at, a.token, a.webhook_url,
-          coalesce($2::timestamptz, now()) AS claimed_at
-"""
-
-# A 200 ends delivery whatever the row says now (even a stale lease or an expiry that raced
-# the try): the receiver has the event, and the log must say so.
-SQL_RECORD_DELIVERED = """
-UPDATE webhook_events
-SET status = 'delivered', delivered_at = now(), last_status_code = $2, last_error = NULL
-WHERE id = $1 AND status <> 'delivered'
-"""
-
-SQL_RECORD_FAILED_TRY = """
-UPDATE webhook_events
-SET last_status_code = $2, last_error = $3, next_try_at = $4
-WHERE id = $1 AND status = 'pending' AND ($5::int IS NULL OR tries = $5)
-"""
-
-SQL_MARK_FAILED = """
-UPDATE webhook_events
-SET status = 'failed', last_status_code = $2, last_error = $3
-WHERE id = $1 AND status = 'pending' AND ($4::int IS NULL OR tries = $4)
-"""
-
-# Batch forms of the three writes above, one statement each for a whole batch of tries
-# (the deliverer settles finished tries together before its next claim).
-SQL_RECORD_DELIVERED_MANY = """
-UPDATE webhook_events w
-SET status = 'delivered', delivered_at = now(), last_status_code = v.code, last_error = NULL
-FROM unnest($1::bigint[], $2::int[]) AS v(id, code)
-WHERE w.id = v.id AND w.status <> 'delivered'
-"""
-
-SQL_RECORD_FAILED_TRIES = """
-UPDATE webhook_events w
-SET last_status_code = v.code, last_error = v.error, next_try_at = v.at
-FROM unnest($1::bigint[], $2::int[], $3::int[], $4::text[], $5::timestamptz[])
-     AS v(id, tries, code, error, at)
-WHERE w.id = v.id AND w.status = 'pending' AND w.tries = v.tries
-"""
-
-SQL_MARK_FAILED_MANY = """
-UPDATE webhook_events w
-SET status = 'failed', last_status_code = v.code, last_error = v.error
-FROM unnest($1::bigint[], $2::int[], $3::int[], $4::text[]) AS v(id, tries, code, error)
-WHERE w.id = v.id AND w.status = 'pending' AND w.tries = v.tries
-"""
-
-# Hand a claimed event back at once (shutdown, or the URL vanished between claim and send).
-# $3 true takes the try back (nothing was sent), so the next try has the same number.
-SQL_RELEASE_CLAIM = """
-UPDATE webhook_events
-SET next_try_at = now(),
-    tries = tries - CASE WHEN $3 THEN 1 ELSE 0 END,
-    last_error = coalesce($4, last_error)
-WHERE id = $1 AND status = 'pending' AND tries = $2
-"""
-
-# Expiry of events that were never going to get their final try: held back, never tried, or
-# of an account without a URL. Not expired here: an event whose next_try_at lies at or past
-# its deadline. That is a try in flight (the lease), the final try the policy put on the
-# deadline, or a manual retry of an old event; each of those is settled by the deliverer
-# that makes the try, so a sweep never races a try in progress.
-# $1: max age in seconds, $2: the clock (NULL = now()).
-SQL_EXPIRE = """
-UPDATE webhook_events w
-SET status = 'failed',
-    last_error = CASE
+# Candidates for a claim: due, of an account with a webhook URL that is not excluded (its
+# in-flight limit is reached), and the oldest pending event of their monitor (the rendered
+# SQL and its reasons are in engine.db.outbox).
+_EXPIRE_REASON = """CASE
         WHEN a.webhook_url IS NULL AND w.tries = 0
             THEN 'expired: no webhook URL was set within 24 h'
         WHEN a.webhook_url IS NULL
@@ -165,21 +73,7 @@ SET status = 'failed',
             THEN 'expired after 24 h before any try'
         ELSE 'gave up after 24 h; last try: '
              || coalesce(w.last_error, 'HTTP ' || w.last_status_code, 'no answer')
-    END
-FROM accounts a
-WHERE a.id = w.account_id
-  AND w.status = 'pending'
-  AND w.created_at + make_interval(secs => $1::float8) <= coalesce($2::timestamptz, now())
-  AND w.next_try_at < w.created_at + make_interval(secs => $1::float8)
-RETURNING w.id, w.account_id, w.monitor_id
-"""
-
-SQL_QUEUE_STATS = """
-SELECT count(*) AS depth,
-       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest
-FROM webhook_events
-WHERE status = 'pending'
-"""
+    END"""
 
 _LOG_COLUMNS = """id, account_id, event, monitor_id, check_id, parent_id, status, tries,
     last_status_code, last_error, next_try_at, created_at, delivered_at"""
@@ -242,6 +136,11 @@ class ClaimedEvent:
     claimed_at: datetime
 
     @property
+    def share(self) -> int:
+        """What a deliverer's fair share counts by: the account."""
+        return self.account_id
+
+    @property
     def parent_webhook(self) -> int:
         """The ``X-Service-Parent-Webhook`` value: the incident's opener, else itself."""
         return self.parent_id if self.parent_id is not None else self.id
@@ -287,29 +186,6 @@ class WebhookRecord:
         return cls(**{k: row[k] for k in cls.__slots__})
 
 
-@dataclass(frozen=True, slots=True)
-class TryResult:
-    """How one claimed try ended, for :meth:`WebhookQueueMixin.record_tries`.
-
-    ``outcome`` is ``delivered`` (a 200), ``retry`` (failed; due again at ``next_try_at``)
-    or ``failed`` (failed, and the event is given up).
-    """
-
-    id: int
-    tries: int
-    outcome: str
-    status_code: int | None = None
-    error: str | None = None
-    next_try_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ExpiredEvent:
-    id: int
-    account_id: int
-    monitor_id: int
-
-
 async def insert_event(
     conn: asyncpg.Connection,
     *,
@@ -332,8 +208,34 @@ async def insert_event(
     return int(event_id)
 
 
+WEBHOOK_QUEUE: QueueSpec[ClaimedEvent] = QueueSpec(
+    table="webhook_events",
+    notify_channel=CHANNEL_WEBHOOKS,
+    order_key="monitor_id",
+    share_key="account_id",
+    target_join="JOIN accounts a ON a.id = e.account_id",
+    target_ready="a.webhook_url IS NOT NULL",
+    take_from="accounts a",
+    take_where="a.id = w.account_id",
+    item_columns="""w.id, w.parent_id, w.account_id, w.monitor_id, w.check_id, w.event,
+          w.body, w.tries, w.created_at, a.token, a.webhook_url""",
+    expire_reason_sql=_EXPIRE_REASON,
+    item=ClaimedEvent.from_row,
+    delivered_code=200,
+)
+
+
 class WebhookQueueMixin(StoreBase):
-    # --- deliverer side --------------------------------------------------------------------
+    # --- deliverer side (the shared outbox, engine.db.outbox) ------------------------------
+
+    @property
+    def webhook_queue(self) -> OutboxQueue[ClaimedEvent]:
+        """The webhook table's :class:`OutboxQueue` (made on first use)."""
+        queue: OutboxQueue[ClaimedEvent] | None = self.__dict__.get("_webhook_queue")
+        if queue is None:
+            queue = OutboxQueue(WEBHOOK_QUEUE, self)
+            self.__dict__["_webhook_queue"] = queue
+        return queue
 
     async def claim_due(
         self,
@@ -371,63 +273,12 @@ class WebhookQueueMixin(StoreBase):
         claimed at once, and a round of the deliverer costs one commit, not two. If anything
         fails, neither the results nor the claim are written.
         """
-        if limit <= 0:
-            if results:
-                await self.record_tries(results)
-            return []
-        busy = dict(in_flight or {})
-        overrides = dict(account_limits or {})
-
-        def cap(account: int) -> int | None:
-            return overrides.get(account, per_account_limit)
-
-        spare = frozenset(may_exceed)
-        # True once every account had its share and slots are still free (see below).
-        overflow = False
-
-        def full(account: int) -> bool:
-            if overflow and account in spare:
-                return False
-            c = cap(account)
-            return c is not None and busy.get(account, 0) >= c
-
-        chosen: list[int] = []
-        async with self._tx() as conn:
-            await _record_tries(conn, results)
-            # Each round skips accounts at their limit; another round fetches more when this
-            # batch filled an account up and left slots for others. Once a round within the
-            # limits leaves slots free with nothing skipped, no other account has anything
-            # due, and one last round lets the may_exceed accounts have the rest. Bounded:
-            # four queries at most.
-            for _ in range(4):
-                excluded = [acc for acc in busy if full(acc)]
-                want = limit - len(chosen)
-                candidates = await conn.fetch(
-                    SQL_CLAIM_CANDIDATES, now, want, excluded, chosen
-                )
-                skipped = False
-                for row in candidates:
-                    acc = row["account_id"]
-                    if full(acc):
-                        skipped = True
-                        continue
-                    busy[acc] = busy.get(acc, 0) + 1
-                    chosen.append(row["id"])
-                if len(chosen) >= limit or overflow:
-                    break
-                if not skipped:
-                    # Everything due within the limits is taken. Slots are left: give them
-                    # to the accounts that may exceed theirs, if one of them is held back.
-                    if not any(full(acc) for acc in spare):
-                        break
-                    overflow = True
-            if not chosen:
-                return []
-            rows = await conn.fetch(SQL_CLAIM_TAKE, chosen, now, float(lease_seconds))
-        # RETURNING has no order; keep the claim's (oldest due first).
-        position = {event_id: i for i, event_id in enumerate(chosen)}
-        events = (self._revealed(ClaimedEvent.from_row(r)) for r in rows)
-        return sorted(events, key=lambda e: position[e.id])
+        events = await self.webhook_queue.claim(
+            limit, lease_seconds, now,
+            per_share_limit=per_account_limit, in_flight=in_flight,
+            share_limits=account_limits, may_exceed=may_exceed, results=results,
+        )
+        return [self._revealed(e) for e in events]
 
     def _revealed(self, event: ClaimedEvent) -> ClaimedEvent:
         """The event with the account's token and webhook URL decrypted (issue 23). A key
@@ -446,8 +297,7 @@ class WebhookQueueMixin(StoreBase):
 
     async def record_delivered(self, event_id: int, status_code: int = 200) -> bool:
         """The receiver answered 200: the event is delivered. False if it already was."""
-        result = await self._execute(SQL_RECORD_DELIVERED, event_id, status_code)
-        return result.endswith(" 1")
+        return await self.webhook_queue.record_delivered(event_id, status_code)
 
     async def record_failed_try(
         self,
@@ -464,10 +314,9 @@ class WebhookQueueMixin(StoreBase):
         event has moved on since (its lease ran out and another try was claimed) or is no
         longer pending.
         """
-        result = await self._execute(
-            SQL_RECORD_FAILED_TRY, event_id, status_code, _clip(error), next_try_at, tries
+        return await self.webhook_queue.record_failed_try(
+            event_id, status_code, error, next_try_at, tries=tries
         )
-        return result.endswith(" 1")
 
     async def mark_failed(
         self,
@@ -479,18 +328,14 @@ class WebhookQueueMixin(StoreBase):
     ) -> bool:
         """Give up on a pending event: it becomes ``failed`` and is kept (same guard as
         :meth:`record_failed_try`)."""
-        result = await self._execute(SQL_MARK_FAILED, event_id, status_code, _clip(error), tries)
-        return result.endswith(" 1")
+        return await self.webhook_queue.mark_failed(event_id, status_code, error, tries=tries)
 
     async def record_tries(self, results: Sequence[TryResult]) -> None:
         """Record many finished tries in one short transaction, with the same semantics and
         guards as :meth:`record_delivered`, :meth:`record_failed_try` and
         :meth:`mark_failed`. A deliverer calls this before its next claim, so the next event
         of a monitor is only claimable once the previous one's result is committed."""
-        if not results:
-            return
-        async with self._tx() as conn:
-            await _record_tries(conn, results)
+        await self.webhook_queue.record_tries(results)
 
     async def release_claim(
         self, event_id: int, tries: int, *, undo_try: bool, error: str | None = None
@@ -500,8 +345,7 @@ class WebhookQueueMixin(StoreBase):
         ``undo_try`` takes the try back when nothing was sent; otherwise the try counts (it
         may have reached the receiver) and the next one carries the next number.
         """
-        result = await self._execute(SQL_RELEASE_CLAIM, event_id, tries, undo_try, _clip(error))
-        return result.endswith(" 1")
+        return await self.webhook_queue.release(event_id, tries, undo_try=undo_try, error=error)
 
     async def expire_webhooks(
         self, max_age_seconds: float, now: datetime | None = None
@@ -509,35 +353,19 @@ class WebhookQueueMixin(StoreBase):
         """Mark pending events older than ``max_age_seconds`` ``failed`` (with a reason in
         ``last_error``), except those whose final try is scheduled or in flight; returns
         them."""
-        async with self._tx() as conn:
-            rows = await conn.fetch(SQL_EXPIRE, float(max_age_seconds), now)
-        return [ExpiredEvent(r["id"], r["account_id"], r["monitor_id"]) for r in rows]
+        return await self.webhook_queue.expire(max_age_seconds, now)
 
     async def webhook_queue_stats(self) -> tuple[int, float]:
         """(pending events, age in seconds of the oldest pending one; 0 when none)."""
-        row = await self._fetchrow(SQL_QUEUE_STATS)
-        assert row is not None
-        return int(row["depth"]), float(row["oldest"])
+        return await self.webhook_queue.stats()
 
-    @contextlib.asynccontextmanager
-    async def listen_webhooks(
+    def listen_webhooks(
         self, on_notify: Callable[[], None]
-    ) -> AsyncIterator[asyncpg.Connection]:
+    ) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
         """LISTEN on ``upwatch_webhooks`` for the life of the context; ``on_notify`` is called
         (on the event loop) for every notification. Yields the listening connection so the
         caller can see it close (``is_closed()``) and listen again."""
-
-        def callback(*_: Any) -> None:
-            on_notify()
-
-        async with self._conn() as conn:
-            await conn.add_listener(CHANNEL_WEBHOOKS, callback)
-            try:
-                yield conn
-            finally:
-                if not conn.is_closed():
-                    with contextlib.suppress(Exception):
-                        await conn.remove_listener(CHANNEL_WEBHOOKS, callback)
+        return self.webhook_queue.listen(on_notify)
 
     # --- delivery log (API) ----------------------------------------------------------------
 
@@ -587,42 +415,3 @@ class WebhookQueueMixin(StoreBase):
             await self._notify(conn, CHANNEL_WEBHOOKS)
         assert updated is not None
         return WebhookRecord.from_row(updated)
-
-
-async def _record_tries(conn: asyncpg.Connection, results: Sequence[TryResult]) -> None:
-    """The writes of :meth:`WebhookQueueMixin.record_tries`, on the caller's transaction."""
-    if not results:
-        return
-    delivered = [r for r in results if r.outcome == "delivered"]
-    retry = [r for r in results if r.outcome == "retry"]
-    failed = [r for r in results if r.outcome == "failed"]
-    if delivered:
-        await conn.execute(
-            SQL_RECORD_DELIVERED_MANY,
-            [r.id for r in delivered], [r.status_code or 200 for r in delivered],
-        )
-    if retry:
-        await conn.execute(
-            SQL_RECORD_FAILED_TRIES,
-            [r.id for r in retry], [r.tries for r in retry],
-            [r.status_code for r in retry], [_clip(r.error) for r in retry],
-            [r.next_try_at for r in retry],
-        )
-    if failed:
-        await conn.execute(
-            SQL_MARK_FAILED_MANY,
-            [r.id for r in failed], [r.tries for r in failed],
-            [r.status_code for r in failed], [_clip(r.error) for r in failed],
-        )
-
-
-# last_error is for people reading the log; a receiver's error page must not bloat the row.
-_MAX_ERROR = 500
-
-
-def _clip(error: str | None) -> str | None:
-    if error is None:
-        return None
-    # PostgreSQL text cannot hold NUL.
-    error = error.replace("\x00", "")
-    return error if len(error) <= _MAX_ERROR else error[: _MAX_ERROR - 1] + "…"

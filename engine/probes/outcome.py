@@ -63,3 +63,9 @@ class CertOutcome:
     valid_from: datetime | None
     valid_to: datetime | None
     total_ms: float
+    # The leaf's identity (issue 17): SHA-256 of its DER (lower-case hex), serial number
+    # (lower-case hex), key ("RSA-2048", "EC-secp256r1", "Ed25519") and subject common name.
+    fingerprint_sha256: str | None = None
+    serial: str | None = None
+    key_type: str | None = None
+    subject: str | None = None

@@ -25,6 +25,7 @@ the memory notes).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import ssl
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from time import perf_counter
 from typing import Final
 
 from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 from cryptography.x509.oid import NameOID
 
 from engine.netpolicy import Resolver
@@ -121,8 +123,8 @@ class _CertConn(ClientConn):
 
 
 # The leaf's fields as _set_meta copies them: issuer, signature algorithm, self-signed,
-# valid from, valid to.
-_Meta = tuple[str | None, str, bool, datetime, datetime]
+# valid from, valid to, SHA-256 fingerprint, serial, key type, subject common name.
+_Meta = tuple[str | None, str, bool, datetime, datetime, str, str, str, str | None]
 
 # Parsed fields kept per prober, by the leaf's DER. Parsing costs 25-45 us, 2-4% of a whole
 # probe, and gives the same answer for the same certificate, which changes every
@@ -132,18 +134,43 @@ _Meta = tuple[str | None, str, bool, datetime, datetime]
 _META_CACHE_SIZE: Final = 128
 
 
-def parse_meta(der: bytes) -> _Meta:
-    """The leaf's issuer, signature algorithm, self-signedness and validity; raises what
-    ``cryptography`` raises for a certificate it cannot parse."""
-    cert = x509.load_der_x509_certificate(der)
-    issuer = cert.issuer
-    names = issuer.get_attributes_for_oid(NameOID.COMMON_NAME) or issuer.get_attributes_for_oid(
+def _name_text(name: x509.Name) -> str | None:
+    """A name's common name, else its organisation."""
+    attrs = name.get_attributes_for_oid(NameOID.COMMON_NAME) or name.get_attributes_for_oid(
         NameOID.ORGANIZATION_NAME
     )
-    issuer_name: str | None = None
-    if names:
-        value = names[0].value
-        issuer_name = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if not attrs:
+        return None
+    value = attrs[0].value
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def key_type(cert: x509.Certificate) -> str:
+    """The key of ``cert``: "RSA-2048", "EC-secp256r1", "Ed25519", ...; "unknown" else."""
+    try:
+        key = cert.public_key()
+    except Exception:  # an algorithm cryptography does not support
+        return "unknown"
+    if isinstance(key, rsa.RSAPublicKey):
+        return f"RSA-{key.key_size}"
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        return f"EC-{key.curve.name}"
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return "Ed25519"
+    if isinstance(key, ed448.Ed448PublicKey):
+        return "Ed448"
+    if isinstance(key, dsa.DSAPublicKey):
+        return f"DSA-{key.key_size}"
+    return "unknown"
+
+
+def parse_meta(der: bytes) -> _Meta:
+    """The leaf's issuer, signature algorithm, self-signedness, validity and identity
+    (fingerprint, serial, key type, subject); raises what ``cryptography`` raises for a
+    certificate it cannot parse."""
+    cert = x509.load_der_x509_certificate(der)
+    issuer = cert.issuer
+    issuer_name = _name_text(issuer)
     oid = cert.signature_algorithm_oid
     # ``_name`` is OpenSSL's short name ("sha256WithRSAEncryption", "ecdsa-with-SHA256");
     # unknown OIDs report "Unknown OID", where the dotted form says more.
@@ -155,18 +182,26 @@ def parse_meta(der: bytes) -> _Meta:
         cert.subject == issuer,
         cert.not_valid_before_utc,
         cert.not_valid_after_utc,
+        hashlib.sha256(der).hexdigest(),
+        format(cert.serial_number, "x"),
+        key_type(cert),
+        _name_text(cert.subject),
     )
 
 
 def _set_meta(out: CertOutcome, meta: _Meta) -> None:
     """Copy the leaf's issuer, signature algorithm, self-signedness and validity into ``out``."""
-    issuer, algorithm, self_signed, valid_from, valid_to = meta
+    issuer, algorithm, self_signed, valid_from, valid_to, fingerprint, serial, key, subject = meta
     if issuer is not None:
         out.issuer = issuer
     out.signature_algorithm = algorithm
     out.is_self_signed = self_signed
     out.valid_from = valid_from
     out.valid_to = valid_to
+    out.fingerprint_sha256 = fingerprint
+    out.serial = serial
+    out.key_type = key
+    out.subject = subject
 
 
 class CertProber:

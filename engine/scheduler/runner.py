@@ -56,11 +56,11 @@ from engine.evaluate import (
     CheckState,
     Outcome,
     Transition,
+    decision_due,
     evaluate_certificate,
     evaluate_confirmation,
     evaluate_uptime,
     steady_class,
-    threshold_due,
     uptime_error,
     uptime_meta,
 )
@@ -69,6 +69,7 @@ from engine.probes.outcome import CertOutcome, HttpOutcome
 from engine.requestspecs import SpecBuilder
 from engine.results import KIND_CERTIFICATE, KIND_UPTIME, ResultRow, ResultsSink, ResultsWriter
 from engine.scheduled import ScheduledCheck, Touch
+from engine.scheduler.calendar import MaintenanceCalendar
 from engine.scheduler.wheel import TimingWheel, first_due
 from engine.secretbox import SecretBox
 from engine.settings import Settings
@@ -187,8 +188,12 @@ class Engine:
         http_prober: HttpProbe | None = None,
         cert_prober: CertProbe | None = None,
         owns: Callable[[int], bool] = lambda check_id: True,
+        calendar: MaintenanceCalendar | None = None,
     ) -> None:
         self._store = store
+        # Maintenance windows by monitor (engine/scheduler/calendar.py); asked off the
+        # steady path only.
+        self._calendar = calendar if calendar is not None else MaintenanceCalendar(store)
         self._settings = settings
         self._metrics = metrics
         self._owns = owns
@@ -319,9 +324,12 @@ class Engine:
         replayer = asyncio.create_task(self._replayer(replay_stop), name="engine-backlog")
         helpers: list[asyncio.Task[None]] = []
         try:
+            with contextlib.suppress(Exception):  # its loop below retries
+                await self._calendar.reload()  # before the first probe can alert
             await self._initial_load(stop)
             if not stop.is_set():
                 helpers = [
+                    asyncio.create_task(self._calendar.run(stop), name="engine-calendar"),
                     asyncio.create_task(self._listener(stop), name="engine-listen"),
                     asyncio.create_task(self._reloader(stop), name="engine-reload"),
                     asyncio.create_task(self._resyncer(stop), name="engine-resync"),
@@ -568,9 +576,17 @@ class Engine:
                 interval = MIN_INTERVAL  # a tiny time scale must not spin
             wall = time.time()
             due = first_due(c.id, interval, wall) - wall + mono
-            # threshold_due is None unless the check is failing: no call for the others.
-            if c.kind == UPTIME and c.state.status == FAILING:
-                alert_at = threshold_due(c.state, self._threshold(c))
+            # An alert or a restore may wait (decision_due); only for failing checks and
+            # recovering ones: no call for the others.
+            if c.kind == UPTIME and (
+                c.state.status == FAILING or c.state.recovering_since is not None
+            ):
+                muted_until, resumed_at = self._calendar.quiet(
+                    c.monitor_id, c.account_id, datetime.now(UTC))
+                alert_at = decision_due(
+                    c.state, self._threshold(c), c.recovery_s * self._scale, muted_until,
+                    resumed_at,
+                )
                 if alert_at is not None:
                     at = alert_at.timestamp() + THRESHOLD_SLACK - wall + mono
                     if at < due:
@@ -789,9 +805,12 @@ class Engine:
     async def _probe_uptime(self, c: ScheduledCheck, version: int, outcome: HttpOutcome) -> None:
         now = datetime.now(UTC)
         threshold = self._threshold(c)
+        recovery = c.recovery_s * self._scale
+        muted_until, resumed_at = self._calendar.quiet(c.monitor_id, c.account_id, now)
         tr = evaluate_uptime(
             c.state, outcome, now=now, region=self._region, threshold=threshold,
-            slow_threshold_ms=self._slow_ms,
+            slow_threshold_ms=self._slow_ms, recovery=recovery, muted_until=muted_until,
+            resumed_at=resumed_at,
         )
         self._probe_counters[(UPTIME, tr.outcome)].inc()
         self._observe_phases(outcome)
@@ -802,9 +821,11 @@ class Engine:
         if confirmation is None or not self._current(c, version):
             return  # no verdict: the check stays failing and the next probe asks again
         now = datetime.now(UTC)
+        muted_until, resumed_at = self._calendar.quiet(c.monitor_id, c.account_id, now)
         tr = evaluate_confirmation(
             c.state, confirmation.outcome, now=now, verified_via=confirmation.region,
-            threshold=threshold, slow_threshold_ms=self._slow_ms,
+            threshold=threshold, slow_threshold_ms=self._slow_ms, recovery=recovery,
+            muted_until=muted_until, resumed_at=resumed_at,
         )
         await self.results.put(
             _http_row(c.id, now, tr.outcome, confirmation.outcome, confirmation.region, True)
@@ -817,7 +838,8 @@ class Engine:
             return
         now = datetime.now(UTC)
         tr = evaluate_certificate(
-            c.state, outcome, now=now, expiry_threshold_days=c.threshold_s // 86400
+            c.state, outcome, now=now, expiry_threshold_days=c.threshold_s // 86400,
+            expiry_threshold_percent=c.expiry_percent,
         )
         self._probe_counters[("certificate_health", tr.outcome)].inc()
         self._phase_total.observe(outcome.total_ms / 1000.0)

@@ -31,7 +31,19 @@ from engine.db.store import Store
 from engine.errors import DatabaseUnavailable, LimitReached, NotFound, ValidationFailed
 from engine.metrics import Metrics
 from engine.settings import Settings
-from engine.web import api, nodes_api, openapi, pingping, status_page, webhooks_api
+from engine.web import (
+    api,
+    badges,
+    certificates_api,
+    maintenance_api,
+    nodes_api,
+    notifications_api,
+    openapi,
+    pingping,
+    status_page,
+    timings_api,
+    webhooks_api,
+)
 from engine.web.access_log import PathOnlyAccessLogger
 from engine.web.concurrency import ApiSlots
 from engine.web.jsonio import json_response, message_response
@@ -44,6 +56,7 @@ from engine.web.keys import (
     SETTINGS,
     STORE,
 )
+from engine.web.maintenance_uptime import WINDOWS_CACHE, WindowsCache
 from engine.web.ratelimit import RateLimiter, retry_after_header
 
 log = logging.getLogger(__name__)
@@ -274,19 +287,28 @@ def create_app(
     app[METRICS] = metrics if metrics is not None else Metrics()
     app[HTTP_COUNTERS] = {}
     app[RATE_LIMITER] = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
+    app[WINDOWS_CACHE] = WindowsCache()
     app[OPENAPI_DOCUMENT] = orjson.dumps(
         openapi.build_document(
             settings.public_base_url,
-            extra_paths={**webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS},
+            extra_paths={**webhooks_api.OPENAPI_PATHS, **nodes_api.OPENAPI_PATHS,
+                         **maintenance_api.OPENAPI_PATHS, **certificates_api.OPENAPI_PATHS,
+                         **timings_api.OPENAPI_PATHS, **badges.OPENAPI_PATHS,
+                         **notifications_api.OPENAPI_PATHS},
         )
     )
     app.router.add_routes(api.routes)
     app.router.add_routes(webhooks_api.routes)
     app.router.add_routes(nodes_api.routes)
+    app.router.add_routes(maintenance_api.routes)
+    app.router.add_routes(certificates_api.routes)
+    app.router.add_routes(timings_api.routes)
+    app.router.add_routes(notifications_api.routes)
     app.router.add_get("/webapi/openapi.json", openapi_json)
     app.router.register_resource(pingping.mount(api.routes))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_text)
+    app.router.add_routes(badges.routes)
     # Last: /{identifier} must never shadow a fixed path (its pattern cannot match one).
     app.router.add_routes(status_page.routes)
     return app

@@ -19,7 +19,14 @@ from typing import Any
 
 from engine import __version__ as _version
 from engine.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS
-from engine.web.validation import MAX_ALIAS_LENGTH, MAX_EXPIRY_DAYS, MAX_ID, MAX_URL_LENGTH
+from engine.web.validation import (
+    MAX_ALIAS_LENGTH,
+    MAX_EXPIRY_DAYS,
+    MAX_EXPIRY_PERCENT,
+    MAX_ID,
+    MAX_RECOVERY_THRESHOLD,
+    MAX_URL_LENGTH,
+)
 
 STATUSES = ["ok", "degraded", "failing", "down", "pending", "paused"]
 TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$"
@@ -80,6 +87,19 @@ def _r(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/responses/{name}"}
 
 
+# Issue 17's check settings: listed only when set (non-zero), so not required.
+_RECOVERY: dict[str, Any] = {
+    "type": "integer", "minimum": 0, "maximum": MAX_RECOVERY_THRESHOLD,
+    "description": "Seconds of good probes before uptime_restored (0: the first one); "
+                   "shown only when not 0.",
+}
+_PERCENT: dict[str, Any] = {
+    "type": "integer", "minimum": 0, "maximum": MAX_EXPIRY_PERCENT,
+    "description": "Renewal due when less than this percent of the certificate's own "
+                   "lifetime is left (0: off); shown only when not 0.",
+}
+
+
 def _schemas() -> dict[str, Any]:
     check_common = {
         "id": _INT64,
@@ -115,8 +135,18 @@ def _schemas() -> dict[str, Any]:
             "is_self_signed": _nullable({"type": "boolean"}),
             "valid_from": _nullable({"type": "string"}),
             "valid_to": _nullable({"type": "string"}),
-        }),
-        "UptimeCheck": _obj({**check_common, "meta": _ref("UptimeMeta")}),
+            # Issue 17: present once the check has read a certificate.
+            "fingerprint_sha256": {"type": "string", "description": "SHA-256 of the leaf "
+                                   "(lower-case hex); present once a certificate was read."},
+            "serial": {"type": "string", "description": "Lower-case hexadecimal."},
+            "key_type": {"type": "string", "example": "EC-secp256r1"},
+            "lifetime_days": {"type": "number", "minimum": 0,
+                              "description": "valid_to - valid_from, in days."},
+        }, required=["issuer", "signature_algorithm", "is_self_signed", "valid_from",
+                     "valid_to"]),
+        "UptimeCheck": _obj(
+            {**check_common, "meta": _ref("UptimeMeta"), "recovery_threshold": _RECOVERY},
+            required=[*check_common, "meta"]),
         "CertificateCheck": _obj({
             **check_common,
             "notification_threshold": {
@@ -124,7 +154,8 @@ def _schemas() -> dict[str, Any]:
                 "description": "expiry_threshold_days x 86400 (0: no renewal-due webhook).",
             },
             "meta": _ref("CertificateMeta"),
-        }),
+            "expiry_threshold_percent": _PERCENT,
+        }, required=[*check_common, "meta"]),
         "Monitor": _obj({
             "id": _INT64,
             "identifier": {"type": "string", "minLength": 10},
@@ -186,12 +217,20 @@ def _schemas() -> dict[str, Any]:
                 "type": "integer", "minimum": 0, "maximum": MAX_EXPIRY_DAYS,
                 "description": "certificate_health checks only (422 on an uptime check).",
             }),
+            "recovery_threshold": _nullable({
+                **_RECOVERY, "description": "Uptime checks only: " + _RECOVERY["description"]}),
+            "expiry_threshold_percent": _nullable({
+                **_PERCENT,
+                "description": "certificate_health checks only: " + _PERCENT["description"]}),
         }, required=[]),
         "CheckUpdated": _obj({
-            k: check_common[k]
-            for k in ("id", "status", "interval", "is_enabled",
-                      "notification_threshold", "last_check_at")
-        }),
+            **{k: check_common[k]
+               for k in ("id", "status", "interval", "is_enabled",
+                         "notification_threshold", "last_check_at")},
+            "recovery_threshold": _RECOVERY,
+            "expiry_threshold_percent": _PERCENT,
+        }, required=["id", "status", "interval", "is_enabled", "notification_threshold",
+                     "last_check_at"]),
         "CheckToggled": _obj({
             "id": _INT64,
             "is_enabled": {"type": "boolean"},
@@ -208,7 +247,13 @@ def _schemas() -> dict[str, Any]:
             "average_response_time_ms": {"type": "number", "minimum": 0},
             "checks_run_30d": {"type": "integer", "minimum": 0},
             "outages": {"type": "array", "items": _ref("Outage")},
-        }),
+            "maintenance_seconds": {
+                "type": "integer", "minimum": 0,
+                "description": "Seconds of maintenance windows in the 30 days, left out of "
+                               "uptime_percentage_30d. Present only when there were any.",
+            },
+        }, required=["uptime_percentage_30d", "average_response_time_ms", "checks_run_30d",
+                     "outages"]),
         "Account": _obj({
             "id": _INT64,
             "name": {"type": "string"},
@@ -474,3 +519,14 @@ def build_document(
             "responses": _responses(),
         },
     }
+
+
+# For other modules' path items (``extra_paths``): the same building blocks.
+nullable = _nullable
+TIMESTAMP: dict[str, Any] = _TIMESTAMP
+INT64: dict[str, Any] = _INT64
+
+
+def common_responses() -> dict[str, Any]:
+    """401, 429 and 503, which every authenticated operation may answer."""
+    return {"401": _r("Unauthenticated"), "429": _r("TooManyRequests"), "503": _r("Unavailable")}

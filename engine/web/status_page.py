@@ -29,9 +29,9 @@ import base64
 import hashlib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
@@ -51,7 +51,11 @@ from engine.errors import DatabaseUnavailable
 from engine.stats import uptime_percentage
 from engine.timefmt import fmt
 from engine.web.keys import STORE
+from engine.web.maintenance_notice import MaintenanceNotice, notices_json, with_maintenance
 from engine.web.public_text import public_error
+
+if TYPE_CHECKING:
+    from engine.web.status_history import DayLine, PhaseChartView
 
 routes = web.RouteTableDef()
 
@@ -258,6 +262,7 @@ class Bar:
     w: float
     cls: str
     title: str
+    anchor: str = ""  # id of the day's detail line (engine/web/status_history.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +316,11 @@ class StatusView:
     chart: ChartView | None
     outages: list[OutageView]
     updated: str
+    # Maintenance windows on now or coming (engine/web/maintenance_notice.py).
+    maintenance: list[MaintenanceNotice] = field(default_factory=list)
+    # Added by engine.web.status_history.enrich.
+    day_lines: list[DayLine] = field(default_factory=list)
+    phases: PhaseChartView | None = None
 
 
 _BAR_STEP = 10   # viewBox units per day; the SVG is stretched to the card width
@@ -327,6 +337,11 @@ def day_class(uptime: float | None) -> str:
     if uptime >= 99.0:
         return "d-minor"
     return "d-major"
+
+
+def day_anchor(day: date) -> str:
+    """The id of a day's detail line, which its bar links to."""
+    return f"day-{day.isoformat()}"
 
 
 def bars_view(days: list[DayBar]) -> BarsView:
@@ -353,7 +368,7 @@ def bars_view(days: list[DayBar]) -> BarsView:
             enabled_s += d.enabled_seconds
             probes += d.probes
         items.append(Bar(x=i * _BAR_STEP, w=_BAR_STEP - _BAR_GAP, cls=day_class(uptime),
-                         title=title))
+                         title=title, anchor=day_anchor(d.day)))
     overall = uptime_percentage(outage_s, enabled_s, probes)
     with_data = len(days) - no_data
     if with_data == 0:
@@ -656,6 +671,16 @@ async def _load(request: web.Request) -> StatusPageData | None:
     return await request.app[STORE].status_page(request.match_info["identifier"])
 
 
+async def _maintenance(
+    request: web.Request, data: StatusPageData
+) -> tuple[StatusPageData, list[MaintenanceNotice]]:
+    """Maintenance windows: uptime net of them, and their notices (maintenance_notice.py)."""
+    try:
+        return await with_maintenance(request.app[STORE], data)
+    except DatabaseUnavailable:
+        return data, []
+
+
 @routes.get(f"/{{identifier:{IDENTIFIER_PATTERN}}}")
 async def status_html(request: web.Request) -> web.Response:
     """The status page as HTML (404 page when the identifier is unknown)."""
@@ -667,7 +692,11 @@ async def status_html(request: web.Request) -> web.Response:
                            "Please try again in a minute.")
     if data is None:
         return not_found_page()
-    return _html(render_status(build_view(data)), 200, CACHE_OK)
+    data, notices = await _maintenance(request, data)
+    from engine.web.status_history import enrich
+
+    view = await enrich(request.app[STORE], data, replace(build_view(data), maintenance=notices))
+    return _html(render_status(view), 200, CACHE_OK)
 
 
 @routes.get(f"/{{identifier:{IDENTIFIER_PATTERN}}}.json")
@@ -679,4 +708,7 @@ async def status_json(request: web.Request) -> web.Response:
         return _json({"message": "The service is temporarily unavailable."}, 503, CACHE_ERROR)
     if data is None:
         return _json({"message": "Status page not found."}, 404, CACHE_ERROR)
-    return _json(build_json(data), 200, CACHE_OK)
+    data, notices = await _maintenance(request, data)
+    body = build_json(data)
+    body["maintenance"] = notices_json(notices)
+    return _json(body, 200, CACHE_OK)

@@ -126,6 +126,9 @@ def _has_control_chars(text: str) -> bool:
     return any(unicodedata.category(ch) in _LINE_BREAKING_CATEGORIES for ch in text)
 
 
+has_control_chars = _has_control_chars
+
+
 def validate_interval(value: Any, plan: Plan, field: str = "interval") -> int:
     """An interval in seconds from api.md section 8 that the account's plan allows."""
     interval = as_int(value, field)
@@ -155,6 +158,18 @@ def validate_expiry_days(value: Any, field: str = "expiry_threshold_days") -> in
     if not 0 <= days <= MAX_EXPIRY_DAYS:
         raise _fail(field, f"The {field} must be between 0 and {MAX_EXPIRY_DAYS}.")
     return days
+
+
+MAX_RECOVERY_THRESHOLD = 86400  # seconds of good probes before uptime_restored
+MAX_EXPIRY_PERCENT = 99  # renewal due with this percent of the lifetime left (100: always)
+
+
+def validate_int_range(value: Any, field: str, low: int, high: int) -> int:
+    """An integer in ``[low, high]``."""
+    number = as_int(value, field)
+    if not low <= number <= high:
+        raise _fail(field, f"The {field} must be between {low} and {high}.")
+    return number
 
 
 def validate_alias(value: Any, field: str = "alias") -> str:
@@ -354,6 +369,8 @@ class CheckUpdate:
     # Seconds, as stored in checks.notification_threshold_s: the uptime threshold, or the
     # certificate expiry threshold in days x 86400.
     notification_threshold_s: int | None
+    recovery_threshold_s: int | None = None
+    expiry_threshold_percent: int | None = None
 
 
 def default_interval(plan: Plan) -> int:
@@ -449,6 +466,23 @@ def validate_check_update(body: Mapping[str, Any], kind: str, plan: Plan) -> Che
         else None
     )
     threshold_s: int | None = None
+    recovery: int | None = None
+    percent: int | None = None
+    only = "The {} field applies to {} checks only."
+    if kind == "uptime":
+        if present(body, "recovery_threshold"):
+            recovery = c.run(lambda: validate_int_range(
+                body["recovery_threshold"], "recovery_threshold", 0, MAX_RECOVERY_THRESHOLD))
+        if present(body, "expiry_threshold_percent"):
+            c.errors["expiry_threshold_percent"] = [
+                only.format("expiry_threshold_percent", "certificate_health")]
+    else:
+        if present(body, "expiry_threshold_percent"):
+            percent = c.run(lambda: validate_int_range(
+                body["expiry_threshold_percent"], "expiry_threshold_percent", 0,
+                MAX_EXPIRY_PERCENT))
+        if present(body, "recovery_threshold"):
+            c.errors["recovery_threshold"] = [only.format("recovery_threshold", "uptime")]
     if kind == "uptime":
         if present(body, "notification_threshold"):
             threshold_s = c.run(lambda: validate_threshold(body["notification_threshold"]))
@@ -466,7 +500,10 @@ def validate_check_update(body: Mapping[str, Any], kind: str, plan: Plan) -> Che
             days = c.run(lambda: validate_expiry_days(body["expiry_threshold_days"]))
             threshold_s = None if days is None else days * SECONDS_PER_DAY
     c.raise_if_any()
-    return CheckUpdate(interval=interval, notification_threshold_s=threshold_s)
+    return CheckUpdate(
+        interval=interval, notification_threshold_s=threshold_s,
+        recovery_threshold_s=recovery, expiry_threshold_percent=percent,
+    )
 
 
 @dataclass(frozen=True, slots=True)

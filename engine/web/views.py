@@ -61,11 +61,30 @@ def certificate_meta(check: CheckRecord) -> dict[str, Any]:
         "is_self_signed": self_signed if isinstance(self_signed, bool) else None,
         "valid_from": _timestamp(meta.get("valid_from")),
         "valid_to": _timestamp(meta.get("valid_to")),
-    }
+    } | _certificate_identity(meta)
+
+
+def _certificate_identity(meta: dict[str, Any]) -> dict[str, Any]:
+    """Issue 17's keys, once the check has read a certificate that has them (before, the
+    meta is exactly api.md's)."""
+    if not isinstance(meta.get("fingerprint_sha256"), str):
+        return {}
+    return {k: meta.get(k) for k in ("fingerprint_sha256", "serial", "key_type",
+                                      "lifetime_days")}
+
+
+def _alert_settings(check: CheckRecord, out: dict[str, Any]) -> dict[str, Any]:
+    """Issue 17's settings, added to a check object only when set (non-zero): a client
+    that uses none of them sees exactly api.md's shapes."""
+    if check.recovery_threshold:
+        out["recovery_threshold"] = check.recovery_threshold
+    if check.expiry_threshold_percent:
+        out["expiry_threshold_percent"] = check.expiry_threshold_percent
+    return out
 
 
 def check_full(check: CheckRecord, figures: UptimeFigures | None) -> dict[str, Any]:
-    return {
+    return _alert_settings(check, {
         "id": check.id,
         "status": check.status,
         "error": check.error,
@@ -74,7 +93,7 @@ def check_full(check: CheckRecord, figures: UptimeFigures | None) -> dict[str, A
         "notification_threshold": check.notification_threshold,
         "last_check_at": fmt(check.last_check_at),
         "meta": uptime_meta(check, figures) if check.kind == UPTIME else certificate_meta(check),
-    }
+    })
 
 
 def check_reduced(check: CheckRecord) -> dict[str, Any]:
@@ -133,14 +152,14 @@ def monitor_reduced(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
 
 def check_updated(check: CheckRecord) -> dict[str, Any]:
     """The check update response."""
-    return {
+    return _alert_settings(check, {
         "id": check.id,
         "status": check.status,
         "interval": check.interval,
         "is_enabled": check.is_enabled,
         "notification_threshold": check.notification_threshold,
         "last_check_at": fmt(check.last_check_at),
-    }
+    })
 
 
 def check_toggled(check: CheckRecord) -> dict[str, Any]:

@@ -12,21 +12,15 @@ from typing import Any
 
 import orjson
 
-from engine.timefmt import fmt, hms
-
-DOWNTIME = "downtime"
-UPTIME_RESTORED = "uptime_restored"
-CERTIFICATE_INVALID = "certificate_invalid"
-CERTIFICATE_RECOVERED = "certificate_recovered"
-CERTIFICATE_RENEWAL_DUE = "certificate_renewal_due"
-
-EVENTS = (
-    DOWNTIME,
-    UPTIME_RESTORED,
+from engine.events import (  # noqa: F401  (re-exported: the names' old home)
     CERTIFICATE_INVALID,
     CERTIFICATE_RECOVERED,
     CERTIFICATE_RENEWAL_DUE,
+    DOWNTIME,
+    EVENTS,
+    UPTIME_RESTORED,
 )
+from engine.timefmt import fmt, hms
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,3 +44,39 @@ def verify(body: bytes, token: str, signature: str | bytes | None) -> bool:
     expected = sign(body, token).encode("ascii")
     # compare_digest is constant-time for equal lengths; a length mismatch is not secret.
     return hmac.compare_digest(expected, given)
+
+
+# -- the replay-proof signature ---------------------------------------------------------------
+#
+# ``X-Service-Signature-256: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">``, with the
+# same key. The time is that of the try, so a receiver can refuse a captured request replayed
+# later (docs/webhooks.md shows one refusing more than 5 minutes either way); the seed's
+# X-Service-Signature is sent unchanged beside it.
+
+SIGNATURE_256_HEADER = "X-Service-Signature-256"
+REPLAY_TOLERANCE_S = 300
+
+
+def sign_256(body: bytes, token: str, timestamp: int) -> str:
+    """The header value for ``body`` sent at ``timestamp`` (Unix seconds)."""
+    mac = hmac.new(_key(token), b"%d." % timestamp + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={mac}"
+
+
+def verify_256(body: bytes, token: str, header: str | None, now: float,
+               tolerance: float = REPLAY_TOLERANCE_S) -> bool:
+    """True when ``header`` signs ``body`` under ``token`` at a time within ``tolerance``
+    seconds of ``now``. Constant-time comparison; malformed headers are False."""
+    if not header:
+        return False
+    fields: dict[str, str] = {}
+    for part in header.split(","):
+        name, _, value = part.strip().partition("=")
+        fields.setdefault(name, value)
+    t, given = fields.get("t", ""), fields.get("v1", "")
+    if not t.isascii() or not t.isdigit() or not given.isascii():
+        return False
+    if abs(now - int(t)) > tolerance:
+        return False
+    expected = sign_256(body, token, int(t)).encode("ascii")
+    return hmac.compare_digest(expected, f"t={int(t)},v1={given.lower()}".encode("ascii"))

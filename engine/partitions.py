@@ -24,7 +24,10 @@ DAYS_AHEAD = 3  # partitions for today and this many days after it
 RETRY_SECONDS = 60.0
 
 
-class Maintenance:
+class PartitionUpkeep:
+    """Partition creation and retention (this module was engine/maintenance.py; the name now
+    belongs to maintenance windows, engine/maintenance_windows.py)."""
+
     def __init__(self, store: Store, settings: Settings, *, interval: float = 3600.0) -> None:
         self.store = store
         self.settings = settings
@@ -37,10 +40,10 @@ class Maintenance:
                 await self.run_once()
                 wait = self.interval
             except DatabaseUnavailable as exc:
-                log.warning("maintenance postponed, database unavailable: %s", exc)
+                log.warning("partition upkeep postponed, database unavailable: %s", exc)
                 wait = min(self.interval, RETRY_SECONDS)
             except Exception:
-                log.exception("maintenance failed; will retry")
+                log.exception("partition upkeep failed; will retry")
                 wait = min(self.interval, RETRY_SECONDS)
             try:
                 await asyncio.wait_for(stop.wait(), wait)
@@ -59,7 +62,7 @@ class Maintenance:
         )
         if created or dropped or rollups:
             log.info(
-                "maintenance: %d partitions created, %d dropped, %d rollups deleted",
+                "partition upkeep: %d partitions created, %d dropped, %d rollups deleted",
                 len(created), len(dropped), rollups,
             )
         return {"created": len(created), "dropped": len(dropped), "rollups_deleted": rollups}

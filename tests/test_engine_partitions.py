@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.db.probing import partition_name
 from engine.db.store import Store
-from engine.maintenance import Maintenance
+from engine.partitions import PartitionUpkeep
 from tests.engine_support import add_monitor, fast_settings, fetch, fetchval
 
 
@@ -32,7 +32,7 @@ async def test_partitions_ahead_retention_and_rollups(
     _, check_id, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/")
     now = datetime.now(UTC).replace(microsecond=0)
     today = now.date()
-    # Results that arrived before maintenance ever ran sit in the default partition.
+    # Results that arrived before partition upkeep ever ran sit in the default partition.
     early = now - timedelta(minutes=1)
     old_day = today - timedelta(days=40)
     ancient = datetime.combine(old_day, datetime.min.time(), UTC) + timedelta(hours=3)
@@ -41,7 +41,7 @@ async def test_partitions_ahead_retention_and_rollups(
     assert await partition_of(store, check_id, early) == "probe_results_default"
 
     settings = fast_settings(tmp_path, results_retention_days=8, rollup_retention_days=31)
-    m = Maintenance(store, settings)
+    m = PartitionUpkeep(store, settings)
     done = await m.run_once(now)
     assert done["created"] == 4
     days = await store.result_partitions()
@@ -72,7 +72,7 @@ async def test_partitions_ahead_retention_and_rollups(
 
 async def test_two_nodes_at_once_do_not_collide(store: Store, tmp_path: Path) -> None:
     settings = fast_settings(tmp_path)
-    a, b = Maintenance(store, settings), Maintenance(store, settings)
+    a, b = PartitionUpkeep(store, settings), PartitionUpkeep(store, settings)
     day = date(2030, 1, 1)
     when = datetime.combine(day, datetime.min.time(), UTC)
     await asyncio.gather(a.run_once(when), b.run_once(when))
@@ -80,7 +80,7 @@ async def test_two_nodes_at_once_do_not_collide(store: Store, tmp_path: Path) ->
 
 
 async def test_run_stops_promptly(store: Store, tmp_path: Path) -> None:
-    m = Maintenance(store, fast_settings(tmp_path))
+    m = PartitionUpkeep(store, fast_settings(tmp_path))
     stop = asyncio.Event()
     task = asyncio.create_task(m.run(stop))
     while not await store.result_partitions():
