@@ -67,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--duration", type=float, default=None, help="measured seconds")
     bench.add_argument("--quick", action="store_true", help="a short smoke run")
     bench.add_argument("--json", action="store_true", help="one JSON object per line")
+    bench.add_argument("--names", action="store_true",
+                       help="http: the same targets by host name, answered by a DNS server "
+                            "the bench starts (names vs IP literals side by side)")
+    bench.add_argument("--dns-latency", type=float, default=None, metavar="S",
+                       help="--names: seconds the DNS server takes to answer (default 0)")
+    bench.add_argument("--dns-ttl", type=int, default=None, metavar="S",
+                       help="--names: TTL of its answers (default 300)")
     bench.add_argument("--assertions", type=float, default=None, metavar="SHARE",
                        help="http: what requests and assertions cost (engine/bench/assertions)")
     return p

@@ -209,11 +209,14 @@ async def build_node(
 
         registry = NodeRegistry(store, settings, metrics=metrics, dsn=dsn)
         await registry.register()
+        from engine.probes.resolver import from_settings
+
         prober = HttpProber(
             timeout=settings.probe_timeout,
             user_agent=USER_AGENT,
             source_address=settings.probe_source_address,
             allow_private=settings.allow_private_targets,
+            resolver=from_settings(settings, metrics),
         )
         peers = PeerConfirmer(registry.membership, settings, metrics)
         confirmer = RegionConfirmer(peers, LocalConfirmer.from_settings(prober, settings, metrics))

@@ -208,6 +208,22 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        # Probe name lookups (engine/probes/resolver.py)
+        self.dns_lookups = LoopCounter(
+            "upwatch_dns_lookups_total", "DNS lookups sent (cache misses and refreshes).",
+            registry=r,
+        )
+        self.dns_cache_hits = LoopCounter(
+            "upwatch_dns_cache_hits_total", "Probe name lookups answered by the cache.",
+            registry=r,
+        )
+        self.dns_failures = Counter(
+            "upwatch_dns_failures_total", "Failed DNS lookups, by kind.", ["kind"], registry=r
+        )
+        self.dns_lookup_seconds = LoopHistogram(
+            "upwatch_dns_lookup_seconds", "DNS lookup latency (cache misses).",
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
         self.in_flight = Gauge("upwatch_probes_in_flight", "Probes running now.", registry=r)
         self.scheduled = Gauge(
             "upwatch_checks_scheduled", "Checks in this node's timing wheel.", registry=r
@@ -282,6 +298,7 @@ class Metrics:
         second; a scrape does it too)."""
         self.probe_phase.fold()
         self.lateness.fold()
+        self.dns_lookup_seconds.fold()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""

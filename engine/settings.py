@@ -102,6 +102,16 @@ class Settings(BaseSettings):
     allow_private_targets: bool = False
     probe_source_address: str | None = None
     ca_bundle: Path | None = None
+    # Probe name lookups (engine/probes/resolver.py). dns_servers: "ip[:port]" separated by
+    # commas; empty: those of resolv.conf. TTLs in seconds.
+    dns_servers: str = ""
+    dns_timeout: float = Field(default=2.0, gt=0, le=60)
+    dns_tries: int = Field(default=2, ge=1, le=10)
+    dns_min_ttl: float = Field(default=5.0, ge=0, le=86_400)
+    dns_max_ttl: float = Field(default=3600.0, ge=0, le=604_800)
+    dns_negative_ttl: float = Field(default=30.0, ge=0, le=3600)
+    dns_failure_ttl: float = Field(default=5.0, ge=0, le=600)
+    dns_cache_names: int = Field(default=200_000, ge=1, le=10_000_000)
     # Body bytes a probe reads for its body and json assertions (engine/probes/request.py).
     max_assertion_body: int = Field(default=1 << 20, ge=1024, le=64 << 20)
 
@@ -209,6 +219,8 @@ class Settings(BaseSettings):
             self.base_url = f"http://{host}:{self.port}"
         if self.node_url is None:
             self.node_url = self.base_url
+        if self.dns_max_ttl < self.dns_min_ttl:
+            raise ValueError("dns_max_ttl must not be below dns_min_ttl")
         return self
 
     # Convenience accessors -------------------------------------------------------------
@@ -217,6 +229,11 @@ class Settings(BaseSettings):
     def public_base_url(self) -> str:
         assert self.base_url is not None
         return self.base_url
+
+    @property
+    def dns_server_list(self) -> list[str]:
+        """``dns_servers`` split (empty: resolv.conf's)."""
+        return [s.strip() for s in self.dns_servers.split(",") if s.strip()]
 
     @property
     def peer_url(self) -> str:

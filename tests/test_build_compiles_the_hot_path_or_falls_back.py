@@ -3,6 +3,7 @@ can, and builds a working pure-Python package when it cannot."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from engine.compiled import MODULES, compiled_modules, stale_modules
+from engine.compiled import MODULES, compiled_modules, is_stale, stale_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,3 +63,25 @@ def test_without_a_c_compiler_the_build_is_pure_python(tmp_path: Path) -> None:
     assert not [n for n in names if n.endswith(".so")]
     for module in MODULES:
         assert module.replace(".", "/") + ".py" in names
+
+
+def test_an_installed_copy_is_never_called_stale_but_an_edited_checkout_is(
+    tmp_path: Path,
+) -> None:
+    """A regular install copies each .py a few microseconds after its extension: no alarm.
+    In a checkout (pyproject.toml beside the package) a source newer than its build is."""
+    suffix = next(s for s in importlib.machinery.EXTENSION_SUFFIXES if s.startswith(".cpython"))
+    for root, checkout in ((tmp_path / "site-packages", False), (tmp_path / "src", True)):
+        pkg = root / "engine" / "probes"
+        pkg.mkdir(parents=True)
+        if checkout:
+            (root / "pyproject.toml").write_text("[project]\nname = 'upwatch'\n")
+        built = pkg / f"http{suffix}"
+        built.write_bytes(b"")
+        source = pkg / "http.py"
+        source.write_text("# copied after the extension\n")
+        os.utime(built, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+        os.utime(source, ns=(1_000_000_000_000_005_000, 1_000_000_000_000_005_000))  # +5 us
+        assert is_stale("engine.probes.http", built) is checkout
+        os.utime(source, ns=(999_999_999_000_000_000, 999_999_999_000_000_000))  # older
+        assert is_stale("engine.probes.http", built) is False

@@ -77,10 +77,15 @@ async def _baseline(cfg: dict[str, Any]) -> None:
     import aiohttp
 
     urls = monitor_urls(cfg["monitors"], Ports.from_dict(cfg["ports"]), tls=cfg.get("tls", False),
-                        mixed=cfg.get("mixed", False))
+                        mixed=cfg.get("mixed", False), names=bool(cfg.get("dns_server")))
     interval = float(cfg["interval_s"])
+    extra: dict[str, Any] = {}
+    if cfg.get("dns_server"):
+        # aiohttp's default resolver (AsyncResolver: aiodns) and its default DNS cache
+        # (10 s), pointed at the bench's DNS server.
+        extra["resolver"] = aiohttp.AsyncResolver(nameservers=[cfg["dns_server"]])
     connector = aiohttp.TCPConnector(force_close=True, limit=cfg.get("limit", 1000),
-                                     ssl=_ssl_context(cfg.get("cafile")))
+                                     ssl=_ssl_context(cfg.get("cafile")), **extra)
     timeout = aiohttp.ClientTimeout(total=cfg.get("timeout_s", 10.0))
     loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:

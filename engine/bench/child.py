@@ -38,6 +38,7 @@ ROLES = {
     "producer": "engine.bench.loadgen",
     "deliverer": "engine.bench.engine_run",
     "apiserver": "engine.bench.apiserver",
+    "dns": "engine.bench.dnsserver",
 }
 
 _PR_SET_PDEATHSIG = 1

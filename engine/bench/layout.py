@@ -19,6 +19,11 @@ HOSTILE_HOSTS: tuple[str, ...] = tuple(f"127.0.3.{i}" for i in range(1, 21))
 RECEIVER_HOST = "127.0.2.1"
 API_HOST = "127.0.0.1"
 
+# ``--names``: monitor i is ``m<i>.names.test``, which the bench's DNS server
+# (engine/bench/dnsserver.py) answers with HEALTHY_HOSTS[i % 100], the address its IP-literal
+# URL has: the same targets, by name.
+NAMES_ZONE = "names.test"
+
 # Mixed scenario: every tenth monitor is hostile, the kinds taking turns.
 HOSTILE_KINDS: tuple[str, ...] = ("slow", "hang", "refuse")
 
@@ -71,11 +76,12 @@ def hostile_kind(i: int) -> str | None:
     return HOSTILE_KINDS[(i // 10) % len(HOSTILE_KINDS)]
 
 
-def monitor_url(i: int, ports: Ports, *, tls: bool = False, mixed: bool = False) -> str:
-    """The URL of monitor ``i`` (0-based)."""
+def monitor_url(i: int, ports: Ports, *, tls: bool = False, mixed: bool = False,
+                names: bool = False) -> str:
+    """The URL of monitor ``i`` (0-based); ``names``: by host name (healthy ones)."""
     kind = hostile_kind(i) if mixed else None
     if kind is None:
-        host = HEALTHY_HOSTS[i % len(HEALTHY_HOSTS)]
+        host = f"m{i}.{NAMES_ZONE}" if names else HEALTHY_HOSTS[i % len(HEALTHY_HOSTS)]
         if tls:
             return f"https://{host}:{ports.tls}/m/{i}"
         return f"http://{host}:{ports.ok}/m/{i}"
@@ -84,8 +90,9 @@ def monitor_url(i: int, ports: Ports, *, tls: bool = False, mixed: bool = False)
     return f"http://{host}:{port}/m/{i}"
 
 
-def monitor_urls(n: int, ports: Ports, *, tls: bool = False, mixed: bool = False) -> list[str]:
-    return [monitor_url(i, ports, tls=tls, mixed=mixed) for i in range(n)]
+def monitor_urls(n: int, ports: Ports, *, tls: bool = False, mixed: bool = False,
+                 names: bool = False) -> list[str]:
+    return [monitor_url(i, ports, tls=tls, mixed=mixed, names=names) for i in range(n)]
 
 
 def target_binds(ports: Ports) -> list[tuple[str, int, str]]:

@@ -68,6 +68,9 @@ class Options:
     json: bool
     warmup: float
     time_scale: float
+    names: bool = False
+    dns_latency: float = 0.0
+    dns_ttl: int = 300
     assertions: float | None = None  # http: the share of monitors with assertions
 
     @classmethod
@@ -84,6 +87,11 @@ class Options:
             raise BenchError("--monitors must be between 1 and 1,000,000")
         if duration <= 0 or duration > 3600:
             raise BenchError("--duration must be between 0 and 3600 seconds")
+        names = bool(getattr(args, "names", False))
+        if names and scenario != "http":
+            raise BenchError("--names is for the http scenario")
+        dns_latency = getattr(args, "dns_latency", None)
+        dns_ttl = getattr(args, "dns_ttl", None)
         return cls(
             scenario=scenario,
             monitors=monitors,
@@ -94,6 +102,9 @@ class Options:
             # Quick runs compress time tenfold: a 30 s interval lasts 3 s, so a few seconds
             # see every monitor probed.
             time_scale=0.1 if quick else 1.0,
+            names=names,
+            dns_latency=float(dns_latency) if dns_latency is not None else 0.0,
+            dns_ttl=int(dns_ttl) if dns_ttl is not None else 300,
             assertions=_share(getattr(args, "assertions", None), scenario),
         )
 
@@ -132,6 +143,8 @@ class Bench:
         self.notes: list[str] = []
         self.certs: CertFiles | None = None
         self.seq = 0  # numbers the callgrind files of a run
+        self.dns: Child | None = None  # the DNS server child (--names)
+        self.dns_address: str | None = None
 
     async def __aenter__(self) -> Bench:
         from engine.bench.procs import pin_pid
@@ -185,6 +198,21 @@ class Bench:
         for c in children:
             await c.expect("ready", 30)
 
+    async def start_dns(self, addresses: list[str], zone: str) -> None:
+        """The DNS server child (engine/bench/dnsserver.py) on the other cores."""
+        self.dns = await self.procs.spawn(
+            "dns", "dns", {"addresses": addresses, "zone": zone,
+                           "latency_s": self.opts.dns_latency, "ttl": self.opts.dns_ttl},
+            self.other_cpus)
+        ready = await self.dns.expect("ready", 30)
+        self.dns_address = str(ready["address"])
+
+    async def dns_queries(self, start: float, end: float) -> int:
+        """Questions the DNS server received between two wall times."""
+        assert self.dns is not None
+        self.dns.send(cmd="count", start=start, end=end)
+        return int((await self.dns.expect("count", 10))["window"])
+
     async def wait(self, child: Child, event: str, label: str, seconds: float,
                    slack: float = 60.0) -> dict[str, Any]:
         self.progress.phase(label, seconds)
@@ -203,6 +231,8 @@ class Bench:
             "base_url": "http://127.0.0.1:8080",
             "log_level": "WARNING",
         }
+        if self.dns_address is not None:
+            values["dns_servers"] = self.dns_address
         values.update(extra)
         return values
 
@@ -283,8 +313,10 @@ async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
 async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
                       python: str | None = None) -> dict[str, Any]:
     cg_out = _callgrind_path(b, w)
+    dns_warm_s = 60.0 if b.dns_address is not None else 0.0
     cfg = {"dsn": b.db.dsn, "settings": b.settings(time_scale=w.time_scale),
            "warmup_s": w.warmup, "duration_s": w.duration, "load_timeout_s": 300,
+           "dns_warm_s": dns_warm_s,
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
            "cprofile": _cprofile_path(b, w), "callgrind": cg_out is not None}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus,
@@ -294,7 +326,7 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
         await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
         prof = _profile_window(b, child, w)
         res = await b.wait(child, "result", f"{w.name}: measuring",
-                           w.warmup + w.duration + write_capacity_s + 2,
+                           w.warmup + w.duration + write_capacity_s + 2 + dns_warm_s,
                            slack=600.0 if cg_out else 60.0)
         await _finish_profile(prof)
     finally:
@@ -324,7 +356,8 @@ def _callgrind_path(b: Bench, w: Window) -> Path | None:
 async def _run_baseline(b: Bench, w: Window, ports: layout.Ports, *, tls: bool,
                         mixed: bool) -> dict[str, Any]:
     cfg = {"monitors": b.opts.monitors, "ports": ports.to_dict(), "tls": tls, "mixed": mixed,
-           "interval_s": w.interval, "warmup_s": w.warmup, "duration_s": w.duration,
+           "dns_server": b.dns_address, "interval_s": w.interval, "warmup_s": w.warmup,
+           "duration_s": w.duration,
            "timeout_s": b.settings()["probe_timeout"],
            "cafile": str(b.cert_files().ca) if tls else None}
     child = await b.procs.spawn("baseline", "baseline", cfg, b.engine_cpus)
@@ -440,6 +473,34 @@ def _baseline_figures(base: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def _point_monitors(b: Bench, account_id: int, urls: list[str]) -> None:
+    """Give the account's monitors (in id order) these URLs."""
+    async with b.store.pool.acquire() as conn:
+        ids = [r["id"] for r in await conn.fetch(
+            "SELECT id FROM monitors WHERE account_id = $1 ORDER BY id", account_id)]
+        await conn.execute(
+            """UPDATE monitors m SET url = u.url, host = u.host, port = u.port
+               FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])
+                    AS u(id, url, host, port)
+               WHERE m.id = u.id""",
+            ids, urls, [urlsplit(u).hostname or "" for u in urls],
+            [str(urlsplit(u).port) for u in urls])
+
+
+def _dns_figures(res: dict[str, Any], queries: int) -> dict[str, Any]:
+    """``--names``: DNS questions the server received per probe in the measured window,
+    and the share of the window's name lookups the engine's cache answered."""
+    dns = res.get("dns") or {}
+    hits, lookups = dns.get("hits", 0), dns.get("lookups", 0)
+    probes = sum(res["probes"].values())
+    return {
+        "dns_queries": queries,
+        "dns_queries_per_probe": per(queries, probes, 6),
+        "dns_cache_hit_ratio": per(hits, hits + lookups, 6),
+        "dns_lookups_in_window": lookups,
+    }
+
+
 async def _switch_to_hostile(b: Bench, account_id: int, ports: layout.Ports) -> None:
     """Point every tenth monitor at a slow, hanging or refusing target."""
     n = b.opts.monitors
@@ -467,23 +528,38 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
     ports = layout.pick_ports()
     b.progress.phase("starting targets", 3)
     await b.start_targets(ports, slow_s=1.0 if opts.quick else 4.0)
+    names = opts.names
+    if names:
+        b.progress.phase("starting the DNS server", 2)
+        await b.start_dns(list(layout.HEALTHY_HOSTS), layout.NAMES_ZONE)
     account, _ = await b.store.create_account("bench")
     today = date.today()
     await b.store.ensure_result_partitions(today - timedelta(days=1), 3)
     b.progress.phase(f"seeding {n:,} monitors", max(1.0, n / 20_000))
     async with b.store.pool.acquire() as conn:
-        await seed_monitors(conn, account.id, layout.monitor_urls(n, ports, tls=tls),
+        await seed_monitors(conn, account.id, layout.monitor_urls(n, ports, tls=tls,
+                                                                  names=names),
                             uptime=not tls, certificate=tls, interval=INTERVAL_S)
     kind = "certificate_health" if tls else "uptime"
     load = _load_window(b, "engine")
     rec: dict[str, Any] = {"scenario": sc, "monitors": n, "duration_s": opts.duration,
                            "interval_s": load.interval, "time_scale": load.time_scale}
+    if names:
+        rec.update(names=True, dns_latency_s=opts.dns_latency, dns_ttl_s=opts.dns_ttl)
 
     # 1. The engine at the scheduled load (N monitors at 30 s, x time scale).
+    if names:
+        # The window starts after one whole interval: every name was looked up once by
+        # then (a cold cache is the start, not the steady state the figures describe).
+        load = Window(load.name, max(load.warmup, load.interval + 1.0), load.duration,
+                      load.time_scale)
+        rec["warmup_s"] = load.warmup
     res = await _run_engine(b, load, write_capacity_s=(1.5 if opts.quick else 5.0)
                             if sc == "http" else 0.0)
     fig = _engine_figures(res, kind)
     rec.update(fig)
+    if names:
+        rec.update(_dns_figures(res, await b.dns_queries(res["wall_start"], res["wall_end"])))
     rec["held"] = per(fig["probes"], n * res["seconds"] / load.interval, 4)
     rec["rows_per_s"] = per(await _rows_in_window(b, res["wall_start"], res["wall_end"]),
                             res["seconds"], 1)
@@ -534,10 +610,21 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
     if sc in ("http", "tls"):
         demand = 8000.0 if tls else 30_000.0
         cap_runs: list[dict[str, Any]] = []
+        literal_runs: list[dict[str, Any]] = []
         for i in range(1 if opts.quick else LIMIT_PAIRS):
             which = "" if opts.quick else f" ({i + 1} of {LIMIT_PAIRS})"
             cap_w = _capacity_window(b, "engine at capacity" + which, demand)
-            cap_runs.append(_engine_figures(await _run_engine(b, cap_w), kind))
+            cap_res = await _run_engine(b, cap_w)
+            cap_runs.append(_engine_figures(cap_res, kind))
+            if names:
+                cap_runs[-1].update(_dns_figures(cap_res, await b.dns_queries(
+                    cap_res["wall_start"], cap_res["wall_end"])))
+                cap_runs[-1]["in_flight_at_end"] = cap_res.get("in_flight_at_end")
+                # The same targets by IP literal, right after: names against literals.
+                await _point_monitors(b, account.id, layout.monitor_urls(n, ports))
+                lit_w = _capacity_window(b, "engine at capacity, IP literals" + which, demand)
+                literal_runs.append(_engine_figures(await _run_engine(b, lit_w), kind))
+                await _point_monitors(b, account.id, layout.monitor_urls(n, ports, names=True))
             tool = await _run_limit(b, ports, tls=tls, quick=opts.quick, which=which)
             if tool is None:
                 tool_absent = True
@@ -557,6 +644,19 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             "gc": cfig["gc"],
             "runs_probes_per_cpu_s": [c["probes_per_cpu_s"] for c in cap_runs],
         }
+        if names:
+            rec["capacity"].update({k: cfig.get(k) for k in (
+                "dns_queries", "dns_queries_per_probe", "dns_cache_hit_ratio",
+                "in_flight_at_end")})
+        if literal_runs:
+            cost = [ratio(lit["probes_per_cpu_s"], c["probes_per_cpu_s"])
+                    for c, lit in zip(cap_runs, literal_runs, strict=True)]
+            rec["literals_capacity_runs_probes_per_cpu_s"] = [
+                c["probes_per_cpu_s"] for c in literal_runs]
+            rec["literals_capacity_error_rates"] = [c["error_rate"] for c in literal_runs]
+            rec["names_cost_vs_literals_pairs"] = cost
+            good = [c for c in cost if c is not None]
+            rec["names_cost_vs_literals"] = round(statistics.median(good), 3) if good else None
         if "instructions_per_probe" in cfig:  # UPWATCH_BENCH_CALLGRIND
             rec["capacity"]["runs_instructions_per_probe"] = [
                 c.get("instructions_per_probe") for c in cap_runs]

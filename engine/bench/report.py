@@ -66,6 +66,14 @@ def engine_targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
             target("result rows written (capacity)", rec.get("rows_capacity_per_s"), ">=",
                    20_000, "/s"),
         ]
+    if rec.get("names"):
+        out += [
+            target("names vs IP literals, CPU per probe at capacity (issue 15)",
+                   rec.get("names_cost_vs_literals"), "<=", 1.15, "x"),
+            target("DNS questions per probe (one per name and TTL)",
+                   rec.get("dns_queries_per_probe"), "<=",
+                   round(rec.get("interval_s", 30.0) / max(1.0, rec.get("dns_ttl_s", 300)), 4)),
+        ]
     if scenario == "tls":
         out += [
             target("vs openssl s_time -new, per CPU s", rec.get("ratio_vs_limit"), ">=", 0.9, "x"),

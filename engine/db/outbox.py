@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 import asyncpg
 
 from engine.db.base import StoreBase
+from engine.db.pool import is_closed
 
 Item = TypeVar("Item")
 
@@ -432,7 +433,7 @@ class OutboxQueue(Generic[Item]):
             try:
                 yield conn
             finally:
-                if not conn.is_closed():
+                if not is_closed(conn):
                     with contextlib.suppress(Exception):
                         await conn.remove_listener(channel, callback)
 

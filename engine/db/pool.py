@@ -85,3 +85,16 @@ async def create_pool(
     )
     assert pool is not None
     return pool
+
+
+def is_closed(conn: Any) -> bool:
+    """``conn.is_closed()``, True also for a pool proxy already detached from its connection.
+
+    A connection the server terminated is handed back to the pool by asyncpg itself; the
+    proxy the caller still holds then raises InterfaceError ("connection has been released
+    back to the pool") instead of answering, which a LISTEN loop would log as a failure to
+    connect rather than as the lost connection it is."""
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:
+        return True

@@ -26,7 +26,7 @@ import orjson
 from engine.db.base import CHANNEL_CHECKS, UNAVAILABLE_ERRORS, StoreBase
 from engine.db.certificates import record_certificate
 from engine.db.notifications import queue_notifications
-from engine.db.pool import mark_session_state
+from engine.db.pool import is_closed, mark_session_state
 from engine.db.webhook_queue import insert_event
 from engine.errors import DatabaseUnavailable
 from engine.evaluate import CheckState, Transition
@@ -258,7 +258,7 @@ class Listener:
         """Round trip on the connection; False (and ``lost`` set) when it does not answer.
 
         A dead peer without a TCP reset is only noticed this way."""
-        if self.lost.is_set() or self._conn.is_closed():
+        if self.lost.is_set() or is_closed(self._conn):
             self.lost.set()
             return False
         try:
@@ -285,7 +285,7 @@ async def listening(
             yield listener
         finally:
             listener.close()
-            if not conn.is_closed():
+            if not is_closed(conn):
                 with contextlib.suppress(*UNAVAILABLE_ERRORS, asyncpg.PostgresError):
                     await conn.remove_listener(channel, callback)
 

@@ -38,6 +38,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import asyncpg
 
 from engine.db.outbox import ExpiredEvent, TryResult
+from engine.db.pool import is_closed
 from engine.errors import DatabaseUnavailable
 from engine.webhooks import policy
 
@@ -246,7 +247,7 @@ class OutboxRunner(Generic[Item]):
                     backoff = 0.5
                     # Anything queued while we were not listening is found by one claim.
                     self._wake.set()
-                    while not stop.is_set() and not conn.is_closed():
+                    while not stop.is_set() and not is_closed(conn):
                         await pause(stop, 1.0)
             except DB_ERRORS as exc:
                 log.warning("%ss: LISTEN lost (%s); polling until it is back", self._noun, exc)

@@ -159,6 +159,7 @@ async def resolve_checked(
                     if family == socket.AF_UNSPEC or ip_family(a) == family
                 ]
         except (OSError, UnicodeError, ValueError):
+            # (A ProbeFailure from the resolver carries its own words and passes through.)
             raise ProbeFailure(f"DNS lookup failed: {short(host)}") from None
         dns_ms = (perf_counter() - t) * 1000.0
         addrs = []
@@ -167,13 +168,7 @@ async def resolve_checked(
                 addrs.append(a)
         if not addrs:
             raise ProbeFailure(f"DNS lookup failed: {short(host)}")
-    if not allow_private:
-        for a in addrs:
-            if not public_address(a):
-                raise ProbeFailure(
-                    f"blocked: {short(host)} resolves to a non-public address ({a})"
-                )
-    return addrs, dns_ms
+    return checked_addresses(host, addrs, allow_private), dns_ms
 
 
 def checked_literal(host: str, literal: str, allow_private: bool) -> list[str]:
@@ -184,6 +179,19 @@ def checked_literal(host: str, literal: str, allow_private: bool) -> list[str]:
             f"blocked: {short(host)} resolves to a non-public address ({literal})"
         )
     return [literal]
+
+
+def checked_addresses(host: str, addrs: list[str], allow_private: bool) -> list[str]:
+    """``addrs`` (an answer for ``host``, cached or fresh) once the private-address rule
+    holds for every one of them; else :class:`ProbeFailure` naming the first that fails.
+    Applied at every use of an answer, so a cached one is checked as often as a fresh one."""
+    if not allow_private:
+        for a in addrs:
+            if not public_address(a):
+                raise ProbeFailure(
+                    f"blocked: {short(host)} resolves to a non-public address ({a})"
+                )
+    return addrs
 
 
 def source_family(source_address: str | None) -> int:
@@ -379,6 +387,7 @@ class ClientConn:
         pview: memoryview,
         ctx: ssl.SSLContext | None,
         server_hostname: str | None,
+        session: ssl.SSLSession | None = None,
     ) -> None:
         self.notify: Callable[[], None] | None = notify
         self._rview = rview
@@ -393,8 +402,10 @@ class ClientConn:
         if ctx is not None:
             self._in: ssl.MemoryBIO | None = ssl.MemoryBIO()
             self._out: ssl.MemoryBIO | None = ssl.MemoryBIO()
+            # ``session``: resume it (a full handshake when the server declines).
             self._ssl: ssl.SSLObject | None = ctx.wrap_bio(
-                self._in, self._out, server_side=False, server_hostname=server_hostname
+                self._in, self._out, server_side=False, server_hostname=server_hostname,
+                session=session,
             )
         else:
             self._in = self._out = None

@@ -38,6 +38,8 @@ class HttpOutcome:
     ttfb_ms: float | None
     redirects: int = 0
     remote_ip: str | None = None
+    # The last hop's name came from the resolver's cache (``dns_ms`` is then 0).
+    dns_cached: bool = False
     # A monitor's assertions (issue 23): the first failed one's words (the response, with
     # its status_code, counts as a failure then), and whether a status_code assertion held
     # in place of the 2xx/3xx rule.

@@ -206,12 +206,14 @@ class Engine:
         self._owned_probers: list[HttpProbe | CertProbe] = []
         if http_prober is None:
             from engine.probes.http import HttpProber
+            from engine.probes.resolver import from_settings
 
             http_prober = HttpProber(
                 timeout=settings.probe_timeout,
                 user_agent=USER_AGENT,
                 source_address=settings.probe_source_address,
                 allow_private=settings.allow_private_targets,
+                resolver=from_settings(settings, metrics),
             )
             self._owned_probers.append(http_prober)
         if cert_prober is None:
@@ -222,6 +224,8 @@ class Engine:
                 source_address=settings.probe_source_address,
                 allow_private=settings.allow_private_targets,
                 ca_bundle=settings.ca_bundle,
+                # The uptime probes' resolver and cache, when theirs is one.
+                resolver=getattr(http_prober, "resolver", None),
             )
             self._owned_probers.append(cert_prober)
         self._http = http_prober

@@ -1,0 +1,261 @@
+"""An authoritative DNS server for one test zone, on loopback: the world's resolvers as the
+bench and the tests need them (answers after a settable latency, with a settable TTL, and the
+ways real DNS goes wrong). Messages are parsed and built with ``dnspython``; UDP and TCP.
+
+Names under the zone (``zone`` = ``names.test`` by default), by their first label:
+
+==================  ===================================================================
+``m<i>[-...]``      ``addresses[i % len(addresses)]`` (A; AAAA only for IPv6 entries)
+``nx-...``          NXDOMAIN
+``loop-...``        a CNAME to itself (a CNAME loop)
+``chain-...``       a CNAME to ``m0.<zone>`` with its address (a CNAME that resolves)
+``big-...``         ``big_count`` A records: truncated over UDP, whole over TCP
+``mixed-...``       one public and one private address (93.184.216.34, 127.0.0.1)
+``hang-...``        no answer at all (the resolver times out)
+``fail-...``        SERVFAIL
+anything else       ``names[name]`` if set (a list of addresses), else NXDOMAIN
+==================  ===================================================================
+
+Every question is counted per (name, type) in ``queries``. Run in the caller's event loop
+(:class:`DnsServer`, for tests) or as a bench child (role ``dns``, pinned like the targets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import socket
+import time
+from array import array
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import dns.exception
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
+
+_INDEX = re.compile(r"m(\d+)(?:-|$)")
+PUBLIC_EXAMPLE = "93.184.216.34"
+_TIMES_CAP = 4_000_000  # 32 MB of question times: far more than a bounded run asks
+
+
+class DnsServer:
+    """One server on ``host`` (UDP and TCP on the same port). ``latency`` and ``ttl`` may be
+    changed while it runs; ``names`` is read at every question."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        zone: str = "names.test",
+        addresses: Iterable[str] = ("127.0.0.1",),
+        latency: float = 0.0,
+        ttl: int = 300,
+        big_count: int = 400,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.zone = dns.name.from_text(zone)
+        self.addresses = list(addresses)
+        self.latency = latency
+        self.ttl = ttl
+        self.big_count = big_count
+        self.names: dict[str, list[str]] = {}
+        self.queries: Counter[tuple[str, str]] = Counter()
+        self.times: array[float] = array("d")  # wall time of every question (bounded)
+        self._udp: asyncio.DatagramTransport | None = None
+        self._tcp: asyncio.base_events.Server | None = None
+
+    @property
+    def address(self) -> str:
+        """``host:port``, the form the resolver's ``dns_servers`` setting takes."""
+        return f"{self.host}:{self.port}"
+
+    def total_queries(self) -> int:
+        return sum(self.queries.values())
+
+    def queries_between(self, start: float, end: float) -> int:
+        """Questions received between two wall times (``time.time()``)."""
+        return bisect_left(self.times, end) - bisect_left(self.times, start)
+
+    async def __aenter__(self) -> DnsServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tcp = await asyncio.start_server(self._tcp_client, self.host, self.port)
+        self.port = self._tcp.sockets[0].getsockname()[1]
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # Bursts of questions (a cold cache: thousands at once) must wait in the socket, not
+        # be dropped: the default buffer holds a few hundred datagrams.
+        for opt in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF):
+            if opt is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, opt, 16 << 20)
+                    break
+        sock.bind((self.host, self.port))
+        self._udp, _ = await loop.create_datagram_endpoint(lambda: _Udp(self), sock=sock)
+
+    def close(self) -> None:
+        if self._udp is not None:
+            self._udp.close()
+        if self._tcp is not None:
+            self._tcp.close()
+
+    # -- answers ----------------------------------------------------------------------------
+
+    def answer(self, wire: bytes, *, tcp: bool) -> bytes | None:
+        """The response to a query's wire form; None: no answer at all."""
+        try:
+            q = dns.message.from_wire(wire)
+        except Exception:
+            return None
+        if not q.question:
+            return None
+        question = q.question[0]
+        name = question.name
+        rdtype = question.rdtype
+        key = name.to_text(omit_final_dot=True).lower()
+        self.queries[(key, dns.rdatatype.to_text(rdtype))] += 1
+        if len(self.times) < _TIMES_CAP:
+            self.times.append(time.time())
+        r = dns.message.make_response(q)
+        r.flags |= dns.flags.AA
+        first = key.split(".", 1)[0]
+        if not name.is_subdomain(self.zone) and key not in self.names:
+            r.set_rcode(dns.rcode.REFUSED)
+            return r.to_wire()
+        if first.startswith("hang-"):
+            return None
+        if first.startswith("fail-"):
+            r.set_rcode(dns.rcode.SERVFAIL)
+            return r.to_wire()
+        if first.startswith("loop-"):
+            r.answer.append(dns.rrset.from_text(name, self.ttl, "IN", "CNAME", name.to_text()))
+            return r.to_wire()
+        if first.startswith("chain-"):
+            target = dns.name.from_text("m0", origin=self.zone)
+            r.answer.append(dns.rrset.from_text(name, self.ttl, "IN", "CNAME",
+                                                target.to_text()))
+            self._addresses(r, target, rdtype, self.addresses[:1])
+            return r.to_wire()
+        if first.startswith("big-"):
+            ips = [f"10.{(i >> 8) & 255}.{i & 255}.1" for i in range(self.big_count)]
+            self._addresses(r, name, rdtype, ips)
+            return self._wire(r, q, tcp)
+        if first.startswith("mixed-"):
+            self._addresses(r, name, rdtype, [PUBLIC_EXAMPLE, "127.0.0.1"])
+            return r.to_wire()
+        m = _INDEX.match(first)
+        if m is not None and self.addresses:
+            ips = [self.addresses[int(m.group(1)) % len(self.addresses)]]
+        elif key in self.names:
+            ips = self.names[key]
+        else:
+            r.set_rcode(dns.rcode.NXDOMAIN)
+            return r.to_wire()
+        self._addresses(r, name, rdtype, ips)
+        return self._wire(r, q, tcp)
+
+    def _addresses(self, r: dns.message.Message, name: dns.name.Name, rdtype: int,
+                   ips: list[str]) -> None:
+        want = "AAAA" if rdtype == dns.rdatatype.AAAA else "A"
+        chosen = [ip for ip in ips if (":" in ip) == (want == "AAAA")]
+        if chosen:
+            r.answer.append(dns.rrset.from_text_list(name, self.ttl, "IN", want, chosen))
+
+    def _wire(self, r: dns.message.Message, q: dns.message.Message, tcp: bool) -> bytes:
+        limit = 65535 if tcp else max(512, q.payload if q.edns >= 0 else 512)
+        try:
+            return r.to_wire(max_size=limit)
+        except dns.exception.TooBig:
+            r.answer = []
+            r.flags |= dns.flags.TC
+            return r.to_wire()
+
+    def reply_later(self, send: Any, wire: bytes | None) -> None:
+        if wire is None:
+            return
+        if self.latency > 0:
+            asyncio.get_running_loop().call_later(self.latency, send, wire)
+        else:
+            send(wire)
+
+    async def _tcp_client(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        def send(wire: bytes) -> None:
+            if not writer.is_closing():
+                writer.write(len(wire).to_bytes(2, "big") + wire)
+
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(2), "big")
+                self.reply_later(send, self.answer(await reader.readexactly(size), tcp=True))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+class _Udp(asyncio.DatagramProtocol):
+    def __init__(self, server: DnsServer) -> None:
+        self.server = server
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        transport = self.transport
+
+        def send(wire: bytes) -> None:
+            if transport is not None and not transport.is_closing():
+                transport.sendto(wire, addr)
+
+        self.server.reply_later(send, self.server.answer(data, tcp=False))
+
+
+async def _serve(cfg: dict[str, Any]) -> None:
+    from engine.bench.child import commands, emit
+
+    server = DnsServer(host=cfg.get("host", "127.0.0.1"), port=cfg.get("port", 0),
+                       zone=cfg.get("zone", "names.test"), addresses=cfg["addresses"],
+                       latency=cfg.get("latency_s", 0.0), ttl=cfg.get("ttl", 300))
+    await server.start()
+    emit("ready", address=server.address)
+    async for msg in commands():
+        cmd = msg.get("cmd")
+        if cmd == "count":
+            window = None
+            if msg.get("start") is not None and msg.get("end") is not None:
+                window = server.queries_between(float(msg["start"]), float(msg["end"]))
+            emit("count", queries=server.total_queries(), window=window,
+                 names=len({name for name, _ in server.queries}))
+        elif cmd == "set":
+            server.latency = float(msg.get("latency_s", server.latency))
+            server.ttl = int(msg.get("ttl", server.ttl))
+            emit("set")
+        elif cmd == "stop":
+            break
+    server.close()
+
+
+def run(cfg: dict[str, Any]) -> int:
+    import uvloop
+
+    with contextlib.suppress(KeyboardInterrupt):
+        uvloop.run(_serve(cfg))
+    return 0

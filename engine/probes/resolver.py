@@ -1,0 +1,458 @@
+"""Name lookups made for a prober: asynchronous, cached per answer TTL, one in flight per name.
+
+A prober looks the same few thousand names up again and again, each every interval; the
+system resolver (``loop.getaddrinfo``) runs every lookup in a thread pool, sends an A and an
+AAAA query every time (glibc caches nothing) and, behind a resolver tens of milliseconds
+away, limits the whole engine to the pool's threads over the latency (issue 15: 502 probes/s
+at 30 ms). Here:
+
+* lookups go through c-ares (``pycares``), its sockets on the event loop (no thread), with
+  ``resolv.conf`` (servers, search, ndots, timeout, attempts) and ``/etc/hosts`` honoured as
+  c-ares does (``lookups`` order from ``resolv.conf``/``nsswitch.conf``); ``servers``,
+  ``timeout`` and ``tries`` override. Measured against dnspython's asynchronous resolver and
+  against c-ares with its own event thread (``aiodns``' default): docs/design.md, "Name
+  lookups";
+* each answer is kept for its TTL (the smallest of its addresses' and CNAMEs'), clamped to
+  ``[min_ttl, max_ttl]``; a name that does not exist for ``negative_ttl``, any other failure
+  (time-out, SERVFAIL, refused, no address, CNAME loop, oversized answer) for
+  ``failure_ttl``, so a broken name costs one query per that time, not one per probe;
+* one lookup in flight per name: probes of a name being looked up wait for that lookup;
+* an answer used in the last tenth of its lifetime (at most ``REFRESH_AHEAD_MAX`` s before
+  it expires) is looked up again in the background while the cached one is still served:
+  a name probed more often than its TTL is never waited for after the first time;
+* at most ``max_names`` names are kept; the least recently used go first;
+* A and AAAA per ``family``: AF_INET asks A only, AF_INET6 AAAA only, AF_UNSPEC both
+  (the probes' family follows their source address, :func:`engine.probes._net.source_family`).
+
+The private-address rule is NOT applied here: the probes apply it to every address of every
+answer, cached or not, at connect time (``engine/probes/_net.py``), so a cached answer
+cannot carry a rebinding past it.
+
+Words for failures (``DnsAnswer.error``): ``DNS lookup failed: <name>`` for a name that does
+not exist, else ``DNS lookup failed: <name> (<reason>)`` with reason ``resolver timed out``,
+``server failure``, ``refused``, ``no address``, ``CNAME loop``, ``answer too large``,
+``resolver unreachable``, ``invalid name``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import OrderedDict
+from collections.abc import Callable
+from time import monotonic, perf_counter
+from typing import Any, Final
+
+import pycares
+
+from engine.probes._net import ProbeFailure, short
+
+log = logging.getLogger(__name__)
+
+# An answer with more addresses than this is refused as a whole ("answer too large"): no
+# site needs more, and an entry's memory stays bounded whatever the zone's owner publishes.
+MAX_ADDRESSES: Final = 32
+# Background refresh: in the last tenth of an answer's lifetime, but no earlier than this
+# many seconds before it expires.
+REFRESH_AHEAD_MAX: Final = 30.0
+# Distinct address strings shared between entries (names of one site share addresses).
+_ADDRESS_POOL: Final = 65536
+# CNAMEs followed when diagnosing an answer without addresses.
+_MAX_CNAME_HOPS: Final = 8
+
+_WORDS: Final[dict[int, tuple[str, str]]] = {
+    pycares.errno.ARES_ENOTFOUND: ("nxdomain", ""),
+    pycares.errno.ARES_ENONAME: ("nxdomain", ""),
+    pycares.errno.ARES_ETIMEOUT: ("timeout", "resolver timed out"),
+    pycares.errno.ARES_ESERVFAIL: ("servfail", "server failure"),
+    pycares.errno.ARES_EREFUSED: ("refused", "refused"),
+    pycares.errno.ARES_ENODATA: ("no_address", "no address"),
+    pycares.errno.ARES_ECONNREFUSED: ("unreachable", "resolver unreachable"),
+    pycares.errno.ARES_EBADNAME: ("invalid_name", "invalid name"),
+    pycares.errno.ARES_EBADSTR: ("invalid_name", "invalid name"),
+    pycares.errno.ARES_EBADRESP: ("bad_response", "bad response"),
+    pycares.errno.ARES_EFORMERR: ("bad_response", "bad response"),
+}
+
+
+class DnsAnswer:
+    """One name's cached answer: ``addresses`` (IP literals, deduplicated, in the answer's
+    order) or ``error`` (the probe's words); valid until ``expires`` (``time.monotonic``)."""
+
+    __slots__ = ("addresses", "error", "expires", "refresh_at")
+
+    def __init__(self, addresses: list[str], error: str | None, expires: float,
+                 refresh_at: float) -> None:
+        self.addresses = addresses
+        self.error = error
+        self.expires = expires
+        self.refresh_at = refresh_at
+
+
+Waiter = Callable[[DnsAnswer, float], None]
+
+
+def failure_words(host: str, reason: str) -> str:
+    name = short(host)
+    return f"DNS lookup failed: {name}" if not reason else f"DNS lookup failed: {name} ({reason})"
+
+
+class ProbeResolver:
+    """The lookups of one engine (one event loop at a time; a new loop, as in tests, gets a
+    fresh c-ares channel). ``metrics``: an :class:`engine.metrics.Metrics` or None.
+
+    Use from the event loop's thread only. Probes call :meth:`cached` (no await, no task)
+    and, on a miss, :meth:`lookup` with a callback; :meth:`__call__` is the
+    :data:`engine.netpolicy.Resolver` form (the certificate probe, anything awaiting).
+    """
+
+    def __init__(
+        self,
+        *,
+        family: int = socket.AF_UNSPEC,
+        servers: list[str] | None = None,
+        timeout: float = 2.0,
+        tries: int = 2,
+        min_ttl: float = 5.0,
+        max_ttl: float = 3600.0,
+        negative_ttl: float = 30.0,
+        failure_ttl: float = 5.0,
+        max_names: int = 200_000,
+        metrics: Any = None,
+        clock: Callable[[], float] = monotonic,
+    ) -> None:
+        if min_ttl < 0 or max_ttl < min_ttl:
+            raise ValueError("need 0 <= min_ttl <= max_ttl")
+        self.family = family
+        self._servers = list(servers or [])
+        self._timeout = timeout
+        self._tries = tries
+        self._min_ttl = min_ttl
+        self._max_ttl = max_ttl
+        self._negative_ttl = max(0.0, negative_ttl)
+        self._failure_ttl = max(0.0, failure_ttl)
+        self._max_names = max(1, max_names)
+        self._clock = clock
+        self._cache: OrderedDict[str, DnsAnswer] = OrderedDict()
+        self._inflight: dict[str, list[Waiter]] = {}
+        self._addresses: dict[str, str] = {}  # one str object per distinct address
+        self._channel: _Cares | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        # Counters read by the bench and the metrics (plain ints: one per probe is cheap).
+        self.hits = 0
+        self.lookups = 0
+        self.failures: dict[str, int] = {}
+        self._m_hits: Any = None
+        self._m_lookups: Any = None
+        self._m_failures: Any = None
+        self._m_latency: Any = None
+        if metrics is not None:
+            self._m_hits = metrics.dns_cache_hits.labels()
+            self._m_lookups = metrics.dns_lookups.labels()
+            self._m_failures = metrics.dns_failures
+            self._m_latency = metrics.dns_lookup_seconds.observe
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    # -- probes' side -----------------------------------------------------------------------
+
+    def cached(self, host: str) -> DnsAnswer | None:
+        """The cached, unexpired answer for ``host`` (a hit), or None (call :meth:`lookup`).
+        An answer near its end is looked up again in the background."""
+        cache = self._cache
+        answer = cache.get(host)
+        if answer is None:
+            return None
+        now = self._clock()
+        if now >= answer.expires:
+            return None
+        cache.move_to_end(host)
+        self.hits += 1
+        if self._m_hits is not None:
+            self._m_hits.value += 1
+        if now >= answer.refresh_at and answer.error is None and host not in self._inflight:
+            self._inflight[host] = []
+            self._start(host)
+        return answer
+
+    def busy(self, host: str) -> bool:
+        """A lookup of ``host`` is in flight."""
+        return host in self._inflight
+
+    def lookup(self, host: str, waiter: Waiter) -> None:
+        """Look ``host`` up (or join the lookup in flight); ``waiter(answer, ms)`` is called
+        once from the event loop, never from inside this call; ``ms`` is the time this
+        waiter waited."""
+        t0 = perf_counter()
+
+        def waited(answer: DnsAnswer, _: float) -> None:
+            waiter(answer, (perf_counter() - t0) * 1000.0)
+
+        waiters = self._inflight.get(host)
+        if waiters is not None:
+            waiters.append(waited)
+            return
+        self._inflight[host] = [waited]
+        self._start(host)
+
+    async def __call__(self, host: str, port: int) -> list[str]:
+        """The addresses of ``host`` (cached or looked up); raises
+        :class:`~engine.probes._net.ProbeFailure` with the answer's words (not a subclass:
+        a compiled class cannot be subclassed from interpreted code)."""
+        answer = self.cached(host)
+        if answer is None:
+            fut: asyncio.Future[DnsAnswer] = asyncio.get_running_loop().create_future()
+
+            def wake(a: DnsAnswer, _: float) -> None:
+                if not fut.done():
+                    fut.set_result(a)
+
+            self.lookup(host, wake)
+            answer = await fut
+        if answer.error is not None:
+            raise ProbeFailure(answer.error)
+        return list(answer.addresses)
+
+    async def aclose(self) -> None:
+        """Cancel lookups in flight (their waiters are not called) and close the channel."""
+        for task in list(self._tasks):
+            task.cancel()
+        self._inflight.clear()
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def _resolver(self) -> _Cares:
+        loop = asyncio.get_running_loop()
+        channel = self._channel
+        if channel is None or channel.loop is not loop:
+            if channel is not None:
+                channel.close()
+            channel = self._channel = _Cares(loop, self._servers, self._timeout, self._tries)
+        return channel
+
+    def _start(self, host: str) -> None:
+        self.lookups += 1
+        if self._m_lookups is not None:
+            self._m_lookups.value += 1
+        task = asyncio.get_running_loop().create_task(self._lookup(host))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _lookup(self, host: str) -> None:
+        t0 = perf_counter()
+        try:
+            answer = await self._query(host)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("DNS lookup of %s failed unexpectedly", short(host))
+            answer = self._failed(host, "error", "resolver error")
+        if self._m_latency is not None:
+            self._m_latency(perf_counter() - t0)
+        self._store(host, answer)
+        for waiter in self._inflight.pop(host, ()):
+            try:
+                waiter(answer, 0.0)
+            except Exception:
+                log.exception("DNS waiter failed")
+
+    async def _query(self, host: str) -> DnsAnswer:
+        try:
+            result = await self._resolver().getaddrinfo(host, self.family)
+        except _AresFailed as exc:
+            kind, reason = _WORDS.get(exc.code, ("error", "resolver error"))
+            if kind == "no_address" and await self._cname_loop(host):
+                kind, reason = "cname_loop", "CNAME loop"
+            return self._failed(host, kind, reason)
+        except (UnicodeError, ValueError, TypeError):
+            return self._failed(host, "invalid_name", "invalid name")
+        pool = self._addresses
+        addrs: list[str] = []
+        ttl = self._max_ttl
+        for node in result.nodes:
+            raw = node.addr[0]
+            ip = raw.decode("ascii") if isinstance(raw, bytes) else str(raw)
+            if len(pool) >= _ADDRESS_POOL:
+                pool.clear()  # entries keep their strings; only the sharing starts over
+            ip = pool.setdefault(ip, ip)
+            if ip not in addrs:
+                addrs.append(ip)
+            ttl = min(ttl, float(node.ttl))
+        for cname in result.cnames:
+            ttl = min(ttl, float(cname.ttl))
+        if len(addrs) > MAX_ADDRESSES:
+            return self._failed(host, "too_large", "answer too large")
+        if not addrs:
+            return self._failed(host, "no_address", "no address")
+        ttl = min(self._max_ttl, max(self._min_ttl, ttl))
+        now = self._clock()
+        return DnsAnswer(addrs, None, now + ttl,
+                         now + ttl - min(REFRESH_AHEAD_MAX, ttl / 10.0))
+
+    async def _cname_loop(self, host: str) -> bool:
+        """After an answer without addresses: does ``host`` lead into a CNAME loop? (One
+        CNAME query per hop, at most ``_MAX_CNAME_HOPS``; failures only.)"""
+        seen = {host.lower().rstrip(".")}
+        name = host
+        for _ in range(_MAX_CNAME_HOPS):
+            try:
+                res = await self._resolver().query(name, pycares.QUERY_TYPE_CNAME)
+            except (_AresFailed, ValueError):
+                return False
+            target = None
+            for rr in res.answer:
+                data = getattr(rr, "data", None)
+                cname = getattr(data, "cname", None)
+                if cname:
+                    target = str(cname).lower().rstrip(".")
+                    break
+            if target is None:
+                return False
+            if target in seen:
+                return True
+            seen.add(target)
+            name = target
+        return True  # a chain this long ends nowhere useful either
+
+    def _failed(self, host: str, kind: str, reason: str) -> DnsAnswer:
+        self.failures[kind] = self.failures.get(kind, 0) + 1
+        if self._m_failures is not None:
+            self._m_failures.labels(kind=kind).inc()
+        ttl = self._negative_ttl if kind == "nxdomain" else self._failure_ttl
+        now = self._clock()
+        return DnsAnswer([], failure_words(host, reason), now + ttl, now + ttl)
+
+    def _store(self, host: str, answer: DnsAnswer) -> None:
+        cache = self._cache
+        if answer.expires <= self._clock():
+            cache.pop(host, None)  # a zero negative TTL: nothing to keep
+            return
+        cache[host] = answer
+        cache.move_to_end(host)
+        while len(cache) > self._max_names:
+            cache.popitem(last=False)
+
+
+def from_settings(settings: Any, metrics: Any = None) -> ProbeResolver:
+    """The engine's resolver, from :class:`engine.settings.Settings`."""
+    from engine.probes._net import source_family
+
+    return ProbeResolver(
+        family=source_family(settings.probe_source_address),
+        servers=settings.dns_server_list,
+        timeout=settings.dns_timeout,
+        tries=settings.dns_tries,
+        min_ttl=settings.dns_min_ttl,
+        max_ttl=settings.dns_max_ttl,
+        negative_ttl=settings.dns_negative_ttl,
+        failure_ttl=settings.dns_failure_ttl,
+        max_names=settings.dns_cache_names,
+        metrics=metrics,
+    )
+
+
+class _AresFailed(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class _Cares:
+    """A c-ares channel whose sockets are watched by the event loop (``sock_state_cb``):
+    no thread, so no cross-thread wake-up per answer (measured: docs/design.md). Callbacks
+    run inside ``process_fd``, on the loop's thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, servers: list[str], timeout: float,
+                 tries: int) -> None:
+        self.loop = loop
+        self._readers: set[int] = set()
+        self._writers: set[int] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._channel = pycares.Channel(
+            sock_state_cb=self._sock_state, timeout=timeout, tries=tries,
+            servers=servers or None,
+        )
+
+    def getaddrinfo(self, host: str, family: int) -> asyncio.Future[Any]:
+        fut, cb = self._future()
+        try:
+            self._channel.getaddrinfo(host, None, family=socket.AddressFamily(family),
+                                      callback=cb)
+        except pycares.AresError as exc:
+            cb(None, exc.args[0] if exc.args else -1)
+        self._arm()
+        return fut
+
+    def query(self, name: str, qtype: int) -> asyncio.Future[Any]:
+        fut, cb = self._future()
+        try:
+            self._channel.query(name, qtype, callback=cb)
+        except pycares.AresError as exc:
+            cb(None, exc.args[0] if exc.args else -1)
+        self._arm()
+        return fut
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self.loop.is_closed():
+            for fd in self._readers:
+                self.loop.remove_reader(fd)
+            for fd in self._writers:
+                self.loop.remove_writer(fd)
+        self._readers.clear()
+        self._writers.clear()
+        self._channel.cancel()
+        self._channel.close()
+
+    def _future(self) -> tuple[asyncio.Future[Any], Callable[[Any, int | None], None]]:
+        fut: asyncio.Future[Any] = self.loop.create_future()
+
+        def done(result: Any, error: int | None) -> None:
+            if fut.done():
+                return
+            if error is not None:
+                fut.set_exception(_AresFailed(error))
+            else:
+                fut.set_result(result)
+
+        return fut, done
+
+    def _sock_state(self, fd: int, readable: bool, writable: bool) -> None:
+        loop = self.loop
+        if readable and fd not in self._readers:
+            loop.add_reader(fd, self._process, fd, pycares.ARES_SOCKET_BAD)
+            self._readers.add(fd)
+        elif not readable and fd in self._readers:
+            loop.remove_reader(fd)
+            self._readers.discard(fd)
+        if writable and fd not in self._writers:
+            loop.add_writer(fd, self._process, pycares.ARES_SOCKET_BAD, fd)
+            self._writers.add(fd)
+        elif not writable and fd in self._writers:
+            loop.remove_writer(fd)
+            self._writers.discard(fd)
+
+    def _process(self, read_fd: int, write_fd: int) -> None:
+        self._channel.process_fd(read_fd, write_fd)
+        self._arm()
+
+    def _arm(self) -> None:
+        """Keep one timer for c-ares's time-outs and retries while a query is pending."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._readers or self._writers:
+            delay = self._channel.timeout(1.0) or 0.001
+            self._timer = self.loop.call_later(delay, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._channel.process_fd(pycares.ARES_SOCKET_BAD, pycares.ARES_SOCKET_BAD)
+        self._arm()

@@ -1,0 +1,100 @@
+"""HTTPS uptime probes resume the TLS 1.2 session of their last probe of the same address
+(tickets as a default server issues them), make full handshakes with TLS 1.3 servers (where
+resumption measured no cheaper: engine/bench/RESULTS.md), fall back to a full handshake when
+the server declines, and the certificate probe never resumes: it verifies a full handshake
+every time, so a changed certificate is seen at once. Resumptions are counted by the server's
+context (``session_stats()["hits"]``)."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from engine import USER_AGENT
+from engine.probes.http import HttpProber
+from engine.probes.tls import CertProber
+from tests.targets import HttpTarget, TlsCerts
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> TlsCerts:
+    return TlsCerts(tmp_path_factory.mktemp("certs"))
+
+
+async def target(ctx: ssl.SSLContext) -> HttpTarget:
+    return await HttpTarget(ssl_context=ctx).start()
+
+
+@pytest.fixture(params=["1.2", "1.3"])
+async def site(request: pytest.FixtureRequest, certs: TlsCerts) -> AsyncIterator[HttpTarget]:
+    ctx = certs.server_context()
+    version = ssl.TLSVersion.TLSv1_2 if request.param == "1.2" else ssl.TLSVersion.TLSv1_3
+    ctx.minimum_version = ctx.maximum_version = version
+    s = await target(ctx)
+    try:
+        yield s
+    finally:
+        await s.stop()
+
+
+def hits(site: HttpTarget) -> int:
+    assert site.ssl_context is not None
+    return int(site.ssl_context.session_stats()["hits"])
+
+
+async def test_the_second_probe_of_an_address_resumes_the_first_ones_session(
+    site: HttpTarget,
+) -> None:
+    prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True)
+    url = site.url("/", host="localhost")
+    assert site.ssl_context is not None
+    tls12 = site.ssl_context.maximum_version == ssl.TLSVersion.TLSv1_2
+    for i in range(4):
+        o = await prober.probe(url)
+        assert o.status_code == 200, o
+        # TLS 1.2: the first probe's handshake is full, each later one resumes the last
+        # session. TLS 1.3: every handshake is full.
+        assert hits(site) == (i if tls12 else 0)
+    assert site.sni_names[-1] == "localhost"
+    await prober.aclose()
+
+
+async def test_without_sessions_kept_every_handshake_is_full(site: HttpTarget) -> None:
+    prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True, tls_sessions=0)
+    for _ in range(3):
+        assert (await prober.probe(site.url("/", host="localhost"))).status_code == 200
+    assert hits(site) == 0
+    await prober.aclose()
+
+
+async def test_a_server_that_declines_gets_a_full_handshake(certs: TlsCerts) -> None:
+    ctx = certs.server_context()
+    ctx.options |= ssl.OP_NO_TICKET
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    site = await target(ctx)
+    try:
+        prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True)
+        for _ in range(3):
+            assert (await prober.probe(site.url("/", host="localhost"))).status_code == 200
+        assert prober._sessions == {}  # no ticket: nothing to resume
+        await prober.aclose()
+    finally:
+        await site.stop()
+
+
+async def test_the_certificate_probe_verifies_a_full_handshake_every_time(
+    site: HttpTarget, certs: TlsCerts, tmp_path: Path,
+) -> None:
+    http = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True)
+    cert = CertProber(timeout=3.0, allow_private=True, ca_bundle=certs.ca_bundle)
+    for _ in range(3):
+        assert (await http.probe(site.url("/", host="localhost"))).status_code == 200
+        c = await cert.probe("localhost", site.port)
+        assert c.valid, c
+    assert site.ssl_context is not None
+    tls12 = site.ssl_context.maximum_version == ssl.TLSVersion.TLSv1_2
+    assert hits(site) == (2 if tls12 else 0)  # the uptime probes' second and third
+    await http.aclose()
