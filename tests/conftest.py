@@ -34,7 +34,11 @@ from engine.db import migrate  # noqa: E402
 from engine.db.store import Store  # noqa: E402
 from engine.settings import Settings  # noqa: E402
 
-TEMPLATE = "upwatch_template"
+# Under pytest-xdist (scripts/test runs most tests on several workers) each worker is its own
+# session: its own embedded server, or, on a shared UPWATCH_TEST_DATABASE_URL server, its own
+# template, so that no worker drops another's template mid-clone.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+TEMPLATE = f"upwatch_template_{WORKER}" if WORKER else "upwatch_template"
 
 
 def pytest_configure(config: Any) -> None:
@@ -60,8 +64,34 @@ def _with_database(dsn: str, database: str) -> str:
     return urlunsplit(parts._replace(path="/" + database))
 
 
+@contextlib.contextmanager
+def _first_server_start(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Held around a worker's server start while the server's system user does not exist yet:
+    as root the first start creates it (useradd), and xdist workers starting at once would race
+    on /etc/passwd. The lock file is in the directory all workers of one run share."""
+    from engine.db.embedded import _SYSTEM_USER
+
+    if not WORKER or os.geteuid() != 0:
+        yield
+        return
+    import fcntl
+    import pwd
+
+    try:
+        pwd.getpwnam(_SYSTEM_USER)
+        exists = True
+    except KeyError:
+        exists = False
+    if exists:
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "pg-user.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
-def pg_admin_dsn() -> Iterator[str]:
+def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """DSN of a maintenance database on a server where tests may create databases."""
     external = os.environ.get("UPWATCH_TEST_DATABASE_URL")
     if external:
@@ -71,7 +101,8 @@ def pg_admin_dsn() -> Iterator[str]:
 
     root = Path(tempfile.mkdtemp(prefix="upwatch-test-pg-"))
     server = EmbeddedPostgres(root / "pg", durable=False)
-    server.start()
+    with _first_server_start(tmp_path_factory):
+        server.start()
     try:
         yield server.dsn("postgres")
     finally:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from engine.db.store import Store
 from engine.timings import SQL_BUCKET, bucket_bounds, bucket_of, quantile
@@ -48,6 +49,7 @@ def _busiest(body: dict[str, Any]) -> dict[str, Any]:
     return max(body["timings"], key=lambda s: s["probes"])
 
 
+@pytest.mark.serial  # measures phase timings (ttfb 190-240 ms, connect < 50 ms): run alone
 async def test_a_slow_head_shows_as_ttfb_and_tls_as_its_own_phase(
     store: Store, account: tuple[Any, str], client: aiohttp.ClientSession, tmp_path: Path
 ) -> None:

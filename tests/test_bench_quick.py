@@ -42,6 +42,7 @@ def _bench(*args: str, timeout: float = 80) -> dict[str, Any]:
     return rec
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 @pytest.mark.timeout(100)
 def test_http_quick_reports_engine_baseline_and_limit() -> None:
     rec = _bench("http")
@@ -73,6 +74,7 @@ def test_http_quick_reports_engine_baseline_and_limit() -> None:
     assert {t["name"] for t in rec["targets"]} >= {"probe error rate", "scheduler lateness p99"}
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 @pytest.mark.timeout(100)
 def test_api_quick_reports_request_rates_and_statistics_latency() -> None:
     rec = _bench("api")
@@ -114,6 +116,7 @@ def _cmdlines() -> dict[int, tuple[int, str]]:
     return out
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 @pytest.mark.timeout(100)
 def test_an_interrupted_run_leaves_nothing_behind() -> None:
     import re

@@ -138,6 +138,7 @@ async def test_a_failure_seen_by_one_region_only_never_alerts_and_ends_ok(
         assert failed[0]["n"] >= 3
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_a_failure_seen_by_both_regions_alerts_once_naming_both(
     cluster: dict[str, Instance], store: Store, db_dsn: str
 ) -> None:
@@ -211,6 +212,7 @@ async def test_a_failure_seen_by_both_regions_alerts_once_naming_both(
         assert restored_hit.headers["X-Service-Parent-Webhook"] == hit.headers["X-Service-Webhook"]
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_checks_are_split_without_overlap_and_a_killed_node_is_taken_over(
     cluster: dict[str, Instance], store: Store, db_dsn: str
 ) -> None:

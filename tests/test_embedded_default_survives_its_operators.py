@@ -219,6 +219,7 @@ async def _wait_away(inst: Instance) -> None:
     await wait_until(away, 10, "/healthz unavailable", interval=0.02)
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -> None:
     data = root / "data"
     server = EmbeddedPostgres(data / "pg")

@@ -48,6 +48,7 @@ async def wait_gone(engine: Engine, check_id: int) -> None:
         what=f"check {check_id} dropped and nothing in flight")
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_disable_during_a_probe_wins_and_enable_probes_again_soon(
     store: Store, account: tuple[Any, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -106,6 +107,7 @@ async def test_delete_during_a_probe_leaves_nothing_behind(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_configuration_changes_arrive_by_notify(
     store: Store, account: tuple[Any, str], tmp_path: Path
 ) -> None:

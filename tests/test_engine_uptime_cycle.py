@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from engine.confirm import Confirmation, ConfirmTarget, LocalConfirmer
 from engine.db.store import Store
@@ -233,6 +234,7 @@ async def _more_results(store: Store, check_id: int, n: int) -> bool:
     return await fetchval_results(store, check_id) >= n
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_threshold_expiring_before_the_next_interval_is_probed_then(
     store: Store, account: tuple[Any, str], tmp_path: Path
 ) -> None:

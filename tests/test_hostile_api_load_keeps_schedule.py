@@ -103,6 +103,7 @@ def _bucket_p99(before: dict[float, float], after: dict[float, float]) -> float:
     return float("inf")
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_api_under_wrk_load_while_probing_5000_monitors(
     db_dsn: str, store: Store, tmp_path: Path
 ) -> None:

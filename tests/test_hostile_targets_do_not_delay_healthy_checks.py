@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engine import USER_AGENT
 from engine.db.store import Store
 from engine.evaluate import PENDING
@@ -114,6 +116,7 @@ def hostile_urls(ports: dict[str, dict[str, int]]) -> list[tuple[str, str | None
     return out
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_healthy_p99_lateness_stays_within_2x_with_1000_hostile_targets(
     store: Store, account: tuple[Any, str], tmp_path: Path
 ) -> None:

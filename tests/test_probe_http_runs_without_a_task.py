@@ -82,6 +82,7 @@ async def test_a_cancelled_probe_never_calls_back_and_closes_its_connection(
     assert calls.outcomes == []
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_the_deadline_ends_a_probe_by_itself(site: HttpTarget) -> None:
     loop = asyncio.get_running_loop()
     site.mode = "hang"
@@ -120,6 +121,7 @@ async def test_a_failing_call_back_is_logged_and_other_probes_go_on(
     assert "a bug in the caller" in caplog.text
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_closing_the_prober_ends_running_probes_at_once(site: HttpTarget) -> None:
     """aclose() aborts what is in flight: each probe ends with an error now, not at its
     deadline, and a probe with addresses left does not reconnect through the closed reactor."""

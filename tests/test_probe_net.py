@@ -78,6 +78,7 @@ async def _guarded(d: Deadlines, timeout: float, work: float = 10.0) -> str:
         slot.discard(task)
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 def test_deadline_expires_finishes_and_survives_a_new_loop() -> None:
     d = Deadlines()
     t0 = time.perf_counter()

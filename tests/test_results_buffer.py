@@ -175,6 +175,7 @@ async def test_stop_drains_within_the_limit() -> None:
     assert store.closed == 1  # the writer's connection went back
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_stop_gives_up_after_the_drain_limit_when_the_database_is_gone() -> None:
     store, metrics = FakeStore(), Metrics()
     store.down = True

@@ -362,6 +362,7 @@ async def test_a_redirect_is_not_followed_and_counts_as_a_failed_try(
     assert tries_sample(metrics, "redirect") >= 2
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_a_hanging_receiver_times_out_without_holding_back_another_account(
     store: Store, receiver: Receiver, tmp_path: Path
 ) -> None:
@@ -511,6 +512,7 @@ async def test_stopping_hands_an_in_flight_try_back_to_the_queue(
     assert [h.try_number for h in receiver.hits] == [1, 2]
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_a_queued_event_wakes_an_idle_deliverer_at_once(
     store: Store, receiver: Receiver, tmp_path: Path
 ) -> None:
@@ -579,6 +581,7 @@ async def test_a_database_outage_delays_delivery_but_does_not_stop_the_deliverer
     assert [h.try_number for h in receiver.hits] == [1]
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
 async def test_many_hanging_tries_leave_slots_for_other_accounts(
     store: Store, receiver: Receiver, tmp_path: Path
 ) -> None:
