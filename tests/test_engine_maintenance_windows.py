@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engine.db.store import Store
 from engine.maintenance_windows import Window
 from engine.scheduler.calendar import MaintenanceCalendar
@@ -37,6 +39,7 @@ async def probes_since(store: Store, check_id: int, since: datetime) -> int:
         check_id, since))
 
 
+@pytest.mark.serial  # its windows last seconds of wall time: run alone (scripts/test)
 async def test_a_window_that_opens_during_an_outage_holds_the_restore_until_it_ends(
     store: Store, account: tuple[Any, str], tmp_path: Path
 ) -> None:
@@ -77,6 +80,7 @@ async def test_a_window_that_opens_during_an_outage_holds_the_restore_until_it_e
             assert outage["ended_at"] >= end
 
 
+@pytest.mark.serial  # its windows last seconds of wall time: run alone (scripts/test)
 async def test_a_window_that_closes_during_an_outage_alerts_after_the_threshold_from_its_end(
     store: Store, account: tuple[Any, str], tmp_path: Path
 ) -> None:
