@@ -290,12 +290,14 @@ def entry_of(spec: MonitorSpec, *, key: str | None = None) -> dict[str, Any]:
         entry["key"] = k
     entry["url"] = spec.url
     entry["alias"] = spec.alias
-    # A stored request and assertions as the API shows them (secret values masked); left
-    # out when not set, so that a file without them means a monitor without them.
+    # A stored request and assertions as the API shows them (secret values masked), less
+    # their nulls (TOML has none; absent means the same); left out when not set, so that a
+    # file without them means a monitor without them.
     if spec.request is not None:
-        entry["request"] = requestconfig.shown_request(spec.request)
+        entry["request"] = _no_nulls(requestconfig.shown_request(spec.request) or {})
     if spec.assertions:
-        entry["assertions"] = requestconfig.shown_assertions(spec.assertions)
+        entry["assertions"] = [
+            _no_nulls(a) for a in requestconfig.shown_assertions(spec.assertions) or []]
     entry[UPTIME] = {"interval": spec.uptime.interval,
                      "notification_threshold": spec.uptime.threshold_s,
                      "enabled": spec.uptime.enabled}
@@ -304,6 +306,10 @@ def entry_of(spec: MonitorSpec, *, key: str | None = None) -> dict[str, Any]:
                               spec.certificate.threshold_s // validation.SECONDS_PER_DAY,
                           "enabled": spec.certificate.enabled}
     return entry
+
+
+def _no_nulls(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in value.items() if v is not None}
 
 
 def export_document(monitors: Iterable[CurrentMonitor]) -> dict[str, Any]:
