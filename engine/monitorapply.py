@@ -7,6 +7,14 @@ account's monitors (engine.monitorplan), apply the private-address rule to every
 is new or changed, then carry the plan out in one transaction (engine.db.monitor_batches),
 re-planned under the account's lock so that a concurrent change is not overwritten blindly.
 An unchanged file writes nothing: no lock, no row, no NOTIFY.
+
+A monitor's ``request`` and ``assertions`` (issue 23) follow the file's rule for every
+field: the file states the whole monitor, so an entry without them means a monitor
+without them (as a dropped ``alias`` means the default alias), and an entry's ``request``
+replaces the stored one whole. As in the API's update, a header value ``"********"`` keeps
+the stored value of that header (any case): a file exported with its secrets masked
+applies back unchanged, while on a monitor without that header (one the file creates, say)
+it is refused. Secret values are stored encrypted (engine.requestconfig.to_stored).
 """
 
 from __future__ import annotations
@@ -16,9 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine import monitorfile
+from engine import monitorfile, requestconfig
 from engine.errors import LimitReached, ValidationFailed
-from engine.monitorplan import MonitorSpec, Plan, plan
+from engine.monitorplan import MonitorSpec, Plan, SameRequest, plan
+from engine.secretbox import SecretBox
 from engine.settings import Settings
 from engine.web import validation
 
@@ -138,6 +147,29 @@ class TargetCheck:
             self._progress.done()
 
 
+def unkept_masks(todo: Plan) -> None:
+    """Refuse a plan that would keep a stored secret a monitor does not have: a header
+    value ``"********"`` in an entry created, or updated to a request without that header.
+    ValidationFailed keyed ``monitors[<index>].request.headers.<name>``."""
+    errors: dict[str, list[str]] = {}
+    entries = [(i, s, None) for i, s in todo.creates]
+    entries += [(u.index, u.desired, u.current.spec.request) for u in todo.updates
+                if "request" in u.changes]
+    for i, s, previous in entries:
+        if s.request is not None:
+            for name, messages in requestconfig.unkept_masks(s.request, previous).items():
+                errors[monitorfile.entry_field(i, name)] = messages
+    if errors:
+        raise ValidationFailed(errors, f"{len(errors)} masked header values have no stored"
+                                       " value to keep.")
+
+
+def _request_rules(box: SecretBox) -> SameRequest:
+    def same(stored: Any, desired: Any) -> bool:
+        return requestconfig.same_request(stored, desired, box)
+    return same
+
+
 async def apply_document(
     store: Any,
     settings: Settings,
@@ -154,9 +186,19 @@ async def apply_document(
     LimitReached when the file holds more monitors than the plan allows."""
     account_plan = settings.plan(plan_name)
     specs = monitorfile.validate_document(doc, account_plan)
-    check = TargetCheck(settings, progress)
+    target_check = TargetCheck(settings, progress)
+    box = requestconfig.secret_box(settings)
+    same_request = _request_rules(box)
+
+    async def check(todo: Plan) -> None:
+        unkept_masks(todo)
+        await target_check(todo)
+
+    def store_request(request: Any, previous: Any) -> Any:
+        return requestconfig.to_stored(request, box, previous)
+
     current = await store.monitor_set(account_id)
-    todo = plan(current, specs, prune=prune)
+    todo = plan(current, specs, prune=prune, same_request=same_request)
     over = todo.over_limit(len(current), account_plan.monitor_limit)
     if over is not None:
         raise LimitReached(over)
@@ -169,7 +211,8 @@ async def apply_document(
         step = progress.advance
     todo, created = await store.apply_monitor_set(
         account_id, specs, prune=prune, monitor_limit=account_plan.monitor_limit,
-        verify=check, progress=step)
+        verify=check, progress=step, same_request=same_request,
+        store_request=store_request)
     if progress is not None:
         progress.done()
     return ApplyResult(todo, specs, created, False)

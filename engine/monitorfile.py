@@ -18,12 +18,29 @@ The document is ``{"monitors": [entry, ...]}``; an entry is::
     expiry_threshold_days = 14
     enabled = true
 
+    [monitors.request]               # optional (issue 23): as in the API
+    method = "POST"
+    body = "{}"
+    [monitors.request.headers]
+    Authorization = "********"       # a secret as exported: keeps the stored value
+
+    [[monitors.assertions]]          # optional, one table per assertion
+    source = "json"
+    property = "$.status"
+    comparison = "equals"
+    target = "UP"
+
 An omitted value means its default (the file states the whole monitor): applying a file
-that drops ``alias`` sets the alias back to the host. Values are checked by the API's own
-rules (:mod:`engine.web.validation`), so a file accepts exactly what the API accepts. A
-feature that adds a per-monitor field adds it to :data:`MONITOR_FIELDS` (a create-body
-field: :func:`validate_document` hands top-level fields to ``validate_monitor_create``) or
-a table to :data:`CHECK_FIELDS`.
+that drops ``alias`` sets the alias back to the host, and one without ``request`` or
+``assertions`` removes the monitor's. ``request`` and ``assertions`` follow the API
+(:mod:`engine.requestconfig`): a request replaces the stored one whole, and a header value
+``"********"`` (how export writes secrets) keeps the stored value of that header.
+
+Values are checked by the API's own rules (:mod:`engine.web.validation`), so a file
+accepts exactly what the API accepts. A feature that adds a per-monitor field adds it to
+:data:`MONITOR_FIELDS` (a create-body field: :func:`validate_document` hands top-level
+fields to ``validate_monitor_create`` and ``requestconfig.validate``) or a table to
+:data:`CHECK_FIELDS`.
 
 Errors are keyed ``monitors[<index>].<field>`` (index from 0, as in the JSON form); for the
 TOML text :class:`LineMap` turns such a key into the line it points at.
@@ -38,6 +55,7 @@ from typing import Any
 
 import tomli
 
+from engine import requestconfig
 from engine.errors import ValidationFailed
 from engine.monitorplan import CheckSettings, CurrentMonitor, MonitorSpec
 from engine.settings import Plan
@@ -47,7 +65,7 @@ MONITORS = "monitors"
 UPTIME = "uptime"
 CERTIFICATE = "certificate_health"
 # Top-level fields of an entry besides its check tables.
-MONITOR_FIELDS: tuple[str, ...] = ("key", "url", "alias")
+MONITOR_FIELDS: tuple[str, ...] = ("key", "url", "alias", "request", "assertions")
 CHECK_FIELDS: dict[str, tuple[str, ...]] = {
     UPTIME: ("interval", "notification_threshold", "enabled"),
     CERTIFICATE: ("interval", "expiry_threshold_days", "enabled"),
@@ -195,8 +213,10 @@ def _entry(raw: Any, index: int, plan: Plan, checks: _CheckCache,
     # adds); check settings come from the tables below.
     body = {k: v for k, v in raw.items() if k in MONITOR_FIELDS and k != "key"}
     create: validation.MonitorCreate | None = None
+    config = requestconfig.Config(None, None)
     try:
-        create = validation.validate_monitor_create(body, plan)
+        create, config = requestconfig.validated(
+            body, True, lambda: validation.validate_monitor_create(body, plan))
     except ValidationFailed as exc:
         errors.update(_prefixed(exc, prefix))
     settings: dict[str, CheckSettings | None] = {}
@@ -210,7 +230,8 @@ def _entry(raw: Any, index: int, plan: Plan, checks: _CheckCache,
         return _Read(None, key, url)
     t = create.target
     return _Read(MonitorSpec(key=key, url=t.url, scheme=t.scheme, host=t.host, port=t.port,
-                             alias=create.alias, uptime=uptime, certificate=certificate),
+                             alias=create.alias, uptime=uptime, certificate=certificate,
+                             request=config.request, assertions=config.assertions),
                  key, url)
 
 
@@ -261,13 +282,22 @@ def _count(errors: Mapping[str, list[str]]) -> str:
 
 
 def entry_of(spec: MonitorSpec, *, key: str | None = None) -> dict[str, Any]:
-    """The JSON form of one monitor, every value explicit. ``key`` overrides the spec's."""
+    """The JSON form of one monitor (a monitor the account has: stored request and
+    assertions), every value explicit. ``key`` overrides the spec's."""
     entry: dict[str, Any] = {}
     k = key if key is not None else spec.key
     if k is not None:
         entry["key"] = k
     entry["url"] = spec.url
     entry["alias"] = spec.alias
+    # A stored request and assertions as the API shows them (secret values masked), less
+    # their nulls (TOML has none; absent means the same); left out when not set, so that a
+    # file without them means a monitor without them.
+    if spec.request is not None:
+        entry["request"] = _no_nulls(requestconfig.shown_request(spec.request) or {})
+    if spec.assertions:
+        entry["assertions"] = [
+            _no_nulls(a) for a in requestconfig.shown_assertions(spec.assertions) or []]
     entry[UPTIME] = {"interval": spec.uptime.interval,
                      "notification_threshold": spec.uptime.threshold_s,
                      "enabled": spec.uptime.enabled}
@@ -276,6 +306,10 @@ def entry_of(spec: MonitorSpec, *, key: str | None = None) -> dict[str, Any]:
                               spec.certificate.threshold_s // validation.SECONDS_PER_DAY,
                           "enabled": spec.certificate.enabled}
     return entry
+
+
+def _no_nulls(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in value.items() if v is not None}
 
 
 def export_document(monitors: Iterable[CurrentMonitor]) -> dict[str, Any]:
@@ -304,6 +338,8 @@ def _toml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):  # finite (validated): repr is a TOML float
+        return repr(value)
     text = str(value)
     out = ['"']
     for ch in text:
@@ -319,21 +355,44 @@ def _toml_value(value: Any) -> str:
     return "".join(out)
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(name: str) -> str:
+    return name if _BARE_KEY.match(name) else _toml_value(name)
+
+
+def _toml_table(lines: list[str], path: str, table: Mapping[str, Any], *,
+                array: bool = False) -> None:
+    """``table`` under ``[path]`` (``[[path]]`` with ``array``): its values, then its
+    tables, then its lists of tables. None (no TOML form) and empty tables are left out:
+    read back, both mean what they meant."""
+    lines.append(f"[[{path}]]" if array else f"[{path}]")
+    tables: list[tuple[str, Any]] = []
+    for name, value in table.items():
+        if value is None:
+            continue
+        if isinstance(value, dict) or (
+                isinstance(value, list) and value and isinstance(value[0], dict)):
+            tables.append((name, value))
+        else:
+            lines.append(f"{_toml_key(name)} = {_toml_value(value)}")
+    for name, value in tables:
+        if isinstance(value, dict):
+            if value:
+                _toml_table(lines, f"{path}.{_toml_key(name)}", value)
+        else:
+            for item in value:
+                _toml_table(lines, f"{path}.{_toml_key(name)}", item, array=True)
+
+
 def render_toml(doc: Mapping[str, Any], header: str = "") -> str:
     """The document as TOML in the layout of the module docstring (a few lines of our own:
     the format is flat, and we choose the order and comments)."""
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
     for entry in doc.get(MONITORS, []):
-        lines += ["", f"[[{MONITORS}]]"]
-        tables = []
-        for name, value in entry.items():
-            if isinstance(value, dict):
-                tables.append((name, value))
-            else:
-                lines.append(f"{name} = {_toml_value(value)}")
-        for name, table in tables:
-            lines.append(f"[{MONITORS}.{name}]")
-            lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+        lines.append("")
+        _toml_table(lines, MONITORS, entry, array=True)
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
@@ -341,9 +400,11 @@ def render_toml(doc: Mapping[str, Any], header: str = "") -> str:
 
 
 _HEADER = re.compile(r"^\s*\[\[\s*monitors\s*\]\]\s*(#.*)?$")
-_TABLE = re.compile(r"^\s*\[\s*monitors\s*\.\s*([A-Za-z0-9_-]+)\s*\]\s*(#.*)?$")
+_TABLE = re.compile(r"^\s*\[\s*monitors\s*\.\s*([A-Za-z0-9_-]+(?:\s*\.\s*[A-Za-z0-9_-]+)*)"
+                    r"\s*\]\s*(#.*)?$")
+_ARRAY = re.compile(r"^\s*\[\[\s*monitors\s*\.\s*([A-Za-z0-9_-]+)\s*\]\]\s*(#.*)?$")
 _OTHER_TABLE = re.compile(r"^\s*\[")
-_ASSIGN = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*=")
+_ASSIGN = re.compile(r'^\s*([A-Za-z0-9_-]+|"[^"\\]*")\s*=')
 _INDEX = re.compile(r"^monitors\[(\d+)\](?:\.(.*))?$")
 
 
@@ -351,7 +412,9 @@ _INDEX = re.compile(r"^monitors\[(\d+)\](?:\.(.*))?$")
 class LineMap:
     """Where each entry and each of its keys sit in a TOML text written in the documented
     layout (``[[monitors]]`` blocks with ``[monitors.<check>]`` tables). A key it cannot
-    place (an inline table, say) falls back to its entry's line."""
+    place (an inline table, say) falls back to its entry's line. The n-th
+    ``[[monitors.assertions]]`` of an entry (from 0) is ``assertions.<n>``, as the API's
+    field paths name it."""
 
     entries: list[int]
     keys: dict[tuple[int, str], int]
@@ -361,14 +424,24 @@ class LineMap:
         entries: list[int] = []
         keys: dict[tuple[int, str], int] = {}
         table = ""
+        arrays: dict[str, int] = {}
         for n, line in enumerate(text.splitlines(), start=1):
             if _HEADER.match(line):
                 entries.append(n)
                 table = ""
+                arrays = {}
+                continue
+            m = _ARRAY.match(line)
+            if m and entries:
+                name = m.group(1)
+                arrays[name] = arrays.get(name, -1) + 1
+                table = f"{name}.{arrays[name]}"
+                keys.setdefault((len(entries) - 1, name), n)
+                keys.setdefault((len(entries) - 1, table), n)
                 continue
             m = _TABLE.match(line)
             if m and entries:
-                table = m.group(1)
+                table = re.sub(r"\s+", "", m.group(1))
                 keys.setdefault((len(entries) - 1, table), n)
                 continue
             if _OTHER_TABLE.match(line):
@@ -376,7 +449,8 @@ class LineMap:
                 continue
             m = _ASSIGN.match(line)
             if m and entries and table != "?":
-                name = f"{table}.{m.group(1)}" if table else m.group(1)
+                key = m.group(1).strip('"')
+                name = f"{table}.{key}" if table else key
                 keys.setdefault((len(entries) - 1, name), n)
         return cls(entries, keys)
 

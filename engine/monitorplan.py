@@ -20,9 +20,18 @@ Anything left unmatched is created; a monitor no entry matched is deleted only w
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+# Whether a file's request (validated, engine/requestconfig.py) leaves a monitor's stored
+# one as it is: ``(stored, desired) -> bool``. Comparing needs the secret key (secret values
+# are stored encrypted), so the caller supplies it; plain equality without one.
+SameRequest = Callable[[Any, Any], bool]
+
+
+def _equal(stored: Any, desired: Any) -> bool:
+    return bool(stored == desired)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +58,9 @@ class MonitorSpec:
     alias: str
     uptime: CheckSettings
     certificate: CheckSettings
-    # Issue 23's stored request and assertions (engine/requestconfig.py), set on create by
-    # the API. Files do not carry them yet: an apply leaves a monitor's own untouched.
+    # Issue 23's request and assertions (engine/requestconfig.py), None when not set: of a
+    # monitor the account has, the stored forms; of a file's entry, the validated ones (a
+    # header value "********" keeps the stored value). Compared by :func:`changes`.
     request: Any = field(default=None, compare=False)
     assertions: Any = field(default=None, compare=False)
 
@@ -107,7 +117,8 @@ class Plan:
         return None
 
 
-def changes(current: MonitorSpec, desired: MonitorSpec) -> tuple[str, ...]:
+def changes(current: MonitorSpec, desired: MonitorSpec,
+            same_request: SameRequest = _equal) -> tuple[str, ...]:
     """The fields in which ``desired`` differs from ``current``, in file order."""
     out: list[str] = []
     for name in ("key", "url", "alias"):
@@ -124,11 +135,15 @@ def changes(current: MonitorSpec, desired: MonitorSpec) -> tuple[str, ...]:
             out.append(f"{table}.{threshold}")
         if cur.enabled != des.enabled:
             out.append(f"{table}.enabled")
+    if not same_request(current.request, desired.request):
+        out.append("request")
+    if (current.assertions or None) != (desired.assertions or None):
+        out.append("assertions")
     return tuple(out)
 
 
 def plan(current: Sequence[CurrentMonitor], desired: Sequence[MonitorSpec], *,
-         prune: bool) -> Plan:
+         prune: bool, same_request: SameRequest = _equal) -> Plan:
     """What makes an account with ``current`` monitors (in id order) match ``desired``.
 
     ``desired`` must already be valid: keys unique, URLs of entries without a key unique
@@ -161,7 +176,7 @@ def plan(current: Sequence[CurrentMonitor], desired: Sequence[MonitorSpec], *,
         if found is None:
             out.creates.append((i, d))
             continue
-        diff = changes(found.spec, d)
+        diff = changes(found.spec, d, same_request)
         if diff:
             out.updates.append(Update(i, found, d, diff))
         else:

@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.errors import ValidationFailed
 from engine.probes import request as spec
-from engine.secretbox import SecretBox
+from engine.secretbox import SecretBox, SecretUnreadable
 from engine.settings import Settings
 
 MASK = "********"
@@ -311,15 +311,13 @@ def to_stored(
     kept: dict[str, list[Any]] = {}
     for h in (previous or {}).get("headers") or []:
         kept[str(h[0]).lower()] = h
+    errors = unkept_masks(request, previous)
+    if errors:
+        raise ValidationFailed(errors)
     headers = []
-    errors: dict[str, list[str]] = {}
     for name, value in request["headers"]:
         if value == MASK:
-            old = kept.get(name.lower())
-            if old is None:
-                _fail(errors, f"request.headers.{name}",
-                      f'"{MASK}" keeps a stored value, and this monitor has no {name} header.')
-                continue
+            old = kept[name.lower()]
             if bool(old[2]) == is_secret_header(name):
                 headers.append([name, old[1], bool(old[2])])
             elif old[2]:  # stored secret, no longer a secret name: cannot happen (same name)
@@ -329,10 +327,42 @@ def to_stored(
             continue
         secret = is_secret_header(name)
         headers.append([name, box.encrypt(value) if secret else value, secret])
-    if errors:
-        raise ValidationFailed(errors)
     return {"method": request["method"], "headers": headers, "body": request["body"],
             "follow_redirects": request["follow_redirects"]}
+
+
+def unkept_masks(
+    request: dict[str, Any], previous: dict[str, Any] | None
+) -> dict[str, list[str]]:
+    """The headers of a validated request whose value ``MASK`` has no stored value to keep
+    (no header of that name, any case, in ``previous``), as errors by field path."""
+    stored = {str(h[0]).lower() for h in (previous or {}).get("headers") or []}
+    errors: dict[str, list[str]] = {}
+    for name, value in request["headers"]:
+        if value == MASK and name.lower() not in stored:
+            _fail(errors, f"request.headers.{name}",
+                  f'"{MASK}" keeps a stored value, and this monitor has no {name} header.')
+    return errors
+
+
+def same_request(
+    stored: dict[str, Any] | None, request: dict[str, Any] | None, box: SecretBox
+) -> bool:
+    """Whether storing the validated ``request`` over ``stored`` (:func:`to_stored`'s rules:
+    a value ``MASK`` keeps the stored one) would leave the monitor's request as it is.
+    Secret values are compared decrypted (their tokens differ at every encryption); a
+    secret this key cannot read counts as a change."""
+    if request is None or stored is None:
+        return request is None and stored is None
+    try:
+        plain = plain_request(stored, box)
+    except SecretUnreadable:
+        return False
+    assert plain is not None
+    kept = {str(h[0]).lower(): h[1] for h in plain["headers"]}
+    headers = [[name, kept.get(name.lower(), value) if value == MASK else value]
+               for name, value in request["headers"]]
+    return {**request, "headers": headers} == plain
 
 
 def shown_request(stored: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -4,6 +4,8 @@ read back, and the lines errors point at."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from engine.errors import ValidationFailed
@@ -164,3 +166,37 @@ def test_text_that_is_not_toml_names_its_line() -> None:
     with pytest.raises(ValidationFailed) as exc:
         parse_toml('[[monitors]]\nurl = "https://a.example/\n')
     assert "line 2" in exc.value.errors["file"][0]
+
+
+def test_a_request_is_compared_with_its_secrets_decrypted_and_masks_kept() -> None:
+    from dataclasses import replace
+
+    from cryptography.fernet import Fernet
+
+    from engine import requestconfig
+    from engine.secretbox import SecretBox
+
+    box = SecretBox(Fernet.generate_key())
+    given = {"method": "GET", "headers": [["Authorization", "Bearer a"], ["Accept", "x"]],
+             "body": None, "follow_redirects": True}
+    stored = requestconfig.to_stored(given, box, None)
+    assert "Bearer a" not in str(stored)
+
+    def same(s: Any, d: Any) -> bool:
+        return requestconfig.same_request(s, d, box)
+
+    masked = {**given, "headers": [["authorization", "********"], ["Accept", "x"]]}
+    named = {**given, "headers": [["Authorization", "********"], ["Accept", "x"]]}
+    other = {**given, "headers": [["Authorization", "Bearer b"], ["Accept", "x"]]}
+    assert same(stored, given) and same(stored, named)  # plain equal, or masked: kept
+    assert not same(stored, masked)  # the name's case changes what is sent
+    assert not same(stored, other) and not same(stored, None) and not same(None, given)
+    have = [CurrentMonitor(1, "i", 2, 3, replace(spec("https://a.example/"), request=stored))]
+    assert plan(have, [replace(spec("https://a.example/"), request=named)], prune=False,
+                same_request=same).unchanged == 1
+    [update] = plan(have, [replace(spec("https://a.example/"), request=other,
+                                   assertions=[{"source": "body"}])],
+                    prune=False, same_request=same).updates
+    assert update.changes == ("request", "assertions")
+    assert requestconfig.unkept_masks(named, None) == {"request.headers.Authorization": [
+        '"********" keeps a stored value, and this monitor has no Authorization header.']}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -42,7 +43,14 @@ from engine.db.monitors import (
     MonitorRecord,
 )
 from engine.errors import LimitReached, NotFound
-from engine.monitorplan import CheckSettings, CurrentMonitor, MonitorSpec, Plan, plan
+from engine.monitorplan import (
+    CheckSettings,
+    CurrentMonitor,
+    MonitorSpec,
+    Plan,
+    SameRequest,
+    plan,
+)
 
 
 def _for_many(sql: str, one: str, many: str) -> str:
@@ -56,6 +64,7 @@ def _for_many(sql: str, one: str, many: str) -> str:
 
 SQL_MONITOR_SET = """
 SELECT m.id, m.identifier, m.key, m.alias, m.url, m.scheme, m.host, m.port,
+       m.request, m.assertions,
        u.id AS up_id, u.interval_s AS up_interval, u.notification_threshold_s AS up_threshold,
        u.is_enabled AS up_enabled,
        c.id AS cert_id, c.interval_s AS cert_interval,
@@ -135,6 +144,14 @@ FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::te
 WHERE m.id = u.id
 """
 
+# Issue 23's request and assertions, stored forms (jsonb as text, see _json_or_none).
+SQL_UPDATE_MONITOR_CONFIG = """
+UPDATE monitors AS m
+SET request = u.request::jsonb, assertions = u.assertions::jsonb, updated_at = now()
+FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(id, request, assertions)
+WHERE m.id = u.id
+"""
+
 SQL_UPDATE_CHECK_SETTINGS = """
 UPDATE checks AS c
 SET interval_s = u.interval_s, notification_threshold_s = u.threshold_s,
@@ -167,6 +184,13 @@ SQL_DELETE_MONITORS = "DELETE FROM monitors WHERE id = ANY($1::bigint[]) AND acc
 CHUNK = 1000
 
 Progress = Callable[[int], None]  # called with the number of entries just written
+# ``(validated request, stored request or None) -> stored request``: a file's request in
+# the form the store keeps (secret values encrypted; engine.requestconfig.to_stored).
+StoreRequest = Callable[[Any, Any], Any]
+
+
+def _as_given(request: Any, previous: Any) -> Any:
+    return request
 
 
 def _current_of(row: asyncpg.Record) -> CurrentMonitor:
@@ -179,6 +203,7 @@ def _current_of(row: asyncpg.Record) -> CurrentMonitor:
             uptime=CheckSettings(row["up_interval"], row["up_threshold"], row["up_enabled"]),
             certificate=CheckSettings(
                 row["cert_interval"], row["cert_threshold"], row["cert_enabled"]),
+            request=row["request"], assertions=row["assertions"],
         ),
     )
 
@@ -225,18 +250,23 @@ class MonitorBatchesMixin(StoreBase):
         monitor_limit: int,
         verify: Callable[[Plan], Awaitable[None]] | None = None,
         progress: Progress | None = None,
+        same_request: SameRequest | None = None,
+        store_request: StoreRequest = _as_given,
     ) -> tuple[Plan, dict[int, int]]:
         """Make the account's monitors match ``desired`` (engine.monitorplan) in ONE
         transaction, under the account's create lock. ``verify(plan)`` runs on the plan made
         under the lock before anything is written and may raise to write nothing (the
         private-address rule). Returns the plan carried out and the new monitors' ids by
         entry index. LimitReached (nothing written) when creates would take the account past
-        ``monitor_limit``; NotFound when the account no longer exists."""
+        ``monitor_limit``; NotFound when the account no longer exists. ``same_request`` and
+        ``store_request`` compare and store the specs' requests (engine.requestconfig: they
+        need the secret key); without them requests are compared and stored as given."""
         async with self._tx() as conn:
             if await conn.fetchval(SQL_LOCK_ACCOUNT, account_id) is None:
                 raise NotFound("Account not found.")
             current = [_current_of(r) for r in await conn.fetch(SQL_MONITOR_SET, account_id)]
-            todo = plan(current, desired, prune=prune)
+            todo = (plan(current, desired, prune=prune) if same_request is None
+                    else plan(current, desired, prune=prune, same_request=same_request))
             over = todo.over_limit(len(current), monitor_limit)
             if over is not None:
                 raise LimitReached(over)
@@ -247,8 +277,8 @@ class MonitorBatchesMixin(StoreBase):
             notify: list[int] = []
             await self._delete_monitors(conn, account_id, todo.deletes, notify, progress)
             created = await self._create_entries(
-                conn, account_id, todo, monitor_limit, progress)
-            await self._update_monitors(conn, todo, notify, progress)
+                conn, account_id, todo, monitor_limit, progress, store_request)
+            await self._update_monitors(conn, todo, notify, progress, store_request)
             await conn.execute(SQL_NOTIFY_CHECKS, CHANNEL_CHECKS, sorted(set(notify)))
         return todo, created
 
@@ -321,12 +351,14 @@ class MonitorBatchesMixin(StoreBase):
 
     async def _create_entries(
         self, conn: asyncpg.Connection, account_id: int, todo: Plan, limit: int,
-        progress: Progress | None,
+        progress: Progress | None, store_request: StoreRequest,
     ) -> dict[int, int]:
         created: dict[int, int] = {}
         for chunk in _chunks(todo.creates):
+            specs = [s if s.request is None else replace(s, request=store_request(s.request, None))
+                     for _, s in chunk]
             records = await self._insert_monitors(
-                conn, account_id, [(s, limit) for _, s in chunk])
+                conn, account_id, [(s, limit) for s in specs])
             for (index, _), record in zip(chunk, records, strict=True):
                 if isinstance(record, LimitReached):  # counted under the same lock before
                     raise record
@@ -337,7 +369,7 @@ class MonitorBatchesMixin(StoreBase):
 
     async def _update_monitors(
         self, conn: asyncpg.Connection, todo: Plan, notify: list[int],
-        progress: Progress | None,
+        progress: Progress | None, store_request: StoreRequest,
     ) -> None:
         for chunk in _chunks(todo.updates):
             rows = [u for u in chunk if {"key", "url", "alias"} & set(u.changes)]
@@ -358,7 +390,17 @@ class MonitorBatchesMixin(StoreBase):
                 monitor_ids = [u.current.id for u in new_host]
                 await conn.execute(SQL_RESET_CHECKS_OF_MONITORS, monitor_ids)
                 await conn.execute(SQL_OPEN_PERIODS_OF_ENABLED_MONITORS, monitor_ids)
-            same_host = [u.current.id for u in chunk if u.url_changed and not u.host_changed]
+            configs = [u for u in chunk if {"request", "assertions"} & set(u.changes)]
+            if configs:
+                await conn.execute(
+                    SQL_UPDATE_MONITOR_CONFIG, [u.current.id for u in configs],
+                    [_json_or_none(None if u.desired.request is None else store_request(
+                        u.desired.request, u.current.spec.request)) for u in configs],
+                    [_json_or_none(u.desired.assertions or None) for u in configs])
+            # A changed URL (same host) or request makes the engine reload the checks, as
+            # the API's update does; a new host has already reset them.
+            same_host = [u.current.id for u in chunk if not u.host_changed and (
+                u.url_changed or {"request", "assertions"} & set(u.changes))]
             if same_host:
                 await conn.execute(SQL_BUMP_CHECKS_OF_MONITORS, same_host)
             settings: list[tuple[int, CheckSettings]] = []

@@ -59,6 +59,12 @@ def compile_jsonpath(path: str) -> Any:
     return _JSONPATH.compile(path)
 
 
+# RE2's defaults, except that a pattern that does not compile is not also logged to stderr
+# by the C++ library (the caller reports it: a 422, or ``upwatch apply``'s error lines).
+_RE2_OPTIONS: Final = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
 def compile_regex(pattern: str) -> Any:
     """A compiled RE2 pattern; raises ``re2.error`` when it does not compile."""
-    return re2.compile(pattern)
+    return re2.compile(pattern, _RE2_OPTIONS)
