@@ -8,8 +8,8 @@ at 30 ms). Here:
 
 * lookups go through c-ares (``pycares``), its sockets on the event loop (no thread), with
   ``resolv.conf`` (servers, search, ndots, timeout, attempts) and ``/etc/hosts`` honoured as
-  c-ares does (``lookups`` order from ``resolv.conf``/``nsswitch.conf``); ``servers``,
-  ``timeout`` and ``tries`` override. Measured against dnspython's asynchronous resolver and
+  c-ares does (the ``lookups`` order of ``resolv.conf``; it does not read ``nsswitch.conf``);
+  ``servers``, ``timeout`` and ``tries`` override. Measured against dnspython's asynchronous resolver and
   against c-ares with its own event thread (``aiodns``' default): docs/design.md, "Name
   lookups";
 * each answer is kept for its TTL (the smallest of its addresses' and CNAMEs'), clamped to
