@@ -9,9 +9,9 @@ at 30 ms). Here:
 * lookups go through c-ares (``pycares``), its sockets on the event loop (no thread), with
   ``resolv.conf`` (servers, search, ndots, timeout, attempts) and ``/etc/hosts`` honoured as
   c-ares does (the ``lookups`` order of ``resolv.conf``; it does not read ``nsswitch.conf``);
-  ``servers``, ``timeout`` and ``tries`` override. Measured against dnspython's asynchronous resolver and
-  against c-ares with its own event thread (``aiodns``' default): docs/design.md, "Name
-  lookups";
+  ``servers``, ``timeout`` and ``tries`` override. Measured against dnspython's asynchronous
+  resolver and against c-ares with its own event thread (``aiodns``' default):
+  docs/design.md, "Name lookups";
 * each answer is kept for its TTL (the smallest of its addresses' and CNAMEs'), clamped to
   ``[min_ttl, max_ttl]``; a name that does not exist for ``negative_ttl``, any other failure
   (time-out, SERVFAIL, refused, no address, CNAME loop, oversized answer) for
