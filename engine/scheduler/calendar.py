@@ -19,20 +19,12 @@ from typing import Any
 
 from engine.errors import DatabaseUnavailable
 from engine.maintenance_windows import Window, quiet
+from engine.scheduler.waiting import wait_any
 
 log = logging.getLogger(__name__)
 
 REFRESH = 5.0  # seconds between reloads without a notification
 RETRY_MAX = 10.0  # seconds between LISTEN reconnections, at most
-
-
-async def _wait(stop: asyncio.Event, *events: asyncio.Event, timeout: float) -> None:
-    waiters = [asyncio.ensure_future(e.wait()) for e in (stop, *events)]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
 
 
 class MaintenanceCalendar:
@@ -86,7 +78,7 @@ class MaintenanceCalendar:
                 log.debug("maintenance windows not reloaded: %s", exc)
             except Exception:  # this loop must outlive any one failure
                 log.exception("reloading maintenance windows failed; retrying")
-            await _wait(stop, timeout=backoff)
+            await wait_any(stop, timeout=backoff)
             backoff = min(backoff * 2, RETRY_MAX)
 
     async def _poll(self, stop: asyncio.Event, listener: Any) -> None:
@@ -99,4 +91,4 @@ class MaintenanceCalendar:
                 await self.reload()
             except DatabaseUnavailable as exc:
                 log.debug("maintenance windows not reloaded: %s", exc)
-            await _wait(stop, self._wake, lost, timeout=self._refresh)
+            await wait_any(stop, self._wake, lost, timeout=self._refresh)

@@ -70,6 +70,7 @@ from engine.requestspecs import SpecBuilder
 from engine.results import KIND_CERTIFICATE, KIND_UPTIME, ResultRow, ResultsSink, ResultsWriter
 from engine.scheduled import ScheduledCheck, Touch
 from engine.scheduler.calendar import MaintenanceCalendar
+from engine.scheduler.waiting import wait_any
 from engine.scheduler.wheel import TimingWheel, first_due
 from engine.secretbox import SecretBox
 from engine.settings import Settings
@@ -159,16 +160,6 @@ class _Unwritten:
     check: ScheduledCheck
     version: int
     tr: Transition
-
-
-async def _wait(stop: asyncio.Event, *events: asyncio.Event, timeout: float | None) -> None:
-    """Until ``stop`` or any of ``events`` is set, or ``timeout`` passes."""
-    waiters = [asyncio.ensure_future(e.wait()) for e in (stop, *events)]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
 
 
 class Engine:
@@ -405,7 +396,7 @@ class Engine:
                 return
             except DatabaseUnavailable as exc:
                 log.warning("cannot load checks, retrying: %s", exc)
-                await _wait(stop, timeout=backoff)
+                await wait_any(stop, timeout=backoff)
                 backoff = min(backoff * 2, 5.0)
 
     def _freeze(self) -> None:
@@ -458,7 +449,7 @@ class Engine:
         """Reloads the checks named by notifications (and by the resync), in batches."""
         backoff = 0.2
         while not stop.is_set():
-            await _wait(stop, self._reload_wake, timeout=None)
+            await wait_any(stop, self._reload_wake, timeout=None)
             if stop.is_set():
                 return
             await asyncio.sleep(RELOAD_COALESCE)
@@ -473,7 +464,7 @@ class Engine:
                 else:
                     log.exception("reloading checks failed; retrying")
                 self._reload_ids |= ids
-                await _wait(stop, timeout=backoff)
+                await wait_any(stop, timeout=backoff)
                 backoff = min(backoff * 2, 5.0)
                 self._reload_wake.set()
 
@@ -495,7 +486,7 @@ class Engine:
     async def _resyncer(self, stop: asyncio.Event) -> None:
         interval = self._settings.resync_interval
         while not stop.is_set():
-            await _wait(stop, self._resync_wake, timeout=interval)
+            await wait_any(stop, self._resync_wake, timeout=interval)
             if stop.is_set():
                 return
             self._resync_wake.clear()
@@ -544,7 +535,7 @@ class Engine:
                     backoff = 0.5
                     self._resync_wake.set()
                     while not stop.is_set() and not listener.lost.is_set():
-                        await _wait(stop, listener.lost, timeout=LISTEN_PING)
+                        await wait_any(stop, listener.lost, timeout=LISTEN_PING)
                         if not stop.is_set() and not listener.lost.is_set():
                             await listener.alive()
                 if not stop.is_set():
@@ -553,7 +544,7 @@ class Engine:
                 log.warning("cannot LISTEN for check changes, retrying: %s", exc)
             except Exception:
                 log.exception("LISTEN connection failed; retrying")
-            await _wait(stop, timeout=backoff)
+            await wait_any(stop, timeout=backoff)
             backoff = min(backoff * 2, 10.0)
 
     # -- scheduling ------------------------------------------------------------------------------
@@ -965,10 +956,10 @@ class Engine:
         while not stop.is_set():
             if not self._backlog:
                 self._backlog_wake.clear()
-                await _wait(stop, self._backlog_wake, timeout=None)
+                await wait_any(stop, self._backlog_wake, timeout=None)
                 backoff = BACKLOG_RETRY_FIRST
                 continue
-            await _wait(stop, timeout=backoff)  # held because a write just failed
+            await wait_any(stop, timeout=backoff)  # held because a write just failed
             if stop.is_set():
                 return
             try:
