@@ -3,7 +3,8 @@
 resumption measured no cheaper: engine/bench/RESULTS.md), fall back to a full handshake when
 the server declines, and the certificate probe never resumes: it verifies a full handshake
 every time, so a changed certificate is seen at once. Resumptions are counted by the server's
-context (``session_stats()["hits"]``)."""
+context (``session_stats()["hits"]``). Both TLS layers of the probe (pyOpenSSL, the default, and
+the ssl module) are run."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine import USER_AGENT
-from engine.probes.http import HttpProber
+from engine.probes.http import TLS_LAYERS, HttpProber
 from engine.probes.tls import CertProber
 from tests.targets import HttpTarget, TlsCerts
 
@@ -40,15 +41,20 @@ async def site(request: pytest.FixtureRequest, certs: TlsCerts) -> AsyncIterator
         await s.stop()
 
 
+@pytest.fixture(params=TLS_LAYERS)
+def layer(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 def hits(site: HttpTarget) -> int:
     assert site.ssl_context is not None
     return int(site.ssl_context.session_stats()["hits"])
 
 
 async def test_the_second_probe_of_an_address_resumes_the_first_ones_session(
-    site: HttpTarget,
+    site: HttpTarget, layer: str,
 ) -> None:
-    prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True)
+    prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True, tls_layer=layer)
     url = site.url("/", host="localhost")
     assert site.ssl_context is not None
     tls12 = site.ssl_context.maximum_version == ssl.TLSVersion.TLSv1_2
@@ -62,21 +68,26 @@ async def test_the_second_probe_of_an_address_resumes_the_first_ones_session(
     await prober.aclose()
 
 
-async def test_without_sessions_kept_every_handshake_is_full(site: HttpTarget) -> None:
-    prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True, tls_sessions=0)
+async def test_without_sessions_kept_every_handshake_is_full(
+    site: HttpTarget, layer: str,
+) -> None:
+    prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True, tls_sessions=0,
+                        tls_layer=layer)
     for _ in range(3):
         assert (await prober.probe(site.url("/", host="localhost"))).status_code == 200
     assert hits(site) == 0
     await prober.aclose()
 
 
-async def test_a_server_that_declines_gets_a_full_handshake(certs: TlsCerts) -> None:
+async def test_a_server_that_issues_no_ticket_gets_a_full_handshake(certs: TlsCerts) -> None:
+    """The ssl module's layer keeps only sessions with a ticket (``has_ticket``)."""
     ctx = certs.server_context()
     ctx.options |= ssl.OP_NO_TICKET
     ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_2
     site = await target(ctx)
     try:
-        prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True)
+        prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True,
+                            tls_layer="ssl")
         for _ in range(3):
             assert (await prober.probe(site.url("/", host="localhost"))).status_code == 200
         assert prober._sessions == {}  # no ticket: nothing to resume
@@ -86,9 +97,9 @@ async def test_a_server_that_declines_gets_a_full_handshake(certs: TlsCerts) -> 
 
 
 async def test_the_certificate_probe_verifies_a_full_handshake_every_time(
-    site: HttpTarget, certs: TlsCerts, tmp_path: Path,
+    site: HttpTarget, certs: TlsCerts, tmp_path: Path, layer: str,
 ) -> None:
-    http = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True)
+    http = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True, tls_layer=layer)
     cert = CertProber(timeout=3.0, allow_private=True, ca_bundle=certs.ca_bundle)
     for _ in range(3):
         assert (await http.probe(site.url("/", host="localhost"))).status_code == 200
@@ -98,3 +109,27 @@ async def test_the_certificate_probe_verifies_a_full_handshake_every_time(
     tls12 = site.ssl_context.maximum_version == ssl.TLSVersion.TLSv1_2
     assert hits(site) == (2 if tls12 else 0)  # the uptime probes' second and third
     await http.aclose()
+
+
+async def test_a_server_that_declines_the_offered_session_gets_full_handshakes(
+    certs: TlsCerts,
+) -> None:
+    """pyOpenSSL does not tell whether a session holds a ticket: its layer keeps each
+    session, and once the server declined the one offered (here: no ticket, no cache),
+    offers none on the next probe. Every handshake is full; every probe succeeds."""
+    ctx = certs.server_context()
+    ctx.options |= ssl.OP_NO_TICKET
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    site = await target(ctx)
+    try:
+        prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True,
+                            tls_layer="pyopenssl")
+        kept = []
+        for _ in range(4):
+            assert (await prober.probe(site.url("/", host="localhost"))).status_code == 200
+            kept.append(len(prober._sessions))
+        assert hits(site) == 0
+        assert kept == [1, 0, 1, 0]  # kept, offered and declined (dropped), kept, ...
+        await prober.aclose()
+    finally:
+        await site.stop()

@@ -28,6 +28,8 @@ from time import perf_counter
 from typing import Any, Final, Protocol, cast
 
 from engine.netpolicy import Resolver, is_public_ip, literal_ip
+from engine.probes import openssl_layer
+from engine.probes.openssl_layer import WantReadError, ZeroReturnError
 from engine.probes.reactor import Reactor, SocketTransport
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,10 @@ READ_BUFFER_SIZE: Final = 64 * 1024
 # Largest piece of ciphertext handed to a connection's incoming memory BIO at once: one
 # maximal TLS record (16 KiB of plaintext plus header, padding and tag).
 _BIO_CHUNK: Final = 16 * 1024 + 512
+# Largest piece of ciphertext taken from a pyOpenSSL connection's outgoing BIO at once (and
+# of plaintext read from it: pyOpenSSL reads into a temporary buffer of that size).
+_OUT_CHUNK: Final = 64 * 1024
+_PLAIN_CHUNK: Final = 16 * 1024
 
 # Longest host name we quote back in an error (a hostile Location header can be long).
 _MAX_NAME_IN_ERROR: Final = 253
@@ -362,6 +368,10 @@ class ClientConn:
     shut down gracefully: nothing to wait for), and an exception it raises reaches the
     reactor, which logs it. A connect that fails sets ``connect_error`` (its words) and
     finishes: the owner tries the next address.
+
+    ``ctx`` chooses the TLS layer: an ``ssl.SSLContext`` (the ``ssl`` module, system
+    OpenSSL), a pyOpenSSL ``Context`` (:mod:`engine.probes.openssl_layer`), or None (plain
+    TCP). Either way the subclasses see the same calls, and TLS errors as ``ssl.SSLError``.
     """
 
     __slots__ = (
@@ -370,11 +380,13 @@ class ClientConn:
         "_pview",
         "_rview",
         "_ssl",
+        "_tls",
         "connect_error",
         "done",
         "error",
         "handshaken",
         "notify",
+        "offered_session",
         "t_connected",
         "t_tls",
         "transport",
@@ -385,9 +397,9 @@ class ClientConn:
         notify: Callable[[], None],
         rview: memoryview,
         pview: memoryview,
-        ctx: ssl.SSLContext | None,
+        ctx: Any,
         server_hostname: str | None,
-        session: ssl.SSLSession | None = None,
+        session: Any = None,
     ) -> None:
         self.notify: Callable[[], None] | None = notify
         self._rview = rview
@@ -399,17 +411,23 @@ class ClientConn:
         self.done = False
         self.error: str | None = None
         self.handshaken = False
-        if ctx is not None:
-            self._in: ssl.MemoryBIO | None = ssl.MemoryBIO()
-            self._out: ssl.MemoryBIO | None = ssl.MemoryBIO()
+        self.offered_session = session is not None
+        self._in: ssl.MemoryBIO | None = None
+        self._out: ssl.MemoryBIO | None = None
+        self._ssl: ssl.SSLObject | None = None
+        self._tls: Any = None
+        if ctx is None:
+            pass
+        elif isinstance(ctx, ssl.SSLContext):
+            inc = self._in = ssl.MemoryBIO()
+            out = self._out = ssl.MemoryBIO()
             # ``session``: resume it (a full handshake when the server declines).
-            self._ssl: ssl.SSLObject | None = ctx.wrap_bio(
-                self._in, self._out, server_side=False, server_hostname=server_hostname,
+            self._ssl = ctx.wrap_bio(
+                inc, out, server_side=False, server_hostname=server_hostname,
                 session=session,
             )
         else:
-            self._in = self._out = None
-            self._ssl = None
+            self._tls = openssl_layer.connection(ctx, server_hostname, session)
 
     # -- for subclasses -------------------------------------------------------------------
 
@@ -438,7 +456,10 @@ class ClientConn:
         transport = self.transport
         if transport is None:
             return
-        if self._ssl is None:
+        if self._tls is not None:
+            self._tls.sendall(data)
+            self._o_flush()
+        elif self._ssl is None:
             transport.write(data)
         else:
             self._ssl.write(data)
@@ -448,11 +469,17 @@ class ClientConn:
     def ssl_object(self) -> ssl.SSLObject | None:
         return self._ssl
 
+    @property
+    def tls_connection(self) -> Any:
+        """The pyOpenSSL connection, when that layer made this one (else None)."""
+        return self._tls
+
     def release(self) -> None:
         """Drop the transport, TLS state and owner (the owner calls this after aborting)."""
         self.notify = None
         self.transport = None
         self._ssl = None
+        self._tls = None
         self._in = self._out = None
 
     # -- reactor endpoint (engine.probes.reactor.Endpoint) ------------------------------------
@@ -460,7 +487,9 @@ class ClientConn:
     def connection_made(self, transport: SocketTransport) -> None:
         self.transport = transport
         self.t_connected = perf_counter()
-        if self._ssl is None:
+        if self._tls is not None:
+            self._o_handshake()
+        elif self._ssl is None:
             self.on_ready()
         else:
             self._handshake()
@@ -479,7 +508,9 @@ class ClientConn:
 
     def buffer_updated(self, nbytes: int) -> None:
         if not self.done:
-            if self._ssl is None:
+            if self._tls is not None:
+                self._o_received(nbytes)
+            elif self._ssl is None:
                 self.on_data(self._rview[:nbytes])  # plain: no _received call on the way
             else:
                 self._received(nbytes)
@@ -527,7 +558,7 @@ class ClientConn:
     def _lost(self, exc: BaseException | None) -> None:
         if self.done:
             return
-        if self._ssl is not None and not self.handshaken:
+        if (self._ssl is not None or self._tls is not None) and not self.handshaken:
             self.on_tls_failed(exc)
         else:
             self.on_lost(exc)
@@ -585,3 +616,74 @@ class ClientConn:
             self.on_data(pview[:n])
         # TLS 1.3 post-handshake messages (a KeyUpdate) can require an answer.
         self._flush()
+
+    # -- the pyOpenSSL layer (engine/probes/openssl_layer.py) -----------------------------
+    # The same steps as above; pyOpenSSL raises its own exceptions and tells nothing of its
+    # BIOs' fill, so reads go on until WantReadError.
+
+    def _o_received(self, nbytes: int) -> None:
+        tls = self._tls
+        rview = self._rview
+        # Fed a record's worth at a time, as above (a memory BIO keeps its peak capacity).
+        for start in range(0, nbytes, _BIO_CHUNK):
+            tls.bio_write(rview[start : min(start + _BIO_CHUNK, nbytes)])
+            if self.handshaken:
+                self._o_decrypt()
+            else:
+                self._o_handshake()
+            if self.done or self._tls is None:
+                return
+
+    def _o_flush(self) -> None:
+        tls = self._tls
+        transport = self.transport
+        if tls is None or transport is None:
+            return
+        while True:
+            try:
+                data: bytes = tls.bio_read(_OUT_CHUNK)
+            except WantReadError:
+                return
+            transport.write(data)
+            if len(data) < _OUT_CHUNK:
+                return
+
+    def _o_handshake(self) -> None:
+        tls = self._tls
+        try:
+            tls.do_handshake()
+        except WantReadError:
+            self._o_flush()
+            return
+        except openssl_layer.Error as exc:
+            self._o_flush()  # our alert, as above
+            self.on_tls_failed(openssl_layer.as_ssl_error(exc))
+            return
+        self.handshaken = True
+        self.t_tls = perf_counter()
+        self.on_ready()  # writes the request, if any, together with our last flight
+        self._o_flush()
+        if not self.done:
+            self._o_decrypt()  # what came with the server's last flight, if anything
+
+    def _o_decrypt(self) -> None:
+        tls = self._tls
+        pview = self._pview
+        size = min(len(pview), _PLAIN_CHUNK)
+        while not self.done:
+            try:
+                n: int = tls.recv_into(pview, size)
+            except WantReadError:
+                break
+            except ZeroReturnError:
+                self.on_lost(None)
+                return
+            except openssl_layer.Error as exc:
+                self.on_lost(openssl_layer.as_ssl_error(exc))
+                return
+            if n == 0:
+                self.on_lost(None)
+                return
+            self.on_data(pview[:n])
+        # TLS 1.3 post-handshake messages (a KeyUpdate) can require an answer.
+        self._o_flush()

@@ -100,6 +100,7 @@ from urllib.parse import quote, urljoin, urlsplit
 from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
 
 from engine.netpolicy import Resolver
+from engine.probes import openssl_layer
 from engine.probes._net import (
     READ_BUFFER_SIZE,
     ClientConn,
@@ -124,6 +125,10 @@ from engine.probes.resolver import DnsAnswer, ProbeResolver
 log = logging.getLogger(__name__)
 
 _A = TypeVar("_A")
+
+# The uptime probe's TLS layers (HttpProber's tls_layer): pyOpenSSL with the OpenSSL of the
+# cryptography wheel, or the ssl module with the system's.
+TLS_LAYERS: Final = ("pyopenssl", "ssl")
 
 _REDIRECT_STATUSES: Final = frozenset((301, 302, 303, 307, 308))
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
@@ -227,12 +232,12 @@ class _HttpConn(ClientConn):
         notify: Callable[[], None],
         rview: memoryview,
         pview: memoryview,
-        ctx: ssl.SSLContext | None,
+        ctx: Any,
         server_hostname: str | None,
         request: bytes,
         max_header: int,
         max_body: int,
-        session: ssl.SSLSession | None = None,
+        session: Any = None,
     ) -> None:
         # Not super(): in Python 3.11 that builds a super object on every connection.
         ClientConn.__init__(self, notify, rview, pview, ctx, server_hostname, session)
@@ -374,13 +379,13 @@ class _CaptureConn(_HttpConn):
         notify: Callable[[], None],
         rview: memoryview,
         pview: memoryview,
-        ctx: ssl.SSLContext | None,
+        ctx: Any,
         server_hostname: str | None,
         request: bytes,
         max_header: int,
         max_body: int,
         spec: RequestSpec,
-        session: ssl.SSLSession | None = None,
+        session: Any = None,
     ) -> None:
         _HttpConn.__init__(
             self, notify, rview, pview, ctx, server_hostname, request, max_header,
@@ -536,9 +541,12 @@ class HttpProber:
         max_header_bytes: int = 64 * 1024,
         resolver: Resolver | None = None,
         tls_sessions: int = 1000,
+        tls_layer: str = "pyopenssl",
     ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
+        if tls_layer not in TLS_LAYERS:
+            raise ValueError(f"tls_layer must be one of {', '.join(TLS_LAYERS)}")
         if any(c in user_agent for c in "\r\n\0"):
             raise ValueError("user_agent must be a single header line")
         self._timeout = timeout
@@ -559,21 +567,26 @@ class HttpProber:
         self._user_agent = user_agent
         self._rview = memoryview(bytearray(READ_BUFFER_SIZE))
         self._pview = memoryview(bytearray(READ_BUFFER_SIZE))
-        self._ctx: ssl.SSLContext | None = None
+        # The TLS layer (TLS_LAYERS): pyOpenSSL where it is installed, measured cheaper
+        # (engine/probes/openssl_layer.py); the ssl module otherwise.
+        self._tls_layer = tls_layer if openssl_layer.AVAILABLE else "ssl"
+        self._ctx: Any = None  # ssl.SSLContext, or a pyOpenSSL Context
         self._authorities: dict[str, tuple[_Target, bytes]] = {}
         # TLS 1.2 sessions to resume, by (address, port, SNI): the uptime probe does not
         # verify the certificate (the certificate check does, with a full handshake each
         # time), so an abbreviated handshake tells it all it needs. At most
         # ``tls_sessions`` (0: no resumption), the oldest dropped first: a kept session holds
         # ~9.8 KB (OpenSSL keeps the peer's certificate in it). See _Probe._keep_session.
-        self._sessions: dict[tuple[str, int, str | None], ssl.SSLSession] = {}
+        self._sessions: dict[tuple[str, int, str | None], Any] = {}
         self._max_sessions = max(0, tls_sessions)
         self._deadlines = Deadlines()
         self._reactor: Reactor | None = None
 
-    def _tls_context(self) -> ssl.SSLContext:
+    def _tls_context(self) -> Any:
         ctx = self._ctx
-        if ctx is None:
+        if ctx is None and self._tls_layer == "pyopenssl":
+            ctx = self._ctx = openssl_layer.client_context()
+        elif ctx is None:
             # No trust store loaded: the uptime probe does not verify certificates, and an
             # empty context stays small. One context serves every connection of this prober.
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -592,6 +605,7 @@ class HttpProber:
         """Drop the TLS context and the reactor (probes still running fail at once), and
         close the caching resolver's channel (its cache stays)."""
         self._ctx = None
+        self._sessions.clear()  # a session resumes only with the context that made it
         if self._reactor is not None:
             self._reactor.close()
             self._reactor = None
@@ -1016,18 +1030,30 @@ class _Probe:
         session taken at once has none: the "naive TLS 1.3 resumption" of issue 15, a full
         handshake plus the session's cost). The session the server issued last replaces
         the one resumed."""
-        sslobj = conn.ssl_object
         hop = self.hop
-        if sslobj is None or hop is None or self.out.remote_ip is None:
-            return
-        if sslobj.version() == "TLSv1.3":
-            return
-        session = sslobj.session
-        if session is None or not session.has_ticket:
+        if hop is None or self.out.remote_ip is None:
             return
         prober = self.prober
         sessions = prober._sessions
         key = (self.out.remote_ip, hop.port, hop.host if hop.ip is None else None)
+        tls = conn.tls_connection
+        if tls is not None:
+            # pyOpenSSL: no has_ticket. A server that declined the offered session (no
+            # ticket, no cache) gets none offered next time; so it makes full handshakes,
+            # with a session kept every other probe (a reference: no copy).
+            if tls.get_protocol_version_name() == "TLSv1.3":
+                return
+            if conn.offered_session and not openssl_layer.session_reused(tls):
+                sessions.pop(key, None)
+                return
+            session = openssl_layer.take_session(tls)
+        else:
+            sslobj = conn.ssl_object
+            if sslobj is None or sslobj.version() == "TLSv1.3":
+                return
+            session = sslobj.session
+            if session is None or not session.has_ticket:
+                return
         if key not in sessions and len(sessions) >= prober._max_sessions:
             del sessions[next(iter(sessions))]
         sessions[key] = session
