@@ -13,7 +13,10 @@ whole probe, every redirect hop included, shares that one deadline. Each hop:
    is checked the same way;
 2. opens one fresh TCP connection (bound to ``source_address`` when set), plus TLS for https
    WITHOUT verifying the certificate (the certificate check owns that; a failed handshake is
-   still a failure, ``TLS handshake failed: <reason>``);
+   still a failure, ``TLS handshake failed: <reason>``), resuming the TLS 1.2 session of the
+   last probe of the same address when there is one. TLS is pyOpenSSL's over memory BIOs
+   (``tls_layer="pyopenssl"``, the OpenSSL of the ``cryptography`` wheel:
+   engine/probes/openssl_layer.py), or the ``ssl`` module's (``tls_layer="ssl"``);
 3. writes ``GET`` with ``Connection: close`` and ``User-Agent``, parses the response with
    llhttp (httptools) as bytes arrive, reads at most ``max_header_bytes`` of status line and
    headers and at most ``max_body`` of body, then aborts the connection.
@@ -579,6 +582,8 @@ class HttpProber:
         # ~9.8 KB (OpenSSL keeps the peer's certificate in it). See _Probe._keep_session.
         self._sessions: dict[tuple[str, int, str | None], Any] = {}
         self._max_sessions = max(0, tls_sessions)
+        # TLS 1.3 sessions too (pyOpenSSL layer only): see _Probe._keep_session.
+        self._resume_tls13 = False
         self._deadlines = Deadlines()
         self._reactor: Reactor | None = None
 
@@ -1041,7 +1046,7 @@ class _Probe:
             # pyOpenSSL: no has_ticket. A server that declined the offered session (no
             # ticket, no cache) gets none offered next time; so it makes full handshakes,
             # with a session kept every other probe (a reference: no copy).
-            if tls.get_protocol_version_name() == "TLSv1.3":
+            if not prober._resume_tls13 and tls.get_protocol_version_name() == "TLSv1.3":
                 return
             if conn.offered_session and not openssl_layer.session_reused(tls):
                 sessions.pop(key, None)
