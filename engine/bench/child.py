@@ -39,6 +39,7 @@ ROLES = {
     "deliverer": "engine.bench.engine_run",
     "apiserver": "engine.bench.apiserver",
     "dns": "engine.bench.dnsserver",
+    "world_backend": "engine.bench.worldserver",
 }
 
 _PR_SET_PDEATHSIG = 1

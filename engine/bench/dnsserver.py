@@ -30,7 +30,7 @@ import time
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import dns.exception
@@ -70,6 +70,8 @@ class DnsServer:
         self.ttl = ttl
         self.big_count = big_count
         self.names: dict[str, list[str]] = {}
+        # A world's own answers (engine/bench/world.py): name -> address, None: NXDOMAIN.
+        self.address_of: Callable[[str], str | None] | None = None
         self.queries: Counter[tuple[str, str]] = Counter()
         self.times: array[float] = array("d")  # wall time of every question (bounded)
         self._udp: asyncio.DatagramTransport | None = None
@@ -160,7 +162,13 @@ class DnsServer:
             self._addresses(r, name, rdtype, [PUBLIC_EXAMPLE, "127.0.0.1"])
             return r.to_wire()
         m = _INDEX.match(first)
-        if m is not None and self.addresses:
+        if self.address_of is not None:
+            found = self.address_of(key)
+            if found is None:
+                r.set_rcode(dns.rcode.NXDOMAIN)
+                return r.to_wire()
+            ips = [found]
+        elif m is not None and self.addresses:
             ips = [self.addresses[int(m.group(1)) % len(self.addresses)]]
         elif key in self.names:
             ips = self.names[key]
@@ -234,6 +242,10 @@ async def _serve(cfg: dict[str, Any]) -> None:
     server = DnsServer(host=cfg.get("host", "127.0.0.1"), port=cfg.get("port", 0),
                        zone=cfg.get("zone", "names.test"), addresses=cfg["addresses"],
                        latency=cfg.get("latency_s", 0.0), ttl=cfg.get("ttl", 300))
+    if cfg.get("world"):
+        from engine.bench.world import World
+
+        server.address_of = World.from_dict(cfg["world"]).address_of
     await server.start()
     emit("ready", address=server.address)
     async for msg in commands():
