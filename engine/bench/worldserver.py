@@ -103,7 +103,7 @@ async def start(cfg: dict[str, Any],
     body = memoryview(b"<!doctype html>" + b"x" * int(cfg.get("max_body", 256 * 1024)))
     counts = stats if stats is not None else {}
     counts.update(connections=0, answered=0)
-    servers = [await loop.create_server(
+    servers: list[asyncio.AbstractServer] = [await loop.create_server(
         lambda: _Backend(body, cap, counts), sock=_socket(cfg["host"], int(cfg["port"])),
         backlog=4096)]
     if cfg.get("hang"):
