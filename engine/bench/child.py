@@ -40,6 +40,7 @@ ROLES = {
     "apiserver": "engine.bench.apiserver",
     "dns": "engine.bench.dnsserver",
     "world_backend": "engine.bench.worldserver",
+    "world_dnscache": "engine.bench.internet",
 }
 
 _PR_SET_PDEATHSIG = 1

@@ -16,6 +16,9 @@ Names under the zone (``zone`` = ``names.test`` by default), by their first labe
 anything else       ``names[name]`` if set (a list of addresses), else NXDOMAIN
 ==================  ===================================================================
 
+With ``address_of`` set (``upwatch bench internet``: engine/bench/world.py), it answers the
+``m<i>`` names instead of ``addresses``: its address, or NXDOMAIN for None.
+
 Every question is counted per (name, type) in ``queries``. Run in the caller's event loop
 (:class:`DnsServer`, for tests) or as a bench child (role ``dns``, pinned like the targets).
 """
