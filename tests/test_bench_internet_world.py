@@ -241,3 +241,33 @@ async def test_each_kind_gives_the_probe_its_expected_outcome(
         assert writer.get_extra_info("ssl_object").version() == PROTOCOL[kind]
         writer.close()
     await prober.aclose()
+
+
+def test_the_dns_server_answers_world_names_as_dnspython_would() -> None:
+    import dns.flags
+    import dns.message
+    import dns.rcode
+
+    server = DnsServer(zone=ZONE, addresses=[], ttl=300)
+    server.address_of = WORLD.address_of
+    https = WORLD.site(_first("https"))
+    nx = WORLD.site(_first("nxdomain"))
+    for host, rdtype, edns in ((https.host, "A", 0), (https.host, "A", -1),
+                               (https.host, "AAAA", 0), (nx.host, "A", 0),
+                               (f"M{https.index}.{ZONE.upper()}", "A", 0)):
+        q = dns.message.make_query(host, rdtype, use_edns=edns)
+        wire = server.answer(q.to_wire(), tcp=False)
+        assert wire is not None
+        r = dns.message.from_wire(wire)
+        assert r.id == q.id and r.flags & dns.flags.QR and r.flags & dns.flags.AA
+        assert r.question == q.question
+        assert (r.edns >= 0) == (edns >= 0)
+        if host == nx.host:
+            assert r.rcode() == dns.rcode.NXDOMAIN and not r.answer
+        elif rdtype == "AAAA":
+            assert r.rcode() == dns.rcode.NOERROR and not r.answer
+        else:
+            rrset = r.answer[0]
+            assert [(rr.address, rrset.ttl) for rr in rrset] == [(https.address, 300)]
+    assert server.queries[(https.host, "A")] == 3  # names are counted in lower case
+    assert server.queries[(https.host, "AAAA")] == 1

@@ -68,6 +68,7 @@ class DnsServer:
         self.host = host
         self.port = port
         self.zone = dns.name.from_text(zone)
+        self._zone_text = self.zone.to_text(omit_final_dot=True).lower()
         self.addresses = list(addresses)
         self.latency = latency
         self.ttl = ttl
@@ -124,6 +125,10 @@ class DnsServer:
 
     def answer(self, wire: bytes, *, tcp: bool) -> bytes | None:
         """The response to a query's wire form; None: no answer at all."""
+        if self.address_of is not None:
+            fast = self._world_answer(wire)
+            if fast is not None:
+                return fast
         try:
             q = dns.message.from_wire(wire)
         except Exception:
@@ -180,6 +185,52 @@ class DnsServer:
             return r.to_wire()
         self._addresses(r, name, rdtype, ips)
         return self._wire(r, q, tcp)
+
+    def _world_answer(self, wire: bytes) -> bytes | None:
+        """A world's A/AAAA question answered without dnspython (None: take the general
+        path). At 50,000 names the general path's ~200 us a question (parse and build) made
+        this server a bottleneck on the shared core during the first interval; this one
+        reads the question in place and writes the answer from bytes. Same answers: the
+        address with the TTL, NOERROR without records for AAAA, NXDOMAIN for None; an EDNS
+        query gets an OPT record back."""
+        n = len(wire)
+        if n < 17 or wire[4:6] != b"\x00\x01" or wire[2] & 0xF8 or wire[6:8] != b"\x00\x00":
+            return None  # not one plain query
+        i, labels = 12, []
+        while True:
+            length = wire[i]
+            if length == 0:
+                i += 1
+                break
+            if length & 0xC0 or i + 1 + length >= n:
+                return None
+            labels.append(wire[i + 1:i + 1 + length])
+            i += 1 + length
+        qtype, end = wire[i:i + 2], i + 4
+        if end > n or wire[i + 2:end] != b"\x00\x01" or qtype not in (b"\x00\x01", b"\x00\x1c"):
+            return None
+        try:
+            key = b".".join(labels).decode("ascii").lower()
+        except UnicodeDecodeError:
+            return None
+        if not key.endswith("." + self._zone_text) or key.split(".", 1)[0].startswith(
+                ("hang-", "fail-", "loop-", "chain-", "big-", "mixed-")):
+            return None
+        address = self.address_of(key) if self.address_of is not None else None
+        self.queries[(key, "A" if qtype == b"\x00\x01" else "AAAA")] += 1
+        if len(self.times) < _TIMES_CAP:
+            self.times.append(time.time())
+        edns = wire[10:12] != b"\x00\x00"
+        records = b""
+        if address is not None and qtype == b"\x00\x01" and ":" not in address:
+            records = (b"\xc0\x0c\x00\x01\x00\x01" + self.ttl.to_bytes(4, "big")
+                       + b"\x00\x04" + socket.inet_aton(address))
+        rcode = 3 if address is None else 0
+        header = (wire[:2] + bytes((0x84 | (wire[2] & 0x01), rcode)) + b"\x00\x01"
+                  + (b"\x00\x01" if records else b"\x00\x00") + b"\x00\x00"
+                  + (b"\x00\x01" if edns else b"\x00\x00"))
+        opt = b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00" if edns else b""
+        return header + wire[12:end] + records + opt
 
     def _addresses(self, r: dns.message.Message, name: dns.name.Name, rdtype: int,
                    ips: list[str]) -> None:

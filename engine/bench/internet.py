@@ -36,6 +36,7 @@ import contextlib
 import statistics
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -100,9 +101,75 @@ async def scenario_internet(b: Bench) -> dict[str, Any]:
         await wait_listening(server, world)
         server.pin()
         await b.start_dns([], ZONE, world=world.to_dict())
-        return await _measure(b, world, certs, server)
+        dns = b.dns
+        sampler = Sampler(lambda: {"nginx": server.pids(), "backend": [backend.pid],
+                                   "dns": [dns.pid] if dns is not None else []},
+                          b.db.cpu_seconds)
+        sampling = asyncio.create_task(sampler.run())
+        try:
+            return await _measure(b, world, certs, server, sampler)
+        finally:
+            sampling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampling
     finally:
         await server.stop()
+
+
+class Sampler:
+    """Every half second: the busy share of each core (``/proc/stat``) and the CPU seconds of
+    the world's processes (nginx, its backend, the DNS server, the database), so a window
+    can say which side was saturated."""
+
+    def __init__(self, pids: Callable[[], dict[str, list[int]]],
+                 db_cpu: Callable[[], float | None]) -> None:
+        self._pids = pids
+        self._db_cpu = db_cpu
+        self.samples: list[tuple[float, dict[str, tuple[float, float]], dict[str, float]]] = []
+
+    @staticmethod
+    def _cores() -> dict[str, tuple[float, float]]:
+        out: dict[str, tuple[float, float]] = {}
+        with contextlib.suppress(OSError), open("/proc/stat", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("cpu") and line[3:4].isdigit():
+                    name, *fields = line.split()
+                    values = [float(x) for x in fields[:8]]
+                    out[name] = (sum(values) - values[3] - values[4], sum(values))
+        return out
+
+    def _processes(self) -> dict[str, float]:
+        from engine.bench.database import _CLK_TCK
+
+        out: dict[str, float] = {}
+        for name, pids in self._pids().items():
+            total = 0.0
+            for pid in pids:
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                        fields = fh.read().rsplit(")", 1)[1].split()
+                    total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
+            out[name] = total
+        db = self._db_cpu()
+        if db is not None:
+            out["database"] = db
+        return out
+
+    async def run(self) -> None:
+        while True:
+            self.samples.append((time.time(), self._cores(), self._processes()))
+            await asyncio.sleep(0.5)
+
+    def window(self, start: float, end: float) -> dict[str, Any]:
+        """Core busy shares and the processes' cores used between two wall times."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:
+            return {}
+        (t0, c0, p0), (t1, c1, p1) = inside[0], inside[-1]
+        cores = {k: round((c1[k][0] - c0[k][0]) / (c1[k][1] - c0[k][1]), 3)
+                 for k in c1 if k in c0 and c1[k][1] > c0[k][1]}
+        procs = {k: round((p1[k] - p0.get(k, 0.0)) / (t1 - t0), 3) for k in p1}
+        return {"cores_busy": cores, "world_cpu_cores": procs}
 
 
 def _is_root() -> bool:
@@ -288,7 +355,8 @@ def _mean(values: list[float | None]) -> float | None:
     return round(statistics.fmean(good), 9) if good else None
 
 
-async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx) -> dict[str, Any]:
+async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
+                   sampler: Sampler) -> dict[str, Any]:
     from engine.bench.main import Window, _dns_figures, _run_engine
 
     opts = b.opts
@@ -352,6 +420,7 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx) -> 
                    "window_start": round(res["rss_window_start"] / 2**20, 1),
                    "end": round(res["rss_end"] / 2**20, 1)},
         "gc": res.get("gc"),
+        **sampler.window(res["wall_start"], res["wall_end"]),
     })
 
     # 2. Only healthy HTTPS monitors, the same HTTPS probes per second.
@@ -363,6 +432,7 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx) -> 
     failed2 = sum(v for k, v in res2["probes"].items() if not k.endswith(",ok"))
     tls2 = res2.get("tls") or {}
     rec["https_only"] = {
+        **sampler.window(res2["wall_start"], res2["wall_end"]),
         "monitors": https_n, "interval_s": INTERVAL_S * ts2,
         "probes_per_s": per(p2, res2["seconds"], 2), "not_ok": failed2,
         "cpu_s_per_probe": per(res2["cpu_s"], p2),
@@ -472,6 +542,10 @@ def table(rec: dict[str, Any]) -> str:
     row("engine CPU (cores)", _fmt(rec.get("cpu_utilization")))
     row("lateness p50 / p99 / max", _lat_text(rec.get("lateness_ms")))
     row("in flight at the end", _fmt(rec.get("in_flight_at_end")))
+    row("cores busy (window)", ", ".join(
+        f"{k} {_fmt(v)}" for k, v in (rec.get("cores_busy") or {}).items()))
+    row("world's processes (cores)", ", ".join(
+        f"{k} {_fmt(v)}" for k, v in (rec.get("world_cpu_cores") or {}).items()))
     row("healthy failed / degraded", f"{rec.get('healthy_failed')} / "
         f"{rec.get('healthy_degraded')} {rec.get('healthy_failure_reasons') or ''}")
     for kind, g in (rec.get("by_kind") or {}).items():
