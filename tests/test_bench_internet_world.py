@@ -38,6 +38,7 @@ from engine.bench.world import (
     index_of,
     parse_path,
 )
+from engine.metrics import Metrics
 from engine.probes.http import HttpProber
 from engine.probes.resolver import ProbeResolver
 from engine.probes.tls import CertProber
@@ -201,8 +202,9 @@ async def test_each_kind_gives_the_probe_its_expected_outcome(
     world, dns, ca = served
     resolver = ProbeResolver(servers=[dns.address], timeout=0.5, tries=1,
                              family=socket.AF_INET)
+    metrics = Metrics()
     prober = HttpProber(timeout=1.0, user_agent=USER_AGENT, allow_private=True,
-                        resolver=resolver)
+                        resolver=resolver, metrics=metrics)
     picked: dict[str, list[Any]] = {}
     for s in world.sites():
         key = s.server if s.kind == "https" else s.kind
@@ -227,6 +229,10 @@ async def test_each_kind_gives_the_probe_its_expected_outcome(
     again = await prober.probe(picked["tls12-ecdsa"][0].url)
     assert again.error is None
     assert prober.tls_resumed >= 1
+    counted = {s.labels["resumed"]: s.value for family in metrics.tls_handshakes.collect()
+               for s in family.samples}
+    assert counted == {"true": prober.tls_resumed,
+                       "false": prober.tls_handshakes - prober.tls_resumed}
     # The bad certificate is the certificate check's to find.
     certs = CertProber(timeout=2.0, allow_private=True, ca_bundle=str(ca), resolver=resolver)
     bad = picked["badcert"][0]
