@@ -143,8 +143,9 @@ def test_rows_are_judged_by_the_kind_of_their_site() -> None:
     assert got["healthy_failure_reasons"] == ["connection refused"]
     assert got["failing_passed"] == 1
     assert got["failures_with_unexpected_words"] == 1
-    assert got["by_kind"]["refuse"] == {"probes": 1, "failed": 1, "degraded": 0,
-                                        "reasons": ["connection refused"]}
+    assert got["by_kind"]["refuse"] == {
+        "probes": 1, "failed": 1, "degraded": 0, "reasons": ["connection refused"],
+        "confirmations": 0, "total_ms": {"p50": None, "p99": None}}
     assert got["certificate_checks"] == {"probes": 1, "failed": 1,
                                          "reasons": ["certificate expired"]}
 

@@ -45,7 +45,7 @@ from engine.bench.certs import WorldCerts, make_world_certs
 from engine.bench.database import seed_monitors
 from engine.bench.limits import run_s_time, run_wrk
 from engine.bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
-from engine.bench.stats import per, ratio
+from engine.bench.stats import per, ratio, summary_ms
 from engine.bench.world import (
     ADDRESS,
     EXPECTED_WORDS,
@@ -235,7 +235,7 @@ async def _only_https(b: Bench, world: World) -> int:
 
 async def _rows(b: Bench, wall0: float, wall1: float) -> list[Any]:
     return list(await b.store.pool.fetch(
-        """SELECT m.host, r.kind, r.outcome, r.error, r.confirmation
+        """SELECT m.host, r.kind, r.outcome, r.error, r.confirmation, r.total_ms
            FROM probe_results r JOIN checks c ON c.id = r.check_id
            JOIN monitors m ON m.id = c.monitor_id
            WHERE r.at >= $1 AND r.at < $2""",
@@ -247,7 +247,9 @@ def classify(world: World, rows: list[Any]) -> dict[str, Any]:
     distinct reasons; healthy sites that failed, failing sites that did not; the
     certificate checks (bad-certificate sites) apart."""
     by_kind: dict[str, dict[str, Any]] = {
-        k: {"probes": 0, "failed": 0, "degraded": 0, "reasons": []} for k in KINDS}
+        k: {"probes": 0, "failed": 0, "degraded": 0, "reasons": [], "confirmations": 0}
+        for k in KINDS}
+    took: dict[str, list[float]] = {k: [] for k in KINDS}
     cert: dict[str, Any] = {"probes": 0, "failed": 0, "reasons": []}
     healthy_failed = healthy_degraded = failing_passed = wrong_words = 0
     healthy_reasons: list[str] = []
@@ -269,6 +271,10 @@ def classify(world: World, rows: list[Any]) -> dict[str, Any]:
             continue
         g = by_kind[site.kind]
         g["probes"] += 1
+        if r.get("confirmation"):
+            g["confirmations"] += 1
+        if r.get("total_ms") is not None:
+            took[site.kind].append(r["total_ms"] / 1000.0)
         if r["outcome"] == 2:
             g["failed"] += 1
             _sample(g["reasons"], error)
@@ -283,6 +289,9 @@ def classify(world: World, rows: list[Any]) -> dict[str, Any]:
                 healthy_degraded += 1
         if r["outcome"] != 2 and not site.healthy:
             failing_passed += 1
+    for kind, seconds in took.items():
+        ms = summary_ms(seconds)
+        by_kind[kind]["total_ms"] = {"p50": ms["p50"], "p99": ms["p99"]}
     return {"by_kind": by_kind, "certificate_checks": cert, "healthy_failed": healthy_failed,
             "healthy_degraded": healthy_degraded, "healthy_failure_reasons": healthy_reasons,
             "failing_passed": failing_passed, "failures_with_unexpected_words": wrong_words}
@@ -549,9 +558,10 @@ def table(rec: dict[str, Any]) -> str:
     row("healthy failed / degraded", f"{rec.get('healthy_failed')} / "
         f"{rec.get('healthy_degraded')} {rec.get('healthy_failure_reasons') or ''}")
     for kind, g in (rec.get("by_kind") or {}).items():
-        if kind in FAILING_KINDS:
-            row(f"  {kind}: failed / probes", f"{g['failed']} / {g['probes']} "
-                f"{g['reasons'][:1]}")
+        took = g.get("total_ms") or {}
+        row(f"  {kind}: failed / probes (confirmations)",
+            f"{g['failed']} / {g['probes']} ({g.get('confirmations')}), took p50/p99 "
+            f"{_fmt(took.get('p50'))}/{_fmt(took.get('p99'))} ms {g['reasons'][:1]}")
     cert = rec.get("certificate_checks") or {}
     row("  badcert certificate checks failed", f"{cert.get('failed')} / {cert.get('probes')} "
         f"{(cert.get('reasons') or [])[:1]}")
