@@ -366,7 +366,7 @@ def _mean(values: list[float | None]) -> float | None:
 
 async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
                    sampler: Sampler) -> dict[str, Any]:
-    from engine.bench.main import Window, _dns_figures, _run_engine
+    from engine.bench.main import Window, _baseline_figures, _dns_figures, _run_engine
 
     opts = b.opts
     n = world.monitors
@@ -453,16 +453,9 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
     # 3. The naive baseline on the same names.
     timeout = float(b.settings()["probe_timeout"])
     base = await _baseline(b, world, interval, timeout)
-    good = base["probes"] - base["errors"]
-    rec.update({
-        "baseline_probes_per_s": per(base["probes"], base["seconds"], 2),
-        "baseline_good_probes_per_s": per(good, base["seconds"], 2),
-        "baseline_cpu_s_per_probe": per(base["cpu_s"], good),
-        "baseline_probes_per_cpu_s": per(good, base["cpu_s"], 1),
-        "baseline_cpu_utilization": per(base["cpu_s"], base["seconds"], 3),
-        "baseline_unexpected_outcomes": base["errors"],
-        "baseline_lateness_ms": base["lateness_ms"],
-    })
+    # "errors" of the baseline here: probes whose outcome was not the site's expected one.
+    rec.update({"baseline_" + k: v for k, v in _baseline_figures(base).items()})
+    rec["baseline_unexpected_outcomes"] = base["errors"]
     rec["ratio_vs_baseline"] = ratio(rec["probes_per_cpu_s"], rec["baseline_probes_per_cpu_s"])
 
     # 3b. Memory per cached name: the idle monitor's figure plus its resolver entry.
