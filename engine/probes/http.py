@@ -545,6 +545,7 @@ class HttpProber:
         resolver: Resolver | None = None,
         tls_sessions: int = 1000,
         tls_layer: str = "pyopenssl",
+        metrics: Any = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -582,8 +583,14 @@ class HttpProber:
         # ~9.8 KB (OpenSSL keeps the peer's certificate in it). See _Probe._keep_session.
         self._sessions: dict[tuple[str, int, str | None], Any] = {}
         self._max_sessions = max(0, tls_sessions)
-        # TLS 1.3 sessions too (pyOpenSSL layer only): see _Probe._keep_session.
-        self._resume_tls13 = False
+        # Completed TLS handshakes of uptime probes, and how many resumed a session
+        # (``upwatch_tls_handshakes_total{resumed}`` when ``metrics`` is given).
+        self.tls_handshakes = 0
+        self.tls_resumed = 0
+        self._m_tls: tuple[Any, Any] | None = None
+        if metrics is not None:
+            self._m_tls = (metrics.tls_handshakes.labels(resumed="false"),
+                           metrics.tls_handshakes.labels(resumed="true"))
         self._deadlines = Deadlines()
         self._reactor: Reactor | None = None
 
@@ -1002,8 +1009,10 @@ class _Probe:
             return
         self.conn = None
         out = self.out
-        if conn.handshaken and conn.error is None and self.prober._max_sessions:
-            self._keep_session(conn)
+        if conn.handshaken:
+            self._count_handshake(conn)
+            if conn.error is None and self.prober._max_sessions:
+                self._keep_session(conn)
         _settle(conn, out, self.t_start)
         if conn.connect_error is not None:
             self.last_error = conn.connect_error
@@ -1024,17 +1033,35 @@ class _Probe:
             location = conn.location.decode("utf-8", "surrogateescape").strip()
             self._guarded(lambda: self._redirect(location))
 
+    def _count_handshake(self, conn: _HttpConn) -> None:
+        prober = self.prober
+        tls = conn.tls_connection
+        if tls is not None:
+            resumed = openssl_layer.session_reused(tls)
+        else:
+            sslobj = conn.ssl_object
+            resumed = sslobj is not None and sslobj.session_reused
+        prober.tls_handshakes += 1
+        if resumed:
+            prober.tls_resumed += 1
+        m = prober._m_tls
+        if m is not None:
+            m[1 if resumed else 0].value += 1
+
     def _keep_session(self, conn: _HttpConn) -> None:
         """Keep the connection's TLS session for the next probe of the same address.
 
-        TLS 1.2 only: resuming one skips the key exchange (12-15% less CPU a probe, measured
-        in engine/bench/RESULTS.md); a TLS 1.3 resumption still makes an ECDHE exchange
-        (OpenSSL offers psk_dhe_ke only) and measured no cheaper than a full handshake,
-        for ~9.8 KB a kept session. Taken once the answer's head was read, not right after
-        the handshake: session tickets may come after it (always in TLS 1.3, where a
-        session taken at once has none: the "naive TLS 1.3 resumption" of issue 15, a full
-        handshake plus the session's cost). The session the server issued last replaces
-        the one resumed."""
+        Through pyOpenSSL (the default layer) TLS 1.2 and 1.3 sessions: a TLS 1.2
+        resumption skips the key exchange (about -45% CPU a probe), a TLS 1.3 one still
+        makes an ECDHE exchange (psk_dhe_ke: OpenSSL offers no other mode a server would
+        pick) but skips the certificate's parse and signature check (-20 to -35%;
+        engine/bench/RESULTS.md, "TLS layer"). Through the ssl module TLS 1.2 only (TLS
+        1.3 measured no cheaper there: it copies the session, certificate included, each
+        time one is read). ~9.8 KB a kept session. Taken once the answer's head was read,
+        not right after the handshake: session tickets may come after it (always in TLS
+        1.3, where a session taken at once has none: the "naive TLS 1.3 resumption" of
+        issue 15, a full handshake plus the session's cost). The session the server issued
+        last replaces the one resumed."""
         hop = self.hop
         if hop is None or self.out.remote_ip is None:
             return
@@ -1043,11 +1070,10 @@ class _Probe:
         key = (self.out.remote_ip, hop.port, hop.host if hop.ip is None else None)
         tls = conn.tls_connection
         if tls is not None:
-            # pyOpenSSL: no has_ticket. A server that declined the offered session (no
-            # ticket, no cache) gets none offered next time; so it makes full handshakes,
-            # with a session kept every other probe (a reference: no copy).
-            if not prober._resume_tls13 and tls.get_protocol_version_name() == "TLSv1.3":
-                return
+            # pyOpenSSL: TLS 1.3 sessions too. No has_ticket: a server that declined the
+            # offered session (no ticket, no cache) gets none offered next time; so it
+            # makes full handshakes, with a session kept every other probe (a reference:
+            # no copy).
             if conn.offered_session and not openssl_layer.session_reused(tls):
                 sessions.pop(key, None)
                 return
