@@ -148,15 +148,9 @@ def s_time(port: int, mode: str, seconds: int) -> float | None:
     return cpu / conns
 
 
-RESUME_TLS13 = False  # --resume-tls13: keep TLS 1.3 sessions too (pyOpenSSL layer)
-
-
 def make_prober(layer: str, sessions: bool) -> HttpProber:
-    p = HttpProber(timeout=10.0, user_agent=USER_AGENT, allow_private=True,
-                   tls_sessions=1000 if sessions else 0, tls_layer=layer)
-    if RESUME_TLS13:
-        p._resume_tls13 = True
-    return p
+    return HttpProber(timeout=10.0, user_agent=USER_AGENT, allow_private=True,
+                      tls_sessions=1000 if sessions else 0, tls_layer=layer)
 
 
 async def compare(ports: dict[str, int], layers: list[str], n: int, in_flight: int,
@@ -190,12 +184,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--servers", default=",".join(SERVERS))
     ap.add_argument("--modes", default="full,resumed")
     ap.add_argument("--s-time", type=int, default=3, help="seconds per s_time run (0: none)")
-    ap.add_argument("--resume-tls13", action="store_true",
-                    help="keep TLS 1.3 sessions too (pyOpenSSL layer; a what-if)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    global RESUME_TLS13
-    RESUME_TLS13 = args.resume_tls13
     ncpu = os.cpu_count() or 1
     client_core, server_core = ncpu - 1, 0
     names = args.servers.split(",")
