@@ -5,10 +5,10 @@ Four ``openssl s_server -www`` targets (RSA-2048 and ECDSA P-256 certificates, e
 1.2 only and TLS 1.3 only) run on core 0; this process, pinned to the last core, runs N
 probes (K in flight) of the real :class:`~engine.probes.http.HttpProber` per server, TLS
 layer and mode (full handshake: no session kept; resumed: sessions kept), the cases
-alternating over R rounds, and then ``openssl s_time -new`` and ``-reuse`` on the same core
-against the same servers. CPU is user+sys from ``getrusage`` (the probes: this process; s_time:
-the child, from ``wait4``), divided by the connections made. Prints one table; ``--json``
-one JSON line.
+alternating over R rounds; after every round ``openssl s_time -new`` and ``-reuse`` run on
+the same core against the same servers, so each round's ratio has its own limit. CPU is
+user+sys from ``getrusage`` (the probes: this process; s_time: the child, from ``wait4``),
+divided by the connections made. Prints one table; ``--json`` one JSON line.
 """
 
 from __future__ import annotations
@@ -155,7 +155,9 @@ def make_prober(layer: str, sessions: bool) -> HttpProber:
 
 async def compare(ports: dict[str, int], layers: list[str], n: int, in_flight: int,
                   rounds: int, modes: tuple[str, ...] = ("full", "resumed"),
-                  ) -> dict[str, list[float]]:
+                  s_seconds: int = 0) -> dict[str, list[float]]:
+    """CPU per probe of each case (and, with ``s_seconds``, of s_time -new/-reuse against
+    each server, run after each round so that every round has its own limit), in us."""
     out: dict[str, list[float]] = {}
     cases = [(s, layer, mode) for s in ports for layer in layers for mode in modes]
     probers = {(s, layer, mode): make_prober(layer, mode == "resumed") for s, layer, mode in cases}
@@ -170,6 +172,10 @@ async def compare(ports: dict[str, int], layers: list[str], n: int, in_flight: i
             if failed:
                 print(f"{s} {layer} {mode}: {failed} of {n} failed", file=sys.stderr)
             out.setdefault(f"{s} {layer} {mode}", []).append(cpu / n * 1e6)
+        for s, port in (ports.items() if s_seconds else ()):
+            for st in ("new", "reuse"):
+                v = s_time(port, st, s_seconds)
+                out.setdefault(f"{s} s_time -{st}", []).append(-1.0 if v is None else v * 1e6)
     for p in probers.values():
         await p.aclose()
     return out
@@ -183,7 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--layers", default="ssl")
     ap.add_argument("--servers", default=",".join(SERVERS))
     ap.add_argument("--modes", default="full,resumed")
-    ap.add_argument("--s-time", type=int, default=3, help="seconds per s_time run (0: none)")
+    ap.add_argument("--s-time", type=int, default=2,
+                    help="seconds per s_time run, after every round (0: none)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     ncpu = os.cpu_count() or 1
@@ -197,29 +204,22 @@ def main(argv: list[str] | None = None) -> None:
             import uvloop
 
             results = uvloop.run(compare(ports, layers, args.probes, args.in_flight,
-                                         args.rounds, tuple(args.modes.split(","))))
-            limits: dict[str, float | None] = {}
-            if args.s_time:
-                for s, port in ports.items():
-                    for mode in ("new", "reuse"):
-                        v = s_time(port, mode, args.s_time)
-                        limits[f"{s} s_time -{mode}"] = None if v is None else v * 1e6
+                                         args.rounds, tuple(args.modes.split(",")),
+                                         args.s_time))
         finally:
             for p in procs:
                 p.terminate()
             for p in procs:
                 p.wait(timeout=10)
     if args.json:
-        print(json.dumps({"probes_us": results, "s_time_us": limits}))
+        print(json.dumps({"us": results}))
         return
     for key, vals in results.items():
-        s = key.split()[0]
-        mode = key.split()[2]
-        lim = limits.get(f"{s} s_time -{'new' if mode == 'full' else 'reuse'}")
-        ratio = "" if not lim else "  (" + " / ".join(f"{v / lim:.2f}x" for v in vals) + ")"
+        s, what, mode = key.split()
+        lims = results.get(f"{s} s_time -{'new' if mode == 'full' else 'reuse'}")
+        ratio = "" if what == "s_time" or not lims else "  (" + " / ".join(
+            f"{v / lim:.2f}x" for v, lim in zip(vals, lims, strict=True)) + ", same round)"
         print(f"{key:28s} " + " / ".join(f"{v:7.1f}" for v in vals) + f" us{ratio}")
-    for key, v in limits.items():
-        print(f"{key:28s} " + ("n/a" if v is None else f"{v:7.1f} us"))
 
 
 if __name__ == "__main__":
