@@ -46,6 +46,7 @@ import asyncio
 import inspect
 import logging
 import socket
+import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from time import monotonic, perf_counter
@@ -85,7 +86,8 @@ _WORDS: Final[dict[int, tuple[str, str]]] = {
 
 class DnsAnswer:
     """One name's cached answer: ``addresses`` (IP literals, deduplicated, in the answer's
-    order) or ``error`` (the probe's words); valid until ``expires`` (``time.monotonic``)."""
+    order; shared between answers, so never changed) or ``error`` (the probe's words);
+    valid until ``expires`` (``time.monotonic``)."""
 
     __slots__ = ("addresses", "error", "expires", "refresh_at")
 
@@ -143,7 +145,9 @@ class ProbeResolver:
         self._clock = clock
         self._cache: OrderedDict[str, DnsAnswer] = OrderedDict()
         self._inflight: dict[str, list[Waiter]] = {}
-        self._addresses: dict[str, str] = {}  # one str object per distinct address
+        # One single-address list per distinct address, shared by every answer of just that
+        # address (a list is ~80 B, its string ~60): answers' lists are never changed.
+        self._addresses: dict[str, list[str]] = {}
         self._channel: _Cares | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         # Counters read by the bench and the metrics (plain ints: one per probe is cheap).
@@ -285,11 +289,13 @@ class ProbeResolver:
             raw = node.addr[0]
             ip = raw.decode("ascii") if isinstance(raw, bytes) else str(raw)
             if len(pool) >= _ADDRESS_POOL:
-                pool.clear()  # entries keep their strings; only the sharing starts over
-            ip = pool.setdefault(ip, ip)
+                pool.clear()  # entries keep their lists; only the sharing starts over
+            ip = pool.setdefault(ip, [ip])[0]
             if ip not in addrs:
                 addrs.append(ip)
             ttl = min(ttl, float(node.ttl))
+        if len(addrs) == 1:
+            addrs = pool[addrs[0]]
         for cname in result.cnames:
             ttl = min(ttl, float(cname.ttl))
         if len(addrs) > MAX_ADDRESSES:
@@ -339,7 +345,9 @@ class ProbeResolver:
         if answer.expires <= self._clock():
             cache.pop(host, None)  # a zero negative TTL: nothing to keep
             return
-        cache[host] = answer
+        # The key interned: the engine's checks hold their host interned (ScheduledCheck),
+        # so the entry shares that string instead of keeping the probe's copy (~70 B).
+        cache[sys.intern(host)] = answer
         cache.move_to_end(host)
         while len(cache) > self._max_names:
             cache.popitem(last=False)
