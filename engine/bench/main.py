@@ -72,6 +72,7 @@ class Options:
     dns_latency: float = 0.0
     dns_ttl: int = 300
     assertions: float | None = None  # http: the share of monitors with assertions
+    load_only: bool = False  # http, tls, mixed: the engine at the scheduled load, nothing more
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -106,7 +107,14 @@ class Options:
             dns_latency=float(dns_latency) if dns_latency is not None else 0.0,
             dns_ttl=int(dns_ttl) if dns_ttl is not None else 300,
             assertions=_share(getattr(args, "assertions", None), scenario),
+            load_only=_load_only(bool(getattr(args, "load_only", False)), scenario),
         )
+
+
+def _load_only(value: bool, scenario: str) -> bool:
+    if value and scenario not in ("http", "tls", "mixed"):
+        raise BenchError("--load-only applies to the http, tls and mixed scenarios")
+    return value
 
 
 def _share(value: float | None, scenario: str) -> float | None:
@@ -209,9 +217,15 @@ class Bench:
 
     async def dns_queries(self, start: float, end: float) -> int:
         """Questions the DNS server received between two wall times."""
+        return int((await self.dns_count(start, end))["window"])
+
+    async def dns_count(self, start: float, end: float) -> dict[str, Any]:
+        """The DNS server's questions between two wall times: ``window`` (all of them),
+        ``most_per_name_type`` (the most any one name and record type got), ``name_types``
+        (the (name, type) pairs asked for)."""
         assert self.dns is not None
         self.dns.send(cmd="count", start=start, end=end)
-        return int((await self.dns.expect("count", 10))["window"])
+        return await self.dns.expect("count", 10)
 
     async def wait(self, child: Child, event: str, label: str, seconds: float,
                    slack: float = 60.0) -> dict[str, Any]:
@@ -487,17 +501,23 @@ async def _point_monitors(b: Bench, account_id: int, urls: list[str]) -> None:
             [str(urlsplit(u).port) for u in urls])
 
 
-def _dns_figures(res: dict[str, Any], queries: int) -> dict[str, Any]:
+def _dns_figures(res: dict[str, Any], count: dict[str, Any], ttl: float) -> dict[str, Any]:
     """``--names``: DNS questions the server received per probe in the measured window,
-    and the share of the window's name lookups the engine's cache answered."""
+    the share of the window's name lookups the engine's cache answered, and the most
+    questions one name and record type got in the window against what one per TTL allows
+    there (a window of W seconds holds at most floor(W / TTL) + 1 starts of a TTL)."""
     dns = res.get("dns") or {}
     hits, lookups = dns.get("hits", 0), dns.get("lookups", 0)
     probes = sum(res["probes"].values())
+    queries = int(count["window"])
     return {
         "dns_queries": queries,
         "dns_queries_per_probe": per(queries, probes, 6),
         "dns_cache_hit_ratio": per(hits, hits + lookups, 6),
         "dns_lookups_in_window": lookups,
+        "dns_most_queries_per_name_type": count.get("most_per_name_type"),
+        "dns_name_types_asked": count.get("name_types"),
+        "dns_queries_allowed_per_name_type": int(res["seconds"] // max(ttl, 1e-9)) + 1,
     }
 
 
@@ -559,7 +579,8 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
     fig = _engine_figures(res, kind)
     rec.update(fig)
     if names:
-        rec.update(_dns_figures(res, await b.dns_queries(res["wall_start"], res["wall_end"])))
+        rec.update(_dns_figures(res, await b.dns_count(res["wall_start"], res["wall_end"]),
+                                opts.dns_ttl))
     rec["held"] = per(fig["probes"], n * res["seconds"] / load.interval, 4)
     rec["rows_per_s"] = per(await _rows_in_window(b, res["wall_start"], res["wall_end"]),
                             res["seconds"], 1)
@@ -593,6 +614,13 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
         rec["healthy_p99_ratio"] = ratio(groups2["healthy"]["lateness_ms"]["p99"],
                                          groups["healthy"]["lateness_ms"]["p99"])
 
+    if opts.load_only:
+        # --load-only: a large run (50,000 monitors by name behind a slow resolver) within a
+        # few minutes; no baseline, capacity or limit runs, so no ratios.
+        rec["load_only"] = True
+        rec["targets"] = report.engine_targets(rec)
+        return rec
+
     # 2. The naive baseline at the same load.
     base = _baseline_figures(await _run_baseline(b, _load_window(b, "baseline"), ports,
                                                  tls=tls, mixed=sc == "mixed"))
@@ -617,8 +645,8 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             cap_res = await _run_engine(b, cap_w)
             cap_runs.append(_engine_figures(cap_res, kind))
             if names:
-                cap_runs[-1].update(_dns_figures(cap_res, await b.dns_queries(
-                    cap_res["wall_start"], cap_res["wall_end"])))
+                cap_runs[-1].update(_dns_figures(cap_res, await b.dns_count(
+                    cap_res["wall_start"], cap_res["wall_end"]), opts.dns_ttl))
                 cap_runs[-1]["in_flight_at_end"] = cap_res.get("in_flight_at_end")
                 # The same targets by IP literal, right after: names against literals.
                 await _point_monitors(b, account.id, layout.monitor_urls(n, ports))
