@@ -265,3 +265,15 @@ async def wait_for(cond: object, timeout: float = 5.0) -> None:
     while not cond():  # type: ignore[operator]
         assert loop.time() < end, "condition not met in time"
         await asyncio.sleep(0.01)
+
+
+async def test_a_lookup_answered_at_once_still_calls_back_later(dns: DnsServer) -> None:
+    """c-ares answers /etc/hosts names inside the call; the resolver's contract is a call
+    back from the loop, never from inside lookup() (a probe is not ready for it then)."""
+    res = resolver(dns)
+    seen: list[list[str]] = []
+    res.lookup("localhost", lambda answer, ms: seen.append(answer.addresses))
+    assert seen == []
+    await wait_for(lambda: bool(seen))
+    assert seen == [["127.0.0.1"]] and dns.total_queries() == 0
+    await res.aclose()

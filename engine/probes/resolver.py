@@ -149,7 +149,8 @@ class ProbeResolver:
         # address (a list is ~80 B, its string ~60): answers' lists are never changed.
         self._addresses: dict[str, list[str]] = {}
         self._channel: _Cares | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # CNAME-loop diagnoses (failures only)
+        self._generation = 0  # aclose() moves it on: answers to older lookups are dropped
         # Counters read by the bench and the metrics (plain ints: one per probe is cheap).
         self.hits = 0
         self.lookups = 0
@@ -228,6 +229,7 @@ class ProbeResolver:
 
     async def aclose(self) -> None:
         """Cancel lookups in flight (their waiters are not called) and close the channel."""
+        self._generation += 1
         for task in list(self._tasks):
             task.cancel()
         self._inflight.clear()
@@ -247,22 +249,53 @@ class ProbeResolver:
         return channel
 
     def _start(self, host: str) -> None:
+        """Look ``host`` up; its waiters are in ``_inflight``. No task and no future: c-ares
+        calls back from the loop (a task per lookup cost a coroutine, a task and a future
+        each, and the first interval of 50,000 names makes 50,000 lookups)."""
         self.lookups += 1
         if self._m_lookups is not None:
             self._m_lookups.value += 1
-        task = asyncio.get_running_loop().create_task(self._lookup(host))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _lookup(self, host: str) -> None:
         t0 = perf_counter()
+        generation = self._generation
+
+        def answered(result: Any, error: int | None) -> None:
+            if generation != self._generation:
+                return  # aclose() came first: nobody waits for this one
+            try:
+                self._answered(host, t0, result, error)
+            except Exception:
+                log.exception("DNS lookup of %s failed unexpectedly", short(host))
+                self._finish(host, t0, self._failed(host, "error", "resolver error"))
+
+        channel = self._resolver()
         try:
-            answer = await self._query(host)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("DNS lookup of %s failed unexpectedly", short(host))
-            answer = self._failed(host, "error", "resolver error")
+            channel.getaddrinfo(host, self.family, answered)
+        except (UnicodeError, ValueError, TypeError):
+            channel.loop.call_soon(self._finish, host, t0,
+                                   self._failed(host, "invalid_name", "invalid name"))
+
+    def _answered(self, host: str, t0: float, result: Any, error: int | None) -> None:
+        if error is not None:
+            kind, reason = _WORDS.get(error, ("error", "resolver error"))
+            if kind == "no_address":
+                # A CNAME loop is told from a plain "no address" by a few more queries:
+                # in a task, for failures only.
+                task = asyncio.get_running_loop().create_task(self._no_address(host, t0))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                return
+            answer = self._failed(host, kind, reason)
+        else:
+            answer = self._parsed(host, result)
+        self._finish(host, t0, answer)
+
+    async def _no_address(self, host: str, t0: float) -> None:
+        loop_found = await self._cname_loop(host)
+        self._finish(host, t0, self._failed(host, *(
+            ("cname_loop", "CNAME loop") if loop_found else ("no_address", "no address"))))
+
+    def _finish(self, host: str, t0: float, answer: DnsAnswer) -> None:
+        """Keep ``answer`` and hand it to every probe waiting for it."""
         if self._m_latency is not None:
             self._m_latency(perf_counter() - t0)
         self._store(host, answer)
@@ -272,16 +305,7 @@ class ProbeResolver:
             except Exception:
                 log.exception("DNS waiter failed")
 
-    async def _query(self, host: str) -> DnsAnswer:
-        try:
-            result = await self._resolver().getaddrinfo(host, self.family)
-        except _AresFailed as exc:
-            kind, reason = _WORDS.get(exc.code, ("error", "resolver error"))
-            if kind == "no_address" and await self._cname_loop(host):
-                kind, reason = "cname_loop", "CNAME loop"
-            return self._failed(host, kind, reason)
-        except (UnicodeError, ValueError, TypeError):
-            return self._failed(host, "invalid_name", "invalid name")
+    def _parsed(self, host: str, result: Any) -> DnsAnswer:
         pool = self._addresses
         addrs: list[str] = []
         ttl = self._max_ttl
@@ -432,15 +456,28 @@ class _Cares:
             servers=servers or None,
         )
 
-    def getaddrinfo(self, host: str, family: int) -> asyncio.Future[Any]:
-        fut, cb = self._future()
+    def getaddrinfo(self, host: str, family: int,
+                    callback: Callable[[Any, int | None], None]) -> None:
+        """``callback(result, error)`` once, from the loop; never from inside this call
+        (c-ares answers from ``/etc/hosts`` inside it: those go through ``call_soon``).
+        Raises what pycares raises for a name it cannot encode (ValueError, UnicodeError)."""
+        loop = self.loop
+        inside = True
+
+        def cb(result: Any, error: int | None) -> None:
+            if inside:
+                loop.call_soon(callback, result, error)
+            else:
+                callback(result, error)
+
         try:
             self._channel.getaddrinfo(host, None, family=socket.AddressFamily(family),
                                       callback=cb)
         except pycares.AresError as exc:
             cb(None, exc.args[0] if exc.args else -1)
+        finally:
+            inside = False
         self._arm()
-        return fut
 
     def query(self, name: str, qtype: int) -> asyncio.Future[Any]:
         fut, cb = self._future()
