@@ -76,20 +76,22 @@ async def test_a_name_is_looked_up_once_per_ttl_and_then_answered_from_the_cache
         assert o.status_code == 200 and o.dns_ms == 0.0 and o.dns_cached, o
     assert dns.queries == {(f"m1.{ZONE}", "A"): 1}
     assert site.requests[-1].headers["host"] == f"m1.{ZONE}:{site.port}"
-    # Close to its end (the last tenth), the answer is still served and looked up again
-    # behind the probe: a question to the server (c-ares's own query cache is off; it
-    # answered with the old answer's remaining TTL, so the refresh gained nothing).
-    clock.now += 290
+    clock.now += 290  # near its end: still the one answer, no question
+    assert (await p.probe(url)).dns_cached and res.lookups == 1
+    # Past its TTL, within a tenth of it more: still served (no probe waits), and looked up
+    # again behind the probe: one question per TTL (c-ares's own query cache is off: it
+    # answered with the old answer's remaining TTL).
+    clock.now += 15
     o = await p.probe(url)
     assert o.dns_cached and o.status_code == 200
     await wait_for(lambda: res.lookups == 2 and not res.busy(f"m1.{ZONE}"))
     assert dns.queries == {(f"m1.{ZONE}", "A"): 2}
-    clock.now += 20  # past the first answer's end, within the refreshed one's
+    clock.now += 20  # within the refreshed answer's TTL
     assert (await p.probe(url)).dns_cached
     assert dns.queries == {(f"m1.{ZONE}", "A"): 2}
-    assert (res.hits, res.lookups) == (22, 2)
+    assert (res.hits, res.lookups) == (23, 2)
     text = metrics.render()[0].decode()
-    assert "upwatch_dns_cache_hits_total 22.0" in text
+    assert "upwatch_dns_cache_hits_total 23.0" in text
     assert "upwatch_dns_lookups_total 2.0" in text
     assert "upwatch_dns_lookup_seconds_count 2.0" in text
     await p.aclose()
@@ -102,7 +104,7 @@ async def test_an_answer_is_kept_once_not_again_by_c_ares(dns: DnsServer) -> Non
     res = resolver(dns, clock, family=socket.AF_UNSPEC)
     for _ in range(3):
         assert await res(f"m1.{ZONE}", 80) == ["127.0.0.1"]
-        clock.now += 301  # the answer's TTL is 300 s (on our clock; c-ares's is real time)
+        clock.now += 331  # past its TTL (300 s, on our clock; c-ares's is real time) and grace
     assert dns.queries == {(f"m1.{ZONE}", "A"): 3, (f"m1.{ZONE}", "AAAA"): 3}
     await res.aclose()
 
@@ -115,17 +117,17 @@ async def test_ttls_are_clamped_to_the_settings(dns: DnsServer) -> None:
     clock.now += 9.5
     assert await res("m1." + ZONE, 80) == ["127.0.0.1"]
     assert dns.total_queries() == 1
-    clock.now += 1
+    clock.now += 1.6  # past its 10 s and the tenth more it may be served while refreshed
     await res("m1." + ZONE, 80)
     assert dns.total_queries() == 2 and res.lookups == 2
     dns.ttl = 86_400  # above the maximum: kept 60 s, then asked again
     await res("m2." + ZONE, 80)
-    clock.now += 50  # (the last tenth, 54-60 s, would refresh it in the background)
+    clock.now += 50
     await res("m2." + ZONE, 80)
     assert res.lookups == 3
-    clock.now += 10.2
+    clock.now += 16.2  # past 60 s and its 6 s of grace: the lookup is waited for
     await res("m2." + ZONE, 80)
-    assert res.lookups == 4
+    assert res.lookups == 4 and dns.total_queries() == 4
     await res.aclose()
 
 

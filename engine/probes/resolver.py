@@ -15,17 +15,21 @@ at 30 ms). Here:
 * c-ares's own query cache (on by default since c-ares 1.31) is turned off
   (:func:`_channel`): it kept every response message besides our entry, ~2.2 KB of RSS per
   name asked for A only and ~2.8-3.4 KB for A and AAAA (10,000 names, after
-  ``malloc_trim``; 0.6-0.7 KB without it), and it answered our refresh below from that
-  cache with the remaining TTL, so a refreshed answer ended when the old one did and the
-  next probe after it waited for a real lookup;
+  ``malloc_trim``; 0.6-0.7 KB without it), and it answered a refresh from that cache with
+  the remaining TTL, so a refreshed answer ended when the old one did;
 * each answer is kept for its TTL (the smallest of its addresses' and CNAMEs'), clamped to
   ``[min_ttl, max_ttl]``; a name that does not exist for ``negative_ttl``, any other failure
   (time-out, SERVFAIL, refused, no address, CNAME loop, oversized answer) for
   ``failure_ttl``, so a broken name costs one query per that time, not one per probe;
 * one lookup in flight per name: probes of a name being looked up wait for that lookup;
-* an answer used in the last tenth of its lifetime (at most ``REFRESH_AHEAD_MAX`` s before
-  it expires) is looked up again in the background while the cached one is still served:
-  a name probed more often than its TTL is never waited for after the first time;
+* an answer whose TTL is over is still served for a tenth of its TTL more (at most
+  ``STALE_MAX`` s) while it is looked up again in the background (the one lookup in flight
+  for the name): a name probed at least that often is never waited for after its first
+  lookup, and the server is asked once per TTL, not more. A refresh before the end (as
+  Unbound's prefetch does, in the last tenth) would ask 1.11 times per TTL from an
+  authoritative server and, behind a caching resolver (most operators'), get the remaining
+  TTL back: a second question per TTL and a probe waiting at its end. A stale answer is
+  used for at most that grace, only while its refresh runs; failures are never served stale;
 * at most ``max_names`` names are kept; the least recently used go first;
 * A and AAAA per ``family``: AF_INET asks A only, AF_INET6 AAAA only, AF_UNSPEC both
   (the probes' family follows their source address, :func:`engine.probes._net.source_family`).
@@ -61,9 +65,9 @@ log = logging.getLogger(__name__)
 # An answer with more addresses than this is refused as a whole ("answer too large"): no
 # site needs more, and an entry's memory stays bounded whatever the zone's owner publishes.
 MAX_ADDRESSES: Final = 32
-# Background refresh: in the last tenth of an answer's lifetime, but no earlier than this
-# many seconds before it expires.
-REFRESH_AHEAD_MAX: Final = 30.0
+# An answer past its TTL is served while it is looked up again for a tenth of its TTL more,
+# at most this many seconds.
+STALE_MAX: Final = 30.0
 # Distinct address strings shared between entries (names of one site share addresses).
 _ADDRESS_POOL: Final = 65536
 # CNAMEs followed when diagnosing an answer without addresses.
@@ -89,14 +93,14 @@ class DnsAnswer:
     order; shared between answers, so never changed) or ``error`` (the probe's words);
     valid until ``expires`` (``time.monotonic``)."""
 
-    __slots__ = ("addresses", "error", "expires", "refresh_at")
+    __slots__ = ("addresses", "error", "expires", "stale_until")
 
     def __init__(self, addresses: list[str], error: str | None, expires: float,
-                 refresh_at: float) -> None:
+                 stale_until: float) -> None:
         self.addresses = addresses
         self.error = error
         self.expires = expires
-        self.refresh_at = refresh_at
+        self.stale_until = stale_until  # served while refreshed until then (see STALE_MAX)
 
 
 Waiter = Callable[[DnsAnswer, float], None]
@@ -171,22 +175,24 @@ class ProbeResolver:
     # -- probes' side -----------------------------------------------------------------------
 
     def cached(self, host: str) -> DnsAnswer | None:
-        """The cached, unexpired answer for ``host`` (a hit), or None (call :meth:`lookup`).
-        An answer near its end is looked up again in the background."""
+        """The cached answer for ``host`` (a hit), or None (call :meth:`lookup`). An answer
+        past its TTL but within its grace (``stale_until``) is served while it is looked up
+        again in the background."""
         cache = self._cache
         answer = cache.get(host)
         if answer is None:
             return None
         now = self._clock()
         if now >= answer.expires:
-            return None
+            if now >= answer.stale_until:
+                return None
+            if host not in self._inflight:
+                self._inflight[host] = []
+                self._start(host)
         cache.move_to_end(host)
         self.hits += 1
         if self._m_hits is not None:
             self._m_hits.value += 1
-        if now >= answer.refresh_at and answer.error is None and host not in self._inflight:
-            self._inflight[host] = []
-            self._start(host)
         return answer
 
     def busy(self, host: str) -> bool:
@@ -328,8 +334,7 @@ class ProbeResolver:
             return self._failed(host, "no_address", "no address")
         ttl = min(self._max_ttl, max(self._min_ttl, ttl))
         now = self._clock()
-        return DnsAnswer(addrs, None, now + ttl,
-                         now + ttl - min(REFRESH_AHEAD_MAX, ttl / 10.0))
+        return DnsAnswer(addrs, None, now + ttl, now + ttl + min(STALE_MAX, ttl / 10.0))
 
     async def _cname_loop(self, host: str) -> bool:
         """After an answer without addresses: does ``host`` lead into a CNAME loop? (One
@@ -402,8 +407,7 @@ _ARES_OPT_QUERY_CACHE: Final = 1 << 21
 def _channel(**options: Any) -> pycares.Channel:
     """A ``pycares.Channel`` with c-ares's query cache off (``qcache_max_ttl`` 0, as Node.js
     does since c-ares turned it on by default): this module keeps the answers, per TTL and
-    clamped, and a second cache below it only costs memory and defeats the refresh (see
-    the module's docstring).
+    clamped, and a second cache below it only costs memory (see the module's docstring).
 
     pycares builds the options inside ``Channel()`` and offers no knob, so the call is made
     with its ``_lib`` (the cffi library it calls c-ares through) seen through a stand-in
