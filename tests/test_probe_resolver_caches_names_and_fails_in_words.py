@@ -279,3 +279,17 @@ async def test_a_lookup_answered_at_once_still_calls_back_later(dns: DnsServer) 
     await wait_for(lambda: bool(seen))
     assert seen == [["127.0.0.1"]] and dns.total_queries() == 0
     await res.aclose()
+
+
+async def test_unsettled_counts_failed_names_and_lookups_in_flight(dns: DnsServer) -> None:
+    dns.latency = 0.2
+    res = resolver(dns, timeout=2.0)
+    waiting = asyncio.ensure_future(res(f"m1.{ZONE}", 80))
+    await wait_for(lambda: res.busy(f"m1.{ZONE}"))
+    assert res.unsettled() == 1  # in flight
+    await waiting
+    assert res.unsettled() == 0
+    with pytest.raises(Exception, match="DNS lookup failed"):
+        await res(f"nx-a.{ZONE}", 80)
+    assert res.unsettled() == 1 and len(res) == 2  # the failure is cached, and counted
+    await res.aclose()

@@ -172,6 +172,11 @@ class ProbeResolver:
     def __len__(self) -> int:
         return len(self._cache)
 
+    def unsettled(self) -> int:
+        """Names whose entry is a failure, plus lookups in flight (the bench waits for 0
+        before it measures names already looked up)."""
+        return sum(1 for a in self._cache.values() if a.error is not None) + len(self._inflight)
+
     # -- probes' side -----------------------------------------------------------------------
 
     def cached(self, host: str) -> DnsAnswer | None:
