@@ -188,3 +188,19 @@ def test_load_only_is_for_the_engine_scenarios() -> None:
     assert Options.from_args(args("http")).load_only
     with pytest.raises(BenchError, match="--load-only"):
         Options.from_args(args("webhooks"))
+
+
+def test_the_world_dns_fast_path_counts_questions_per_name_and_type_too() -> None:
+    import time
+
+    import dns.message
+
+    from engine.bench.dnsserver import DnsServer
+
+    server = DnsServer(zone="names.test")
+    server.address_of = lambda name: "127.0.1.1"
+    t0 = time.time()
+    for rdtype in ("A", "A", "AAAA"):
+        q = dns.message.make_query("m7.names.test", rdtype)
+        assert server.answer(q.to_wire(), tcp=False) is not None
+    assert server.most_per_name_type(t0, time.time() + 1) == (2, 2)
