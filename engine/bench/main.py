@@ -698,6 +698,9 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             rec["literals_capacity_runs_probes_per_cpu_s"] = [
                 c["probes_per_cpu_s"] for c in literal_runs]
             rec["literals_capacity_error_rates"] = [c["error_rate"] for c in literal_runs]
+            if "instructions_per_probe" in literal_runs[0]:  # UPWATCH_BENCH_CALLGRIND
+                rec["literals_capacity_runs_instructions_per_probe"] = [
+                    c.get("instructions_per_probe") for c in literal_runs]
             rec["names_cost_vs_literals_pairs"] = cost
             good = [c for c in cost if c is not None]
             rec["names_cost_vs_literals"] = round(statistics.median(good), 3) if good else None
