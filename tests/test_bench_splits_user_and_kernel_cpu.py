@@ -97,7 +97,7 @@ def _perf_works() -> bool:
 
 
 @pytest.mark.skipif(not _perf_works(), reason="perf not usable here")
-async def test_perf_profiles_a_running_process_and_writes_its_top_lines(
+async def test_perf_profiles_a_running_process_and_divides_its_time_per_operation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(kernelprof.ENV_PERF, str(tmp_path))
@@ -108,11 +108,36 @@ async def test_perf_profiles_a_running_process_and_writes_its_top_lines(
     finally:
         proc.kill()
         proc.wait()
-    if not (tmp_path / "busy-top.txt").exists():
+    if not (tmp_path / "busy.data").exists():
         pytest.skip("perf record could not attach here")
-    top = (tmp_path / "busy-top.txt").read_text()
-    assert "== by shared object" in top and "[kernel.kallsyms]" in top
-    assert "__x64_sys_" in top  # the system calls' inclusive shares
     stat = (tmp_path / "busy.stat").read_text()
     assert "context-switches" in stat
     assert "raw_syscalls" not in stat  # tracepoints would cost the profiled process
+    # 1 s of CPU over 1,000 operations: 1,000 us each, split by the profile's shares.
+    kernelprof.note("busy", probes=1000, cpu_s=1.0, user_s=0.5, sys_s=0.5)
+    table = kernelprof.summarize(tmp_path)
+    top = (tmp_path / "busy-top.txt").read_text()
+    assert "== by shared object" in top and "[kernel.kallsyms]" in top
+    assert "__x64_sys_openat" in top  # the system calls' inclusive shares
+    row = next(line for line in table.splitlines() if line.startswith("| busy |"))
+    cells = row.strip("|").split("|")
+    assert float(cells[1]) == pytest.approx(1000.0)
+    assert 0 < float(cells[4]) < 1000.0  # the kernel's part, from the profile
+    assert "openat" in table.splitlines()[0]
+
+
+def test_per_operation_reads_the_shares_of_a_profile() -> None:
+    top = """== by shared object (self)
+    60.00%  [kernel.kallsyms]
+    40.00%  libpython3.11.so.1.0
+
+== inclusive (children), system calls and softirqs
+    58.00%     0.71%  [k] do_syscall_64
+    25.00%     0.02%  [k] __x64_sys_connect
+    20.00%     0.25%  [k] handle_softirqs
+    10.00%     0.02%  [k] ksys_write
+"""
+    got = kernelprof.per_operation(top, {"requests": 100, "cpu_s": 0.01, "user_s": 0.004,
+                                         "sys_s": 0.006})
+    assert got == pytest.approx({"cpu": 100.0, "user": 40.0, "sys": 60.0, "kernel": 60.0,
+                                 "softirq": 20.0, "connect": 25.0, "write": 10.0})
