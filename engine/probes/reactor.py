@@ -8,8 +8,7 @@ sets ``TCP_NODELAY``, reads back the local and peer addresses, registers the tra
 connection is one small object over a socket: ``socket``, ``connect``, one ``epoll_ctl``
 to register it edge-triggered for both directions, ``send`` when it is writable
 (``getsockopt(SO_ERROR)`` only when epoll reports an error or hang-up), ``recv_into`` until
-a read comes back short, and a disconnect that leaves the socket, still registered, to the
-next connection (see below).
+a read comes back short, and ``close`` (which also drops the registration).
 
 Measured side by side on the 2-core development machine (one client on one core, a local
 server on the other, 50 connections in flight, ``Connection: close``), CPU per request:
@@ -31,36 +30,19 @@ connects are non-blocking, writes that do not fit wait for ``EPOLLOUT``.
 The protocol side is a subset of ``asyncio.BufferedProtocol`` (see :class:`Endpoint`).
 Unlike an asyncio transport, ``abort()`` closes the socket at once and calls nothing back.
 
-A connected socket is ended with a reset, as HAProxy closes its connections to servers: a
-probe closes once it has what it came for (or at its deadline), so there is nothing left
-to deliver, and neither side keeps the connection in TIME_WAIT.
+A connected socket is closed with a reset (``SO_LINGER`` on, 0 s), as HAProxy closes its
+connections to servers: a probe closes once it has what it came for (or at its deadline),
+so there is nothing left to deliver, and neither side keeps the connection in TIME_WAIT.
 A prober opening thousands of connections a minute to the same site would otherwise hold
 an ephemeral port per connection for a minute; and ``close()`` costs less: 16-17 us of
 CPU instead of 24-25 (measured in the bare client above, three runs each; 83-94 us a
 request instead of 99-105).
-
-The reset is sent by disconnecting the socket (``connect`` with an ``AF_UNSPEC`` address:
-the kernel's ``tcp_disconnect``), not by closing it: the socket stays open and registered
-in the epoll, unconnected, and the next connection of its address family takes it
-(:data:`SPARE_SOCKETS` at most are kept; sockets bound to a source address, and sockets
-whose connect had not completed, are closed with ``SO_LINGER`` 0 as before). A probe then
-makes 5 system calls instead of 7 (``connect``, ``send``, ``recv``, the disconnect and a
-``getsockopt(SO_ERROR)`` that clears the ``ECONNRESET`` the disconnect leaves) and
-allocates no socket, file or epoll item: issue 15's perf profile of the engine at capacity
-put those at ~13 us of kernel time a probe (``socket`` 4.9, ``epoll_ctl`` 2.3, the file's
-release in ``close`` ~5, ``setsockopt`` 0.6) and ~2 us of user time (engine/bench/
-RESULTS.md, "Plain HTTP against wrk"). Python's ``socket.connect`` cannot pass
-``AF_UNSPEC``: libc's ``connect`` is called through ctypes. A descriptor reused while a
-batch of events is handed out may still have its previous connection's event in the batch
-(readable and writable: it would pass for the new connect's completion): such events are
-skipped, and the new connection's own come with the next poll.
 """
 
 from __future__ import annotations
 
 import _socket
 import asyncio
-import ctypes
 import errno
 import logging
 import os
@@ -97,30 +79,6 @@ _SO_LINGER: Final = socket.SO_LINGER
 _INET: Final = socket.AF_INET
 _INET6: Final = socket.AF_INET6
 _STREAM_NONBLOCK: Final = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
-
-# connect(2) with an AF_UNSPEC address: TCP's disconnect (tcp_disconnect: a reset, then the
-# socket is unconnected and may connect again). Python's socket.connect cannot pass one,
-# hence libc through ctypes (~1 us). None where there is no epoll (other systems).
-_UNSPEC: Final = struct.pack("H14x", socket.AF_UNSPEC)
-_SO_ERROR: Final = socket.SO_ERROR
-# Disconnected sockets kept for reuse, per address family: bounds the descriptors held
-# while idle; at capacity a completed probe's socket is taken by the next probe at once.
-SPARE_SOCKETS: Final = 256
-
-
-def _libc_connect() -> object:
-    if not _EPOLL:  # pragma: no cover - other systems
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).connect
-    except (OSError, AttributeError):  # pragma: no cover - no libc to load
-        return None
-    fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_DISCONNECT: Final = _libc_connect()
 
 # Events taken per wake-up; more stay ready in the epoll for the next one.
 MAX_EVENTS: Final = 1024
@@ -171,8 +129,7 @@ class Reactor:
     :class:`SocketTransport` objects handed to their endpoint's ``connection_made``.
     """
 
-    __slots__ = ("_closed", "_closing", "_conns", "_dispatching", "_ep", "_fresh", "_poll",
-                 "_spare4", "_spare6", "loop")
+    __slots__ = ("_closed", "_closing", "_conns", "_dispatching", "_ep", "_poll", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -184,14 +141,6 @@ class Reactor:
         # batch, which would then receive the closed one's event.
         self._dispatching = False
         self._closing: list[_socket.socket] = []
-        # Disconnected sockets, still registered in the epoll (see SocketTransport.abort).
-        self._spare4: list[_socket.socket] = []
-        self._spare6: list[_socket.socket] = []
-        # Descriptors of spare sockets reused during a dispatch batch: the batch may still
-        # hold an event of the previous connection of the descriptor, which is skipped
-        # (the new connection's own events come with the next poll: an edge after the poll
-        # puts the descriptor on the ready list again).
-        self._fresh: set[int] = set()
         self._closed = False
         loop.add_reader(self._ep.fileno(), self._ready)
 
@@ -209,23 +158,6 @@ class Reactor:
         if self._closed:
             # An endpoint told of the close may try its next address: refuse at once.
             raise ConnectionAbortedError(errno.ECONNABORTED, "prober closed")
-        spare = self._spare6 if ":" in ip else self._spare4
-        if spare and local is None:
-            # A disconnected socket: already registered, nothing to allocate.
-            sock = spare.pop()
-            fd = sock.fileno()
-            try:
-                err = sock.connect_ex((ip, port))
-                if err and err != errno.EINPROGRESS:
-                    raise OSError(err, os.strerror(err))
-            except BaseException:
-                sock.close()
-                raise
-            if self._dispatching:
-                self._fresh.add(fd)
-            transport = SocketTransport(self, sock, fd, endpoint)
-            self._conns[fd] = transport
-            return transport
         # _socket.socket, not socket.socket: the latter adds a Python __init__ and close()
         # (2.5 us a connection, measured) and nothing probes use.
         sock = _socket.socket(_INET6 if ":" in ip else _INET, _STREAM_NONBLOCK)
@@ -241,8 +173,6 @@ class Reactor:
             sock.close()
             raise
         transport = SocketTransport(self, sock, fd, endpoint)
-        if local is not None:
-            transport._spare = False  # bound to its source address: not for reuse
         self._conns[fd] = transport
         return transport
 
@@ -254,22 +184,17 @@ class Reactor:
         self._closed = True
         for transport in list(self._conns.values()):
             transport._lost(ConnectionAbortedError(errno.ECONNABORTED, "prober closed"))
-        for spare in (self._spare4, self._spare6):
-            for sock in spare:
-                sock.close()
-            spare.clear()
         if not self.loop.is_closed():
             self.loop.remove_reader(self._ep.fileno())
         self._ep.close()
 
     def _ready(self) -> None:
         conns = self._conns
-        fresh = self._fresh
         self._dispatching = True
         try:
             for fd, events in self._poll(0, MAX_EVENTS):
                 transport = conns.get(fd)
-                if transport is None or (fresh and fd in fresh):
+                if transport is None:
                     continue
                 try:
                     transport._event(events)
@@ -279,31 +204,11 @@ class Reactor:
                     transport._lost(exc)
         finally:
             self._dispatching = False
-            if fresh:
-                fresh.clear()
             closing = self._closing
             if closing:
                 for sock in closing:
                     sock.close()
                 closing.clear()
-
-    def _recycle(self, fd: int, sock: _socket.socket) -> bool:
-        """Disconnect a connected socket (a reset, as SO_LINGER 0 and close send) and keep
-        it for the next connection; False when it is not kept (then close it)."""
-        spare = self._spare6 if sock.family == _INET6 else self._spare4
-        if _DISCONNECT is None or len(spare) >= SPARE_SOCKETS or self._closed:
-            return False
-        if _DISCONNECT(fd, _UNSPEC, len(_UNSPEC)) != 0:  # type: ignore[operator]
-            return False
-        # tcp_disconnect leaves ECONNRESET as the socket's error; unread, it would show as
-        # EPOLLERR on the next connection. Reading SO_ERROR clears it.
-        try:
-            sock.getsockopt(_SOL_SOCKET, _SO_ERROR)
-        except OSError:
-            return False
-        del self._conns[fd]
-        spare.append(sock)
-        return True
 
     def _release(self, fd: int, sock: _socket.socket) -> None:
         del self._conns[fd]
@@ -321,8 +226,7 @@ class SocketTransport:
     """One connection: ``write()`` and ``abort()``, the part of an asyncio transport
     that probes use. Reads go into the endpoint's ``get_buffer()``."""
 
-    __slots__ = ("_connecting", "_endpoint", "_fd", "_pending", "_reactor", "_resuming", "_sock",
-                 "_spare")
+    __slots__ = ("_connecting", "_endpoint", "_fd", "_pending", "_reactor", "_resuming", "_sock")
 
     def __init__(
         self, reactor: Reactor, sock: _socket.socket, fd: int, endpoint: Endpoint
@@ -334,8 +238,6 @@ class SocketTransport:
         self._connecting = True
         self._pending = b""
         self._resuming = False
-        # Disconnected and kept for the next connection when aborted (Reactor._recycle).
-        self._spare = True
 
     def write(self, data: bytes) -> None:
         """Send ``data``; what does not fit now is sent when the socket is writable.
@@ -367,8 +269,6 @@ class SocketTransport:
         self._sock = None
         self._pending = b""
         if not self._connecting:
-            if self._spare and self._reactor._recycle(self._fd, sock):
-                return
             # try/except, not contextlib.suppress: three Python calls fewer on every probe.
             try:
                 sock.setsockopt(_SOL_SOCKET, _SO_LINGER, _LINGER_RESET)
