@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import aiohttp
+import pytest
 
 from engine.db.store import Store
 from engine.maintenance_windows import Window
@@ -98,3 +99,54 @@ async def test_the_30_day_uptime_leaves_maintenance_out(
             html = await r.text()
         figure = html.split("Uptime, last 30 days", 1)[1].split('class="value">', 1)[1]
         assert figure.startswith("100%<")
+
+
+async def test_a_days_bar_leaves_maintenance_out(
+    store: Store, account: tuple[Any, str], status_page_url: str
+) -> None:
+    """An outage 40 days ago (outside the 30-day figure, inside the 90 bars) that fell in a
+    window declared beforehand: its day's bar shows full uptime, as the 30-day figure would."""
+    acc, _ = account
+    m = await store.create_monitor(
+        acc.id, url="https://example.com/", scheme="https", host="example.com", port="",
+        alias="Shop", interval=30, notification_threshold=0, certificate_interval=3600,
+        monitor_limit=1000)
+    cid = m.checks["uptime"].id
+    now = utcnow()
+    noon = now.replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=40)
+    async with store.pool.acquire() as conn:
+        await conn.execute("UPDATE check_periods SET started_at = $2 WHERE check_id = $1",
+                           cid, now - timedelta(days=60))
+        await conn.execute(
+            "INSERT INTO check_rollups_hourly (check_id, hour, probes, responses,"
+            " response_ms_sum) VALUES ($1, $2, 100, 100, 5000)", cid, noon)
+        await conn.execute(
+            "INSERT INTO outages (check_id, started_at, ended_at, http_status_code)"
+            " VALUES ($1, $2, $3, 500)", cid, noon, noon + timedelta(hours=2))
+    day = noon.date().isoformat()
+
+    async def bar() -> Any:
+        async with aiohttp.ClientSession(base_url=status_page_url) as s:
+            async with s.get(f"/{m.identifier}.json") as r:
+                assert r.status == 200
+                body = await r.json()
+        return next(d["uptime_percentage"] for d in body["days"] if d["date"] == day)
+
+    before = await bar()
+    assert before is not None and before < 95
+    assert before == pytest.approx(100 * (1 - 2 / 24), abs=0.001)
+    # A window beside the outage takes its 2 hours out of the day, not the outage's.
+    await store.create_window(acc.id, Window(
+        0, "elsewhere", (m.id,), starts_at=noon - timedelta(hours=5),
+        ends_at=noon - timedelta(hours=3)))
+    async with store.pool.acquire() as conn:
+        await conn.execute("UPDATE maintenance_windows SET created_at = $1",
+                           noon - timedelta(days=1))
+    assert await bar() == pytest.approx(100 * (1 - 2 / 22), abs=0.001)
+    await store.create_window(acc.id, Window(
+        0, "move", (m.id,), starts_at=noon - timedelta(hours=1),
+        ends_at=noon + timedelta(hours=3)))
+    async with store.pool.acquire() as conn:
+        await conn.execute("UPDATE maintenance_windows SET created_at = $1",
+                           noon - timedelta(days=1))
+    assert await bar() == 100.0

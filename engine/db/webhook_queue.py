@@ -88,7 +88,6 @@ ORDER BY id DESC
 LIMIT $4
 """
 
-SQL_GET_WEBHOOK = f"SELECT {_LOG_COLUMNS} FROM webhook_events WHERE id = $1 AND account_id = $2"
 
 SQL_LOCK_FOR_RETRY = """
 SELECT w.status, a.webhook_url
@@ -382,13 +381,6 @@ class WebhookQueueMixin(StoreBase):
             raise ValueError(f"unknown status {status!r}")
         rows = await self._fetch(SQL_LIST_WEBHOOKS, account_id, status, before_id, limit)
         return [WebhookRecord.from_row(r) for r in rows]
-
-    async def get_webhook(self, account_id: int, event_id: int) -> WebhookRecord:
-        """One event of the account; NotFound for an unknown id or another account's."""
-        row = await self._fetchrow(SQL_GET_WEBHOOK, event_id, account_id)
-        if row is None:
-            raise NotFound("Webhook not found.")
-        return WebhookRecord.from_row(row)
 
     async def retry_webhook(self, account_id: int, event_id: int) -> WebhookRecord:
         """Re-queue a ``failed`` event for one more try now (``tries`` is kept, so

@@ -72,14 +72,13 @@ from engine.webhooks.http import (
     WebhookClient,
     parse_url,
 )
-from engine.webhooks.signing import SIGNATURE_256_HEADER, sign, sign_256
+from engine.webhooks.signing import sign, sign_256
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "BATCH_WINDOW", "LEASE_MARGIN", "MAX_RESPONSE_BODY", "RESULT_DELIVERED", "RESULT_EXPIRED",
     "RESULT_GAVE_UP", "BlockedTarget", "Deliverer", "Outcome", "WebhookSender",
-    "delivery_headers",
 ]
 # Connect timeout, within the total: a receiver that does not accept in this long is down.
 MAX_CONNECT_TIMEOUT = 5.0
@@ -102,19 +101,6 @@ RESULT_BLOCKED = "blocked"
 Outcome = Attempt
 
 
-def delivery_headers(event: ClaimedEvent) -> dict[str, str]:
-    """The headers of one try, exactly as api.md section 6 and decisions.md name them."""
-    return {
-        "Content-Type": "application/json",
-        "User-Agent": USER_AGENT,
-        "X-Service-Webhook": str(event.id),
-        "X-Service-Current-Try": str(event.tries),
-        "X-Service-Parent-Webhook": str(event.parent_webhook),
-        "X-Service-Signature": sign(event.body, event.token),
-        SIGNATURE_256_HEADER: sign_256(event.body, event.token, int(time.time())),
-    }
-
-
 # The same for every try; Accept as any client sends it. No Accept-Encoding: a body is only
 # quoted, never decompressed.
 _FIXED_HEADERS = (
@@ -123,7 +109,8 @@ _FIXED_HEADERS = (
 
 
 def _header_lines(event: ClaimedEvent) -> bytes:
-    """:func:`delivery_headers` as the request's header lines, made without a dict."""
+    """The headers of one try as the request's header lines, exactly as api.md section 6 and
+    decisions.md name them (made without a dict)."""
     return _FIXED_HEADERS + (
         b"X-Service-Webhook: %d\r\nX-Service-Current-Try: %d\r\n"
         b"X-Service-Parent-Webhook: %d\r\nX-Service-Signature: %s\r\n"
