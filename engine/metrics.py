@@ -224,6 +224,11 @@ class Metrics:
             "upwatch_dns_lookup_seconds", "DNS lookup latency (cache misses).",
             buckets=_LATENCY_BUCKETS, registry=r,
         )
+        self.tls_handshakes = LoopCounter(
+            "upwatch_tls_handshakes_total",
+            "TLS handshakes of uptime probes, by whether they resumed a session.",
+            ["resumed"], registry=r,
+        )
         self.in_flight = Gauge("upwatch_probes_in_flight", "Probes running now.", registry=r)
         self.scheduled = Gauge(
             "upwatch_checks_scheduled", "Checks in this node's timing wheel.", registry=r

@@ -15,6 +15,10 @@ ratios taken at the same moment compare. Layout of the package:
 ``loadgen``           aiohttp load generator and webhook producer (child roles)
 ``apiserver``         ``create_app`` served on one core (a child role)
 ``notify_storm``      the ``notify`` scenario: an alert storm with and without channels
+``internet``          the ``internet`` scenario: host names, HTTPS through nginx, failing kinds
+``world``             which site each monitor of the internet world is (pure)
+``nginx``             nginx installed, configured, started for the internet world
+``worldserver``       the internet world's nginx backend and hanging site (a child role)
 ``limits``            ``wrk`` and ``openssl s_time`` runs and their parsers
 ``database``          a fresh database per run, seeded with set-based SQL
 ``layout``            which monitor points at which loopback address, port and path
@@ -31,6 +35,6 @@ Only loopback (127.0.0.0/8) is ever contacted. Every child is started in its own
 
 from __future__ import annotations
 
-SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify")
+SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify", "internet")
 
 __all__ = ["SCENARIOS"]

@@ -38,7 +38,8 @@ class _Tally:
 
 
 async def _monitor(
-    i: int, url: str, interval: float, start: float, session: Any, tally: _Tally
+    i: int, url: str, interval: float, start: float, session: Any, tally: _Tally,
+    expect_ok: bool = True,
 ) -> None:
     from engine.scheduler.wheel import phase_fraction
 
@@ -58,7 +59,7 @@ async def _monitor(
             ok = False
         if tally.recording:
             tally.probes += 1
-            if not ok:
+            if ok != expect_ok:  # a failing site of the internet world must fail
                 tally.errors += 1
             tally.late.append(began - due)
         due += interval
@@ -78,14 +79,23 @@ async def _baseline(cfg: dict[str, Any]) -> None:
 
     urls = monitor_urls(cfg["monitors"], Ports.from_dict(cfg["ports"]), tls=cfg.get("tls", False),
                         mixed=cfg.get("mixed", False), names=bool(cfg.get("dns_server")))
+    expect = [True] * len(urls)
+    if cfg.get("world"):
+        # The internet world (engine/bench/world.py): its URLs, and which must fail.
+        from engine.bench.world import World
+
+        sites = World.from_dict(cfg["world"]).sites()
+        urls, expect = [s.url for s in sites], [s.healthy for s in sites]
     interval = float(cfg["interval_s"])
     extra: dict[str, Any] = {}
     if cfg.get("dns_server"):
         # aiohttp's default resolver (AsyncResolver: aiodns) and its default DNS cache
         # (10 s), pointed at the bench's DNS server.
         extra["resolver"] = aiohttp.AsyncResolver(nameservers=[cfg["dns_server"]])
+    # The world's uptime probes do not verify certificates (the engine's do not either).
+    tls: ssl.SSLContext | bool = False if cfg.get("world") else _ssl_context(cfg.get("cafile"))
     connector = aiohttp.TCPConnector(force_close=True, limit=cfg.get("limit", 1000),
-                                     ssl=_ssl_context(cfg.get("cafile")), **extra)
+                                     ssl=tls, **extra)
     timeout = aiohttp.ClientTimeout(total=cfg.get("timeout_s", 10.0))
     loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
@@ -93,7 +103,7 @@ async def _baseline(cfg: dict[str, Any]) -> None:
         rss_base = rss_bytes()
         tally = _Tally()
         start = loop.time() + 0.5
-        tasks = [loop.create_task(_monitor(i, u, interval, start, session, tally))
+        tasks = [loop.create_task(_monitor(i, u, interval, start, session, tally, expect[i]))
                  for i, u in enumerate(urls)]
         try:
             await asyncio.sleep(0.3)  # every task created and parked in its first sleep

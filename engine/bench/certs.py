@@ -98,3 +98,61 @@ def make_certs(directory: Path, addresses: Iterable[str]) -> CertFiles:
         )
     )
     return files
+
+
+@dataclass(frozen=True)
+class WorldCerts:
+    """The internet world's CA and one (certificate, key) pair per TLS server kind."""
+
+    ca: Path
+    pairs: dict[str, tuple[Path, Path]]
+
+
+def make_world_certs(directory: Path, zone: str, addresses: dict[str, str],
+                     kinds: dict[str, str], expired: Iterable[str] = ()) -> WorldCerts:
+    """A CA and, per server kind (``kinds``: kind -> "ecdsa" | "rsa"), a leaf for
+    ``*.<zone>`` and the kind's address (``addresses``); kinds in ``expired`` get a leaf that
+    expired yesterday (the certificate check must say so)."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name("Upwatch bench world CA")
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=30)).not_valid_after(now + dt.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    pem = serialization.Encoding.PEM
+    (directory / "ca.pem").write_bytes(ca.public_bytes(pem))
+    gone = set(expired)
+    pairs: dict[str, tuple[Path, Path]] = {}
+    for kind, key_type in kinds.items():
+        key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
+            rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            if key_type == "rsa" else ec.generate_private_key(ec.SECP256R1()))
+        end = now - dt.timedelta(days=1) if kind in gone else now + dt.timedelta(days=7)
+        sans: list[x509.GeneralName] = [x509.DNSName(f"*.{zone}")]
+        if kind in addresses:
+            sans.append(x509.IPAddress(ipaddress.ip_address(addresses[kind])))
+        leaf = (
+            x509.CertificateBuilder().subject_name(_name(f"{kind}.{zone}"))
+            .issuer_name(ca_name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=20)).not_valid_after(end)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        cert_path, key_path = directory / f"{kind}.pem", directory / f"{kind}.key"
+        cert_path.write_bytes(leaf.public_bytes(pem))
+        key_path.touch(mode=0o600)
+        key_path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+        pairs[kind] = (cert_path, key_path)
+    return WorldCerts(directory / "ca.pem", pairs)

@@ -39,6 +39,8 @@ ROLES = {
     "deliverer": "engine.bench.engine_run",
     "apiserver": "engine.bench.apiserver",
     "dns": "engine.bench.dnsserver",
+    "world_backend": "engine.bench.worldserver",
+    "world_dnscache": "engine.bench.internet",
 }
 
 _PR_SET_PDEATHSIG = 1

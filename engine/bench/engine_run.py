@@ -248,6 +248,9 @@ async def _engine(cfg: dict[str, Any]) -> None:
             dns = getattr(getattr(engine, "_http", None), "resolver", None)
             dns0 = (dns.hits, dns.lookups) if dns is not None else (0, 0)
             written0 = engine.results.written
+            http = getattr(engine, "_http", None)
+            tls0 = (getattr(http, "tls_handshakes", 0), getattr(http, "tls_resumed", 0))
+            rss_window = rss_bytes()  # names cached by now when the warm-up covered them
             wall0, t0, cpu0 = time.time(), loop.time(), cpu_seconds()
             split0 = cpu_split()
             profiler = _cprofile_start(cfg)
@@ -264,6 +267,9 @@ async def _engine(cfg: dict[str, Any]) -> None:
                            "cached_names": len(dns), "failures": dict(dns.failures)}
                           if dns is not None else None)
             rss_end = rss_bytes()
+            tls_window = {"handshakes": getattr(http, "tls_handshakes", 0) - tls0[0],
+                          "resumed": getattr(http, "tls_resumed", 0) - tls0[1],
+                          "sessions_kept": len(getattr(http, "_sessions", ()))}
             in_flight = engine.in_flight
             callgrind_probes = None
             if cg_probes0 is not None:
@@ -292,6 +298,8 @@ async def _engine(cfg: dict[str, Any]) -> None:
             rss_base=rss_base,
             rss_loaded=rss_loaded,
             rss_end=rss_end,
+            rss_window_start=rss_window,
+            tls=tls_window,
             wall_start=wall0,
             wall_end=wall1,
             seconds=t1 - t0,

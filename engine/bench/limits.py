@@ -154,10 +154,10 @@ async def run_wrk(
 
 async def run_s_time(
     procs: Procs, host: str, port: int, *, seconds: float, cpus: set[int] | None, cafile: Path,
-    parallel: int = 4,
+    parallel: int = 4, reuse: bool = False,
 ) -> ToolRun | None:
     """``openssl s_time -new``: full handshakes for ``seconds``; None when openssl is not
-    installed.
+    installed. ``reuse``: ``-reuse`` instead (one full handshake, then resumed sessions).
 
     One s_time makes one connection at a time and sleeps while the server answers, so its
     CPU per handshake includes a wake-up per round trip. ``parallel`` copies on the same
@@ -166,7 +166,8 @@ async def run_s_time(
     exe = openssl_available()
     if exe is None:
         return None
-    argv = [exe, "s_time", "-connect", f"{host}:{port}", "-new",
+    mode = "-reuse" if reuse else "-new"
+    argv = [exe, "s_time", "-connect", f"{host}:{port}", mode,
             "-time", str(max(1, round(seconds))), "-CAfile", str(cafile)]
     runs = await asyncio.gather(*(
         procs.run_measured("s_time", argv, cpus=cpus, timeout=seconds + 30)
@@ -180,5 +181,5 @@ async def run_s_time(
                                f"{(run.stderr or run.stdout).strip()[-500:]}")
         handshakes += parsed["handshakes"]
     # The tools' own wall time: s_time prints whole seconds only.
-    return ToolRun(f"openssl s_time -new x{len(runs)}", handshakes,
+    return ToolRun(f"openssl s_time {mode} x{len(runs)}", handshakes,
                    max(r.wall_s for r in runs), sum(r.cpu_s for r in runs), 0)

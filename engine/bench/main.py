@@ -20,6 +20,9 @@ Scenarios (defaults; ``--quick`` makes a short smoke run of each):
               Deliverer to a local receiver; then a backlog drained as fast as it goes.
 ``api``       ``create_app`` on one core: GET /webapi/monitors/{id} and GET /webapi/monitors
               with N monitors (1,000); statistics latency with 30 days of history.
+``internet``  N uptime checks (50,000) at 60 s, each a distinct host name behind the bench's
+              DNS server, 80% HTTPS through nginx, think times, bodies and failing kinds
+              (engine/bench/internet.py, engine/bench/world.py).
 """
 
 from __future__ import annotations
@@ -77,10 +80,11 @@ class Options:
     def from_args(cls, args: argparse.Namespace) -> Options:
         quick = bool(args.quick)
         scenario = args.scenario
-        default_monitors = {"webhooks": 1000, "api": 1000, "notify": 1000}.get(
-            scenario, 10_000)
+        default_monitors = {"webhooks": 1000, "api": 1000, "notify": 1000,
+                            "internet": 50_000}.get(scenario, 10_000)
         if quick:
-            default_monitors = {"webhooks": 100, "api": 100, "notify": 200}.get(scenario, 300)
+            default_monitors = {"webhooks": 100, "api": 100, "notify": 200,
+                                "internet": 2000}.get(scenario, 300)
         monitors = args.monitors if args.monitors is not None else default_monitors
         duration = args.duration if args.duration is not None else (2.0 if quick else 30.0)
         if monitors < 1 or monitors > 1_000_000:
@@ -103,7 +107,8 @@ class Options:
             # see every monitor probed.
             time_scale=0.1 if quick else 1.0,
             names=names,
-            dns_latency=float(dns_latency) if dns_latency is not None else 0.0,
+            dns_latency=float(dns_latency) if dns_latency is not None else (
+                0.02 if scenario == "internet" else 0.0),  # the internet: 20 ms away
             dns_ttl=int(dns_ttl) if dns_ttl is not None else 300,
             assertions=_share(getattr(args, "assertions", None), scenario),
         )
@@ -198,11 +203,13 @@ class Bench:
         for c in children:
             await c.expect("ready", 30)
 
-    async def start_dns(self, addresses: list[str], zone: str) -> None:
-        """The DNS server child (engine/bench/dnsserver.py) on the other cores."""
+    async def start_dns(self, addresses: list[str], zone: str, **extra: Any) -> None:
+        """The DNS server child (engine/bench/dnsserver.py) on the other cores; ``extra``
+        goes into its config (``world``: the internet world's answers)."""
         self.dns = await self.procs.spawn(
             "dns", "dns", {"addresses": addresses, "zone": zone,
-                           "latency_s": self.opts.dns_latency, "ttl": self.opts.dns_ttl},
+                           "latency_s": self.opts.dns_latency, "ttl": self.opts.dns_ttl,
+                           **extra},
             self.other_cpus)
         ready = await self.dns.expect("ready", 30)
         self.dns_address = str(ready["address"])
@@ -328,10 +335,15 @@ async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
 
 
 async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
-                      python: str | None = None) -> dict[str, Any]:
+                      python: str | None = None, dns_warm_s: float | None = None,
+                      settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``dns_warm_s``: how long the child waits for its resolver to hold every name before
+    the window (default: 60 s with the bench's DNS server); ``settings``: extra settings."""
     cg_out = _callgrind_path(b, w)
-    dns_warm_s = 60.0 if b.dns_address is not None else 0.0
-    cfg = {"dsn": b.db.dsn, "settings": b.settings(time_scale=w.time_scale),
+    if dns_warm_s is None:
+        dns_warm_s = 60.0 if b.dns_address is not None else 0.0
+    cfg = {"dsn": b.db.dsn,
+           "settings": b.settings(time_scale=w.time_scale, **(settings or {})),
            "warmup_s": w.warmup, "duration_s": w.duration, "load_timeout_s": 300,
            "dns_warm_s": dns_warm_s,
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
@@ -1248,6 +1260,10 @@ async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
             rec = await scenario_notify(b)
         elif opts.scenario == "api":
             rec = await scenario_api(b)
+        elif opts.scenario == "internet":
+            from engine.bench.internet import scenario_internet
+
+            rec = await scenario_internet(b)
         else:
             rec = await scenario_engine(b)
         # What ran: compiled hot path or pure Python (engine/compiled.py), and whether any

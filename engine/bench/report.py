@@ -165,6 +165,10 @@ def table(rec: dict[str, Any]) -> str:
         from engine.bench.assertions import table as assertions_table
 
         return assertions_table(rec)
+    if rec.get("scenario") == "internet":  # issue 15
+        from engine.bench.internet import table as internet_table
+
+        return internet_table(rec)
     sc = rec["scenario"]
     head = (f"== upwatch bench {sc}: {rec['monitors']:,} monitors, "
             f"{rec['duration_s']:g} s measured")

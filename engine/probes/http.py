@@ -536,6 +536,7 @@ class HttpProber:
         max_header_bytes: int = 64 * 1024,
         resolver: Resolver | None = None,
         tls_sessions: int = 1000,
+        metrics: Any = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -568,6 +569,14 @@ class HttpProber:
         # ~9.8 KB (OpenSSL keeps the peer's certificate in it). See _Probe._keep_session.
         self._sessions: dict[tuple[str, int, str | None], ssl.SSLSession] = {}
         self._max_sessions = max(0, tls_sessions)
+        # Completed TLS handshakes of uptime probes, and how many resumed a session
+        # (``upwatch_tls_handshakes_total{resumed}`` when ``metrics`` is given).
+        self.tls_handshakes = 0
+        self.tls_resumed = 0
+        self._m_tls: tuple[Any, Any] | None = None
+        if metrics is not None:
+            self._m_tls = (metrics.tls_handshakes.labels(resumed="false"),
+                           metrics.tls_handshakes.labels(resumed="true"))
         self._deadlines = Deadlines()
         self._reactor: Reactor | None = None
 
@@ -983,8 +992,10 @@ class _Probe:
             return
         self.conn = None
         out = self.out
-        if conn.handshaken and conn.error is None and self.prober._max_sessions:
-            self._keep_session(conn)
+        if conn.handshaken:
+            self._count_handshake(conn)
+            if conn.error is None and self.prober._max_sessions:
+                self._keep_session(conn)
         _settle(conn, out, self.t_start)
         if conn.connect_error is not None:
             self.last_error = conn.connect_error
@@ -1004,6 +1015,17 @@ class _Probe:
             assert conn.location is not None
             location = conn.location.decode("utf-8", "surrogateescape").strip()
             self._guarded(lambda: self._redirect(location))
+
+    def _count_handshake(self, conn: _HttpConn) -> None:
+        prober = self.prober
+        sslobj = conn.ssl_object
+        resumed = sslobj is not None and sslobj.session_reused
+        prober.tls_handshakes += 1
+        if resumed:
+            prober.tls_resumed += 1
+        m = prober._m_tls
+        if m is not None:
+            m[1 if resumed else 0].value += 1
 
     def _keep_session(self, conn: _HttpConn) -> None:
         """Keep the connection's TLS session for the next probe of the same address.

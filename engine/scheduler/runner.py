@@ -205,6 +205,7 @@ class Engine:
                 source_address=settings.probe_source_address,
                 allow_private=settings.allow_private_targets,
                 resolver=from_settings(settings, metrics),
+                metrics=metrics,
             )
             self._owned_probers.append(http_prober)
         if cert_prober is None:

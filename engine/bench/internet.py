@@ -1,0 +1,656 @@
+"""``upwatch bench internet``: the engine in a world like the one operators probe.
+
+The world (engine/bench/world.py): every monitor a distinct host name answered by the
+bench's DNS server (``--dns-latency``, default 20 ms; ``--dns-ttl``, default 300 s); 80 %
+HTTPS through nginx (TLS 1.3 and 1.2, ECDSA P-256 and RSA-2048 certificates, session tickets
+on), 20 % plain HTTP of which half redirect to HTTPS; think times of 10-300 ms and bodies of
+1-200 KB; 5 % failing kinds (slow, hanging, refusing, NXDOMAIN, bad certificate). nginx,
+its backend and the DNS server run on the cores the engine does not use (engine/bench/nginx.py
+says why nginx).
+
+What runs, in order (N monitors, default 50,000, at 60 s; ``--quick``: 2,000 at a tenth of
+the time):
+
+1. The engine (the real Engine, its child pinned to one core) over all monitors. The window
+   starts after one whole interval, so every name was looked up once and the cache is in its
+   steady state. Readings: probes asked and done, CPU per probe, lateness, in flight, DNS
+   questions the server received and the resolver's cache hits, TLS handshakes and how many
+   resumed a session, RSS before loading, after loading (idle) and at the window's start
+   (every name cached), and every result row of the window, classified by the site's kind.
+2. The engine over the healthy HTTPS monitors only (a quarter of them at a quarter of the
+   interval: the same HTTPS probes per second as in 1), after one whole interval: its CPU
+   per probe is ``https_cpu_s_per_probe`` (scheduling, DNS cache, TLS, body, results: all
+   an HTTPS probe costs the engine).
+3. The naive baseline (engine/bench/baseline.py) on the same URLs and names: one task per
+   monitor, aiohttp with its default DNS cache, through aiodns to the same server.
+4. Memory per in-flight HTTPS probe (the engine's prober holding K probes whose answer
+   never comes, through nginx).
+5. The limits: ``wrk -H 'Connection: close'`` against the plain-HTTP site, ``openssl s_time
+   -new`` and ``-reuse`` against each TLS server kind, all pinned to the engine's core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from engine.bench import layout, report
+from engine.bench.certs import WorldCerts, make_world_certs
+from engine.bench.database import seed_monitors
+from engine.bench.limits import run_s_time, run_wrk
+from engine.bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
+from engine.bench.stats import per, ratio, summary_ms
+from engine.bench.world import (
+    ADDRESS,
+    EXPECTED_WORDS,
+    FAILING_KINDS,
+    KEY_TYPE,
+    KINDS,
+    SERVER_KINDS,
+    ZONE,
+    World,
+    index_of,
+)
+
+if TYPE_CHECKING:
+    from engine.bench.main import Bench
+
+INTERVAL_S = 60
+HTTPS_SHARE_SCALE = 4  # step 2: a quarter of the HTTPS monitors at a quarter of the interval
+_SAMPLES = 3  # distinct reason words kept per kind
+
+
+async def scenario_internet(b: Bench) -> dict[str, Any]:
+    from engine.bench.main import BenchError
+
+    b.progress.phase("nginx: installing it if missing", 5)
+    try:
+        exe = await ensure_nginx()
+    except NginxUnavailable as exc:
+        raise BenchError(str(exc)) from None
+    timeout = float(b.settings()["probe_timeout"])
+    https_port = layout.free_port(ADDRESS["tls13-ecdsa"])
+    http_port = https_port
+    for _ in range(20):  # bounded: the kernel rarely hands the same port twice
+        http_port = layout.free_port(ADDRESS["tls13-ecdsa"])
+        if http_port != https_port:
+            break
+    world = World(b.opts.monitors, https_port, http_port, slow_ms=int((timeout + 2) * 1000))
+    certs = make_world_certs(b.workdir / "world-certs", ZONE, ADDRESS,
+                             {k: KEY_TYPE[k] for k in (*SERVER_KINDS, "badcert")},
+                             expired=("badcert",))
+    b.progress.phase("starting the world: backend, nginx, DNS", 3)
+    backend_port = layout.free_port("127.0.0.1")
+    backend = await b.procs.spawn(
+        "world-backend", "world_backend",
+        {"host": "127.0.0.1", "port": backend_port, "hang": [ADDRESS["hang"], https_port],
+         "hang_cap_s": 900.0}, b.other_cpus)
+    await backend.expect("ready", 30)
+    server = Nginx(exe, b.workdir / "nginx")
+    try:
+        await server.start(nginx_conf(
+            prefix=server.prefix, https_port=https_port, http_port=http_port,
+            backend=f"127.0.0.1:{backend_port}", certs=certs.pairs,
+            run_as_root=_is_root()), b.other_cpus)
+        await wait_listening(server, world)
+        server.pin()
+        await b.start_dns([], ZONE, world=world.to_dict())
+        dns = b.dns
+        sampler = Sampler(lambda: {"nginx": server.pids(), "backend": [backend.pid],
+                                   "dns": [dns.pid] if dns is not None else []},
+                          b.db.cpu_seconds)
+        sampling = asyncio.create_task(sampler.run())
+        try:
+            return await _measure(b, world, certs, server, sampler)
+        finally:
+            sampling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampling
+    finally:
+        await server.stop()
+
+
+class Sampler:
+    """Every half second: the busy share of each core (``/proc/stat``) and the CPU seconds of
+    the world's processes (nginx, its backend, the DNS server, the database), so a window
+    can say which side was saturated."""
+
+    def __init__(self, pids: Callable[[], dict[str, list[int]]],
+                 db_cpu: Callable[[], float | None]) -> None:
+        self._pids = pids
+        self._db_cpu = db_cpu
+        self.samples: list[tuple[float, dict[str, tuple[float, float]], dict[str, float]]] = []
+
+    @staticmethod
+    def _cores() -> dict[str, tuple[float, float]]:
+        out: dict[str, tuple[float, float]] = {}
+        with contextlib.suppress(OSError), open("/proc/stat", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("cpu") and line[3:4].isdigit():
+                    name, *fields = line.split()
+                    values = [float(x) for x in fields[:8]]
+                    out[name] = (sum(values) - values[3] - values[4], sum(values))
+        return out
+
+    def _processes(self) -> dict[str, float]:
+        from engine.bench.database import _CLK_TCK
+
+        out: dict[str, float] = {}
+        for name, pids in self._pids().items():
+            total = 0.0
+            for pid in pids:
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                        fields = fh.read().rsplit(")", 1)[1].split()
+                    total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
+            out[name] = total
+        db = self._db_cpu()
+        if db is not None:
+            out["database"] = db
+        return out
+
+    async def run(self) -> None:
+        while True:
+            self.samples.append((time.time(), self._cores(), self._processes()))
+            await asyncio.sleep(0.5)
+
+    def window(self, start: float, end: float) -> dict[str, Any]:
+        """Core busy shares and the processes' cores used between two wall times."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:
+            return {}
+        (t0, c0, p0), (t1, c1, p1) = inside[0], inside[-1]
+        cores = {k: round((c1[k][0] - c0[k][0]) / (c1[k][1] - c0[k][1]), 3)
+                 for k in c1 if k in c0 and c1[k][1] > c0[k][1]}
+        procs = {k: round((p1[k] - p0.get(k, 0.0)) / (t1 - t0), 3) for k in p1}
+        return {"cores_busy": cores, "world_cpu_cores": procs}
+
+
+def _is_root() -> bool:
+    import os
+
+    return os.geteuid() == 0
+
+
+def listen_points(world: World) -> list[tuple[str, int]]:
+    """Every (address, port) nginx listens on."""
+    points = [(ADDRESS[k], world.https_port) for k in (*SERVER_KINDS, "badcert")]
+    points += [(ADDRESS[k], world.http_port) for k in (*SERVER_KINDS, "http")]
+    return points
+
+
+async def wait_listening(server: Nginx, world: World, seconds: float = 15.0) -> None:
+    """Until every nginx socket accepts a connection (bounded); nginx's own words if not."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    for host, port in listen_points(world):
+        while True:
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
+                writer.close()
+                break
+            except (OSError, TimeoutError):
+                proc = server.proc
+                if (proc is not None and proc.poll() is not None) or loop.time() > deadline:
+                    raise RuntimeError(f"nginx does not listen on {host}:{port}: "
+                                       + (server.log_tail()[-500:] or "no log")) from None
+                await asyncio.sleep(0.05)
+
+
+async def _seed(b: Bench, world: World) -> None:
+    """Uptime checks for every monitor; the bad-certificate ones also get their certificate
+    check (the uptime probe does not verify certificates, so that is where they fail). Two
+    accounts: seed_monitors adds checks to every monitor of its account."""
+    account, _ = await b.store.create_account("bench-internet")
+    certs_account, _ = await b.store.create_account("bench-internet-certs")
+    today = date.today()
+    await b.store.ensure_result_partitions(today - timedelta(days=1), 3)
+    urls = world.urls()
+    bad = {s.index for s in world.sites() if s.kind == "badcert"}
+    async with b.store.pool.acquire() as conn:
+        await seed_monitors(conn, account.id, [u for i, u in enumerate(urls) if i not in bad],
+                            uptime=True, certificate=False, interval=INTERVAL_S)
+        if bad:
+            await seed_monitors(conn, certs_account.id, [urls[i] for i in sorted(bad)],
+                                uptime=True, certificate=True, interval=INTERVAL_S)
+
+
+async def _only_https(b: Bench, world: World) -> int:
+    """Leave enabled only the uptime checks of a 1/HTTPS_SHARE_SCALE share of the healthy
+    HTTPS monitors; their count."""
+    hosts = [s.host for s in world.sites()
+             if s.kind == "https" and s.index % HTTPS_SHARE_SCALE == 0]
+    async with b.store.pool.acquire() as conn:
+        await conn.execute(
+            """UPDATE checks c SET is_enabled = (c.kind = 'uptime' AND m.host = ANY($1::text[]))
+               FROM monitors m WHERE m.id = c.monitor_id""", hosts)
+    return len(hosts)
+
+
+async def _rows(b: Bench, wall0: float, wall1: float) -> list[Any]:
+    return list(await b.store.pool.fetch(
+        """SELECT m.host, r.kind, r.outcome, r.error, r.confirmation, r.total_ms
+           FROM probe_results r JOIN checks c ON c.id = r.check_id
+           JOIN monitors m ON m.id = c.monitor_id
+           WHERE r.at >= $1 AND r.at < $2""",
+        datetime.fromtimestamp(wall0, UTC), datetime.fromtimestamp(wall1, UTC)))
+
+
+def classify(world: World, rows: list[Any]) -> dict[str, Any]:
+    """Result rows by the site's kind: probes, failures (outcome 2), degraded (1) and a few
+    distinct reasons; healthy sites that failed, failing sites that did not; the
+    certificate checks (bad-certificate sites) apart."""
+    by_kind: dict[str, dict[str, Any]] = {
+        k: {"probes": 0, "failed": 0, "degraded": 0, "reasons": [], "confirmations": 0}
+        for k in KINDS}
+    took: dict[str, list[float]] = {k: [] for k in KINDS}
+    cert: dict[str, Any] = {"probes": 0, "failed": 0, "reasons": []}
+    healthy_failed = healthy_degraded = failing_passed = wrong_words = 0
+    healthy_reasons: list[str] = []
+    for r in rows:
+        i = index_of(r["host"])
+        if i is None or i >= world.monitors:
+            continue
+        site = world.site(i)
+        error = r["error"] or ""
+        if r["kind"] == 2:  # certificate check
+            cert["probes"] += 1
+            if r["outcome"] != 0:
+                cert["failed"] += 1
+                _sample(cert["reasons"], error)
+                if not EXPECTED_WORDS["badcert"].search(error):
+                    wrong_words += 1
+            else:
+                failing_passed += 1
+            continue
+        g = by_kind[site.kind]
+        g["probes"] += 1
+        if r.get("confirmation"):
+            g["confirmations"] += 1
+        if r.get("total_ms") is not None:
+            took[site.kind].append(r["total_ms"] / 1000.0)
+        if r["outcome"] == 2:
+            g["failed"] += 1
+            _sample(g["reasons"], error)
+            if site.healthy:
+                healthy_failed += 1
+                _sample(healthy_reasons, error)
+            elif not EXPECTED_WORDS[site.kind].search(error):
+                wrong_words += 1
+        elif r["outcome"] == 1:
+            g["degraded"] += 1
+            if site.healthy:
+                healthy_degraded += 1
+        if r["outcome"] != 2 and not site.healthy:
+            failing_passed += 1
+    for kind, seconds in took.items():
+        ms = summary_ms(seconds)
+        by_kind[kind]["total_ms"] = {"p50": ms["p50"], "p99": ms["p99"]}
+    return {"by_kind": by_kind, "certificate_checks": cert, "healthy_failed": healthy_failed,
+            "healthy_degraded": healthy_degraded, "healthy_failure_reasons": healthy_reasons,
+            "failing_passed": failing_passed, "failures_with_unexpected_words": wrong_words}
+
+
+def _sample(into: list[str], error: str) -> None:
+    if len(into) < _SAMPLES and error not in into:
+        into.append(error)
+
+
+async def _inflight(b: Bench, world: World, certs: WorldCerts) -> dict[str, Any]:
+    """RSS per in-flight HTTPS probe: the engine's prober holding K probes through nginx
+    (handshake done, the backend never answers), spread over the four TLS kinds."""
+    k = 100 if b.opts.quick else 1000
+    port = world.https_port
+    kinds = SERVER_KINDS
+    cfg = {
+        "warm_urls": [f"https://{ADDRESS[kinds[i % 4]]}:{port}/w/0/1024" for i in range(20)],
+        "hang_urls": [f"https://{ADDRESS[kinds[i % 4]]}:{port}/w/900000/1024?{i}"
+                      for i in range(k)],
+        "cafile": str(certs.ca),
+        "settle_max_s": 15.0,
+    }
+    child = await b.procs.spawn("inflight", "inflight", cfg, b.engine_cpus)
+    try:
+        return await b.wait(child, "result", f"internet: {k} HTTPS probes in flight", 5, 60)
+    finally:
+        await b.procs.stop(child)
+
+
+async def _baseline(b: Bench, world: World, interval: float, timeout: float) -> dict[str, Any]:
+    zero = {k: 0 for k in ("ok", "tls", "tls_hang", "slow", "hang", "refuse")}
+    duration = b.opts.duration
+    cfg = {"monitors": world.monitors, "ports": zero, "world": world.to_dict(),
+           "dns_server": b.dns_address, "interval_s": interval, "warmup_s": b.opts.warmup,
+           "duration_s": duration, "timeout_s": timeout}
+    child = await b.procs.spawn("baseline", "baseline", cfg, b.engine_cpus)
+    try:
+        await b.wait(child, "loaded", "baseline: one task per monitor", 5, 300)
+        return await b.wait(child, "result", "baseline: measuring", b.opts.warmup + duration)
+    finally:
+        await b.procs.stop(child)
+
+
+async def _limits(b: Bench, world: World, certs: WorldCerts) -> dict[str, Any]:
+    """wrk (Connection: close) against the plain-HTTP site (no think time, a 100 KB body:
+    the world's mean), and s_time -new / -reuse per TLS server kind (handshakes only)."""
+    seconds = 1.0 if b.opts.quick else 3.0
+    out: dict[str, Any] = {"wrk": None, "s_time": {}}
+    b.progress.phase("limit: wrk -H 'Connection: close' (plain HTTP)", seconds)
+    wrk = await run_wrk(b.procs, f"http://{ADDRESS['http']}:{world.http_port}/w/0/102400",
+                        seconds=seconds, connections=50, cpus=b.engine_cpus,
+                        headers=["Connection: close"])
+    out["wrk"] = wrk.to_dict() if wrk is not None else None
+    for kind in SERVER_KINDS:
+        runs = {}
+        for reuse in (False, True):
+            mode = "reuse" if reuse else "new"
+            b.progress.phase(f"limit: openssl s_time -{mode} ({kind})", seconds)
+            tool = await run_s_time(b.procs, ADDRESS[kind], world.https_port, seconds=seconds,
+                                    cpus=b.engine_cpus, cafile=certs.ca, reuse=reuse)
+            runs[mode] = None if tool is None else {
+                **tool.to_dict(), "cpu_s_per_op": per(tool.cpu_s, tool.operations)}
+        out["s_time"][kind] = runs
+    return out
+
+
+def _mean(values: list[float | None]) -> float | None:
+    good = [v for v in values if v is not None]
+    return round(statistics.fmean(good), 9) if good else None
+
+
+async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
+                   sampler: Sampler) -> dict[str, Any]:
+    from engine.bench.main import Window, _baseline_figures, _dns_figures, _run_engine
+
+    opts = b.opts
+    n = world.monitors
+    b.progress.phase(f"seeding {n:,} monitors", max(1.0, n / 20_000))
+    await _seed(b, world)
+    sites = world.sites()
+    kinds = Counter(s.kind for s in sites)
+    interval = INTERVAL_S * opts.time_scale
+    extra = {"ca_bundle": str(certs.ca)}
+    rec: dict[str, Any] = {
+        "scenario": "internet", "monitors": n, "duration_s": opts.duration,
+        "interval_s": interval, "time_scale": opts.time_scale,
+        "dns_latency_s": opts.dns_latency, "dns_ttl_s": opts.dns_ttl,
+        "world": {"kinds": dict(kinds), "https_share": round(
+            sum(1 for s in sites if s.tls) / n, 4) if n else None,
+            "server_kinds": dict(Counter(s.server for s in sites if s.kind == "https"))},
+    }
+    checks = n + kinds["badcert"]
+
+    # 1. The engine over the whole world, after one whole interval.
+    w = Window("engine", interval + 1.0, opts.duration, opts.time_scale)
+    rec["warmup_s"] = w.warmup
+    res = await _run_engine(b, w, dns_warm_s=0.0, settings=extra)
+    queries = await b.dns_queries(res["wall_start"], res["wall_end"])
+    total_queries = await b.dns_queries(0.0, time.time())
+    probes = sum(res["probes"].values())
+    seconds = res["seconds"]
+    rows = await _rows(b, res["wall_start"], res["wall_end"])
+    firsts = sum(1 for r in rows if not r["confirmation"])
+    outcomes = classify(world, rows)
+    tls = res.get("tls") or {}
+    rec.update({
+        "probes_asked_per_s": round(checks / interval, 2),
+        "probes_per_s": per(probes, seconds, 2),
+        "held": per(firsts, checks * seconds / interval, 4),
+        "confirmation_probes": sum(1 for r in rows if r["confirmation"]),
+        "cpu_s_per_probe": per(res["cpu_s"], probes),
+        "probes_per_cpu_s": per(probes, res["cpu_s"], 1),
+        "cpu_utilization": per(res["cpu_s"], seconds, 3),
+        "lateness_ms": res["lateness_ms"],
+        "in_flight_at_end": res.get("in_flight_at_end"),
+        "load_s": res["load_s"],
+        "probes_by_outcome": res["probes"],
+        **outcomes,
+        "error_rate": per(outcomes["healthy_failed"],
+                          sum(g["probes"] for k, g in outcomes["by_kind"].items()
+                              if k not in FAILING_KINDS or k == "badcert"), 6),
+        **_dns_figures(res, queries),
+        "dns_queries_per_probe_whole_run": per(total_queries, res.get("probes_all"), 6),
+        "dns_queries_whole_run": total_queries,
+        "tls_handshakes": tls.get("handshakes"),
+        "tls_resumed": tls.get("resumed"),
+        "tls_resumed_ratio": per(tls.get("resumed"), tls.get("handshakes"), 4),
+        "tls_sessions_kept": tls.get("sessions_kept"),
+        "rss_per_monitor_bytes": per(res["rss_loaded"] - res["rss_base"], n, 1),
+        "rss_per_monitor_with_names_bytes": per(
+            res["rss_window_start"] - res["rss_base"], n, 1),
+        "rss_mb": {"base": round(res["rss_base"] / 2**20, 1),
+                   "loaded": round(res["rss_loaded"] / 2**20, 1),
+                   "window_start": round(res["rss_window_start"] / 2**20, 1),
+                   "end": round(res["rss_end"] / 2**20, 1)},
+        "gc": res.get("gc"),
+        **sampler.window(res["wall_start"], res["wall_end"]),
+    })
+
+    # 2. Only healthy HTTPS monitors, the same HTTPS probes per second.
+    https_n = await _only_https(b, world)
+    ts2 = opts.time_scale / HTTPS_SHARE_SCALE
+    w2 = Window("engine, HTTPS only", INTERVAL_S * ts2 + 1.0, min(opts.duration, 10.0), ts2)
+    res2 = await _run_engine(b, w2, dns_warm_s=0.0, settings=extra)
+    p2 = sum(res2["probes"].values())
+    failed2 = sum(v for k, v in res2["probes"].items() if not k.endswith(",ok"))
+    tls2 = res2.get("tls") or {}
+    rec["https_only"] = {
+        **sampler.window(res2["wall_start"], res2["wall_end"]),
+        "monitors": https_n, "interval_s": INTERVAL_S * ts2,
+        "probes_per_s": per(p2, res2["seconds"], 2), "not_ok": failed2,
+        "cpu_s_per_probe": per(res2["cpu_s"], p2),
+        "lateness_ms": res2["lateness_ms"],
+        "tls_resumed_ratio": per(tls2.get("resumed"), tls2.get("handshakes"), 4),
+    }
+    rec["https_cpu_s_per_probe"] = per(res2["cpu_s"], p2)
+
+    # 3. The naive baseline on the same names.
+    timeout = float(b.settings()["probe_timeout"])
+    base = await _baseline(b, world, interval, timeout)
+    # "errors" of the baseline here: probes whose outcome was not the site's expected one.
+    rec.update({"baseline_" + k: v for k, v in _baseline_figures(base).items()})
+    rec["baseline_unexpected_outcomes"] = base["errors"]
+    rec["ratio_vs_baseline"] = ratio(rec["probes_per_cpu_s"], rec["baseline_probes_per_cpu_s"])
+
+    # 3b. Memory per cached name: the idle monitor's figure plus its resolver entry.
+    child = await b.procs.spawn("dnscache", "world_dnscache",
+                                {"world": world.to_dict(), "dns_server": b.dns_address},
+                                b.engine_cpus)
+    try:
+        cache = await b.wait(child, "result", f"internet: {n:,} names into the resolver",
+                             5, 120)
+    finally:
+        await b.procs.stop(child)
+    rec["dns_cache_bytes_per_name"] = cache["bytes_per_name"]
+    rec["dns_cache_python_bytes_per_name"] = cache.get("python_bytes_per_name")
+    rec["rss_per_idle_monitor_with_name_bytes"] = (
+        round(rec["rss_per_monitor_bytes"] + cache["bytes_per_name"], 1)
+        if rec["rss_per_monitor_bytes"] is not None and cache["bytes_per_name"] is not None
+        else None)
+
+    # 4. Memory per in-flight HTTPS probe.
+    inflight = await _inflight(b, world, certs)
+    rec["https_inflight_bytes"] = inflight["bytes_per_probe"]
+    rec["https_inflight_detail"] = inflight
+
+    # 5. The limits.
+    limits = await _limits(b, world, certs)
+    rec["limits"] = limits
+    wrk = limits["wrk"]
+    rec["limit_tool"] = "wrk / openssl s_time"
+    rec["limit_per_s"] = wrk["per_s"] if wrk else None
+    rec["limit_http_cpu_s_per_op"] = per(wrk["cpu_s"], wrk["operations"]) if wrk else None
+    new = {k: (v["new"] or {}).get("cpu_s_per_op") for k, v in limits["s_time"].items()}
+    reuse = {k: (v["reuse"] or {}).get("cpu_s_per_op") for k, v in limits["s_time"].items()}
+    rec["s_time_new_cpu_s"] = new
+    rec["s_time_reuse_cpu_s"] = reuse
+    https = rec["https_cpu_s_per_probe"]
+    # The engine's HTTPS probes spread evenly over the four kinds: against the kinds' mean.
+    rec["https_vs_s_time_new"] = ratio(https, _mean(list(new.values())))
+    rec["https_vs_s_time_new_by_kind"] = {k: ratio(https, v) for k, v in new.items()}
+    rec["https_vs_s_time_reuse"] = ratio(
+        https, _mean([reuse[k] for k in SERVER_KINDS if k.startswith("tls12")]))
+    rec["ratio_vs_limit"] = rec["https_vs_s_time_new"]
+    with contextlib.suppress(Exception):
+        rec["nginx_pids"] = server.pids()
+    rec["targets"] = targets(rec)
+    return rec
+
+
+def targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 15's targets for the internet world."""
+    t = report.target
+    ttl = max(1.0, float(rec.get("dns_ttl_s") or 300))
+    interval = float(rec.get("interval_s") or INTERVAL_S) / max(1e-9, rec.get("time_scale", 1))
+    lat = rec.get("lateness_ms") or {}
+    return [
+        t("healthy probes failed", rec.get("healthy_failed"), "==", 0),
+        t("held (first probes done / asked)", rec.get("held"), ">=", 0.98),
+        t("scheduler lateness p99", lat.get("p99"), "<", 100.0, "ms"),
+        t("engine CPU (cores)", rec.get("cpu_utilization"), "<", 1.0),
+        t("vs baseline, per CPU s", rec.get("ratio_vs_baseline"), ">=", 5.0, "x"),
+        t("RSS per idle monitor incl. its cache entry", rec.get(
+            "rss_per_idle_monitor_with_name_bytes"), "<=", 1024, "B"),
+        t("RSS per in-flight HTTPS probe", rec.get("https_inflight_bytes"), "<=", 100_000, "B"),
+        t("HTTPS probe CPU vs s_time -new", rec.get("https_vs_s_time_new"), "<=", 1.0, "x"),
+        t("HTTPS probe CPU vs s_time -reuse (TLS 1.2)", rec.get("https_vs_s_time_reuse"), "<=",
+          1.2, "x"),
+        t("DNS questions per probe (A and AAAA once per TTL)",
+          rec.get("dns_queries_per_probe"), "<=", round(2 * interval / ttl, 4)),
+    ]
+
+
+def table(rec: dict[str, Any]) -> str:
+    """The readable report of one internet run."""
+    from engine.bench.report import _fmt, _lat_text, _targets_text
+
+    lines = [f"== upwatch bench internet: {rec['monitors']:,} monitors at "
+             f"{_fmt(rec.get('interval_s'))} s, DNS {_fmt(rec.get('dns_latency_s'))} s away "
+             f"(TTL {rec.get('dns_ttl_s')} s), {rec['duration_s']:g} s measured =="]
+
+    def row(label: str, value: str) -> None:
+        lines.append(f"  {label:<44}{value}")
+
+    row("probes/s asked / done", f"{_fmt(rec.get('probes_asked_per_s'))} / "
+        f"{_fmt(rec.get('probes_per_s'))} (held {_fmt(rec.get('held'))})")
+    row("CPU per probe (all / HTTPS only)", f"{_fmt(rec.get('cpu_s_per_probe'), 's')} / "
+        f"{_fmt(rec.get('https_cpu_s_per_probe'), 's')}")
+    row("engine CPU (cores)", _fmt(rec.get("cpu_utilization")))
+    row("lateness p50 / p99 / max", _lat_text(rec.get("lateness_ms")))
+    row("in flight at the end", _fmt(rec.get("in_flight_at_end")))
+    row("cores busy (window)", ", ".join(
+        f"{k} {_fmt(v)}" for k, v in (rec.get("cores_busy") or {}).items()))
+    row("world's processes (cores)", ", ".join(
+        f"{k} {_fmt(v)}" for k, v in (rec.get("world_cpu_cores") or {}).items()))
+    row("healthy failed / degraded", f"{rec.get('healthy_failed')} / "
+        f"{rec.get('healthy_degraded')} {rec.get('healthy_failure_reasons') or ''}")
+    for kind, g in (rec.get("by_kind") or {}).items():
+        took = g.get("total_ms") or {}
+        row(f"  {kind}: failed / probes (confirmations)",
+            f"{g['failed']} / {g['probes']} ({g.get('confirmations')}), took p50/p99 "
+            f"{_fmt(took.get('p50'))}/{_fmt(took.get('p99'))} ms {g['reasons'][:1]}")
+    cert = rec.get("certificate_checks") or {}
+    row("  badcert certificate checks failed", f"{cert.get('failed')} / {cert.get('probes')} "
+        f"{(cert.get('reasons') or [])[:1]}")
+    row("DNS questions per probe (window / run)", f"{_fmt(rec.get('dns_queries_per_probe'))} / "
+        f"{_fmt(rec.get('dns_queries_per_probe_whole_run'))}")
+    row("DNS cache hit ratio", _fmt(rec.get("dns_cache_hit_ratio")))
+    row("TLS resumed ratio", f"{_fmt(rec.get('tls_resumed_ratio'))} "
+        f"({rec.get('tls_resumed')} of {rec.get('tls_handshakes')})")
+    row("RSS per monitor: idle + cached name = sum",
+        f"{_fmt(rec.get('rss_per_monitor_bytes'), 'B')} + "
+        f"{_fmt(rec.get('dns_cache_bytes_per_name'), 'B')} = "
+        f"{_fmt(rec.get('rss_per_idle_monitor_with_name_bytes'), 'B')}")
+    row("RSS per monitor at the window's start (all)",
+        _fmt(rec.get("rss_per_monitor_with_names_bytes"), "B"))
+    row("RSS per in-flight HTTPS probe", _fmt(rec.get("https_inflight_bytes"), "B"))
+    row("baseline: CPU per good probe, good/s", f"{_fmt(rec.get('baseline_cpu_s_per_probe'), 's')}"
+        f", {_fmt(rec.get('baseline_good_probes_per_s'))}/s")
+    row("engine vs baseline per CPU s", f"{_fmt(rec.get('ratio_vs_baseline'))}x")
+    row("wrk Connection: close, CPU per request", _fmt(rec.get("limit_http_cpu_s_per_op"), "s"))
+    for kind in SERVER_KINDS:
+        row(f"s_time {kind} -new / -reuse CPU per op",
+            f"{_fmt((rec.get('s_time_new_cpu_s') or {}).get(kind), 's')} / "
+            f"{_fmt((rec.get('s_time_reuse_cpu_s') or {}).get(kind), 's')}")
+    row("HTTPS probe vs s_time -new / -reuse", f"{_fmt(rec.get('https_vs_s_time_new'))}x / "
+        f"{_fmt(rec.get('https_vs_s_time_reuse'))}x")
+    for note in rec.get("notes") or []:
+        lines.append(f"  note: {note}")
+    lines += _targets_text(rec.get("targets") or [])
+    return "\n".join(lines)
+
+
+# -- the role ``world_dnscache``: memory per cached name -----------------------------------------
+
+
+async def _dnscache(cfg: dict[str, Any]) -> None:
+    """The engine's resolver (ProbeResolver, A and AAAA) filled with the world's names from
+    the bench's DNS server: RSS growth per cached name, after the first ``warm`` names (the
+    one-time structures) are in."""
+    import gc
+    import socket
+
+    from engine.bench.child import emit
+    from engine.probes._net import ProbeFailure
+    from engine.probes.resolver import ProbeResolver
+
+    world = World.from_dict(cfg["world"])
+    hosts = [world.site(i).host for i in range(world.monitors)]
+    res = ProbeResolver(servers=[cfg["dns_server"]], family=socket.AF_UNSPEC,
+                        max_names=len(hosts) + 1)
+
+    async def lookups(names: list[str]) -> None:
+        # 200 workers, not a task per name: the transient objects of 50,000 tasks would
+        # stay in the RSS (freed memory is not given back) and be counted as the cache.
+        it = iter(names)
+
+        async def worker() -> None:
+            for host in it:
+                with contextlib.suppress(ProbeFailure):
+                    await res(host, 0)
+
+        await asyncio.gather(*(worker() for _ in range(200)))
+
+    warm = min(len(hosts) // 10, 1000)
+    await lookups(hosts[:warm])
+    gc.collect()
+    from engine.bench.engine_run import settled_rss
+
+    before = await settled_rss(2.0, min_s=0.5)
+    await lookups(hosts[warm:])
+    gc.collect()
+    after = await settled_rss(3.0, min_s=0.5)
+    names = len(res) - warm
+    emit("result", names=names, cached=len(res), rss_before=before, rss_after=after,
+         bytes_per_name=round((after - before) / names, 1) if names > 0 else None,
+         python_bytes_per_name=python_bytes_per_name(res))
+    await res.aclose()
+
+
+def python_bytes_per_name(res: Any) -> float | None:
+    """What the resolver's own cache holds per name in Python objects (key, answer, its
+    list and floats, the ordered dict's share): the rest of the RSS growth per name is
+    native memory (c-ares)."""
+    import sys
+
+    cache = res._cache
+    if not cache:
+        return None
+    total = sys.getsizeof(cache)
+    for key, answer in cache.items():
+        total += (sys.getsizeof(key) + sys.getsizeof(answer) + sys.getsizeof(answer.addresses)
+                  + sys.getsizeof(answer.expires) + sys.getsizeof(answer.refresh_at))
+    return round(total / len(cache), 1)
+
+
+def run(cfg: dict[str, Any]) -> int:
+    import uvloop
+
+    uvloop.run(_dnscache(cfg))
+    return 0
