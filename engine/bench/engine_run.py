@@ -37,7 +37,7 @@ from typing import Any, cast
 
 from engine.bench import callgrind
 from engine.bench.child import commands, emit
-from engine.bench.stats import cpu_seconds, rss_bytes, summary_ms
+from engine.bench.stats import cpu_seconds, cpu_split, rss_bytes, summary_ms
 
 LATENESS_CAP = 5_000_000  # samples kept (40 MB): far more than any bounded run produces
 
@@ -258,12 +258,14 @@ async def _engine(cfg: dict[str, Any]) -> None:
             tls0 = (getattr(http, "tls_handshakes", 0), getattr(http, "tls_resumed", 0))
             rss_window = rss_bytes()  # names cached by now when the warm-up covered them
             wall0, t0, cpu0 = time.time(), loop.time(), cpu_seconds()
+            split0 = cpu_split()
             profiler = _cprofile_start(cfg)
             recorder.recording = gc_timer.on = True
             await asyncio.sleep(cfg["duration_s"])
             recorder.recording = gc_timer.on = False
             _cprofile_stop(profiler, cfg)
             cpu1, t1, wall1 = cpu_seconds(), loop.time(), time.time()
+            split1 = cpu_split()
             written = engine.results.written - written0
             probes = _delta(_counter_values(metrics.probes), probes0)
             probes_all = sum(_counter_values(metrics.probes).values())
@@ -308,6 +310,8 @@ async def _engine(cfg: dict[str, Any]) -> None:
             wall_end=wall1,
             seconds=t1 - t0,
             cpu_s=cpu1 - cpu0,
+            user_s=split1[0] - split0[0],
+            sys_s=split1[1] - split0[1],
             probes=probes,
             results_written=written,
             in_flight_at_end=in_flight,

@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from engine.bench import SCENARIOS, callgrind, layout, profile, report
+from engine.bench import SCENARIOS, callgrind, kernelprof, layout, profile, report
 from engine.bench.certs import CertFiles, make_certs
 from engine.bench.database import BenchDatabase, seed_history, seed_monitors
 from engine.bench.limits import ToolRun, run_s_time, run_wrk, write_id_script
@@ -325,6 +325,23 @@ def _profile_window(b: Bench, child: Child, w: Window) -> asyncio.Task[Any] | No
     return asyncio.create_task(go())
 
 
+def _kernel_trace(b: Bench, pid: int, seconds: float, name: str, *,
+                  delay: float = 0.0) -> tuple[str, asyncio.Task[Any] | None]:
+    """With UPWATCH_BENCH_PERF or UPWATCH_BENCH_STRACE set: perf or strace over ``pid``
+    for ``seconds``, ``delay`` seconds from now (engine/bench/kernelprof.py)."""
+    b.seq += 1
+    stem = f"{b.opts.scenario}-{b.seq:02d}-" + "".join(
+        c if c.isalnum() else "-" for c in name).strip("-")
+    if not kernelprof.enabled():
+        return stem, None
+
+    async def go() -> None:
+        await asyncio.sleep(delay)
+        await kernelprof.trace(b.procs, pid, seconds, stem, b.other_cpus)
+
+    return stem, asyncio.create_task(go())
+
+
 async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
     if task is not None:
         with contextlib.suppress(Exception):
@@ -351,10 +368,17 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
     try:
         await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
         prof = _profile_window(b, child, w)
+        kstem, ktrace = _kernel_trace(b, child.pid, w.duration, w.name,
+                                      delay=w.warmup + dns_warm_s)
         res = await b.wait(child, "result", f"{w.name}: measuring",
                            w.warmup + w.duration + write_capacity_s + 2 + dns_warm_s,
                            slack=600.0 if cg_out else 60.0)
         await _finish_profile(prof)
+        if ktrace is not None:
+            await _finish_profile(ktrace)
+            kernelprof.note(kstem, probes=sum(res["probes"].values()), seconds=res["seconds"],
+                            cpu_s=res["cpu_s"], user_s=res.get("user_s"),
+                            sys_s=res.get("sys_s"))
     finally:
         await b.procs.stop(child)
     if cg_out is not None:
@@ -469,6 +493,9 @@ def _engine_figures(res: dict[str, Any], kind: str) -> dict[str, Any]:
         "probes": total,
         "probes_per_s": per(total, res["seconds"], 2),
         "cpu_s_per_probe": per(res["cpu_s"], total),
+        # The same CPU apart (None from an engine_run that does not report it).
+        "user_s_per_probe": per(res.get("user_s"), total),
+        "sys_s_per_probe": per(res.get("sys_s"), total),
         "probes_per_cpu_s": per(total, res["cpu_s"], 1),
         "cpu_utilization": per(res["cpu_s"], res["seconds"], 3),
         "error_rate": per(total - ok, total, 6),
@@ -687,6 +714,8 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             "lateness_ms": cfig["lateness_ms"],
             "gc": cfig["gc"],
             "runs_probes_per_cpu_s": [c["probes_per_cpu_s"] for c in cap_runs],
+            "runs_user_s_per_probe": [c["user_s_per_probe"] for c in cap_runs],
+            "runs_sys_s_per_probe": [c["sys_s_per_probe"] for c in cap_runs],
         }
         if names:
             rec["capacity"].update({k: cfig.get(k) for k in (
@@ -755,6 +784,8 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             limit_runs_per_cpu_s=[
                 round(t.per_cpu_s, 1) if t.per_cpu_s else None for t in tools
             ],
+            limit_runs_user_s_per_op=[per(t.user_s, t.operations) for t in tools],
+            limit_runs_sys_s_per_op=[per(t.sys_s, t.operations) for t in tools],
             ratio_vs_limit_at_load=ratio(rec["probes_per_cpu_s"], tool.per_cpu_s),
         )
     rec["targets"] = report.engine_targets(rec)
@@ -773,9 +804,24 @@ async def _run_limit(
         return await run_s_time(b.procs, host0, ports.tls, seconds=limit_s,
                                 cpus=b.engine_cpus, cafile=b.cert_files().ca)
     b.progress.phase("limit: wrk -H 'Connection: close'" + which, limit_s)
-    return await run_wrk(b.procs, f"http://{host0}:{ports.ok}/", seconds=limit_s,
+    traces: list[asyncio.Task[Any] | None] = []
+    stem = ""
+
+    def started(pid: int) -> None:
+        nonlocal stem
+        stem, task = _kernel_trace(b, pid, limit_s - 1, "wrk" + which)
+        traces.append(task)
+
+    tool = await run_wrk(b.procs, f"http://{host0}:{ports.ok}/", seconds=limit_s,
                          connections=50, cpus=b.engine_cpus,
-                         headers=["Connection: close"])
+                         headers=["Connection: close"], on_start=started)
+    for task in traces:
+        if task is not None:
+            await _finish_profile(task)
+            if tool is not None:
+                kernelprof.note(stem, requests=tool.operations, seconds=tool.seconds,
+                                cpu_s=tool.cpu_s, user_s=tool.user_s, sys_s=tool.sys_s)
+    return tool
 
 
 # -- webhooks -----------------------------------------------------------------------------------
