@@ -147,3 +147,60 @@ def test_callgrind_totals_are_read_from_the_end_of_its_output() -> None:
     assert callgrind.total_instructions(text) == 1129166622
     assert callgrind.total_instructions("events: Ir\n") is None  # cut short: no figure
     assert callgrind.wrapper(Path("/tmp/x.out"))[-1] == "--callgrind-out-file=/tmp/x.out"
+
+
+def test_the_dns_server_counts_questions_per_name_and_type_in_a_window() -> None:
+    import time
+
+    import dns.message
+
+    from engine.bench.dnsserver import DnsServer
+
+    server = DnsServer(zone="names.test", addresses=["127.0.1.1"])
+    t0 = time.time()
+    for name, rdtype in [("m1", "A"), ("m1", "AAAA"), ("m1", "A"), ("m2", "A")]:
+        q = dns.message.make_query(f"{name}.names.test", rdtype)
+        assert server.answer(q.to_wire(), tcp=False) is not None
+    assert server.most_per_name_type(t0, time.time() + 1) == (2, 3)
+    assert server.most_per_name_type(time.time() + 1, time.time() + 2) == (0, 0)
+
+
+def test_one_dns_question_per_ttl_allows_a_start_of_a_ttl_in_each_ttl_of_the_window() -> None:
+    from engine.bench.main import _dns_figures
+
+    res = {"seconds": 70.0, "probes": {"uptime,ok": 100.0}, "dns": {"hits": 90, "lookups": 10}}
+    count = {"window": 6, "most_per_name_type": 3, "name_types": 2}
+    fig = _dns_figures(res, count, 30)
+    assert fig["dns_queries_allowed_per_name_type"] == 3  # starts at ~0, 30 and 60 s
+    assert fig["dns_most_queries_per_name_type"] == 3 and fig["dns_queries_per_probe"] == 0.06
+    assert fig["dns_cache_hit_ratio"] == 0.9
+
+
+def test_load_only_is_for_the_engine_scenarios() -> None:
+    import argparse
+
+    from engine.bench.main import BenchError, Options
+
+    def args(scenario: str) -> argparse.Namespace:
+        return argparse.Namespace(scenario=scenario, monitors=None, duration=None, quick=True,
+                                  json=True, load_only=True)
+
+    assert Options.from_args(args("http")).load_only
+    with pytest.raises(BenchError, match="--load-only"):
+        Options.from_args(args("webhooks"))
+
+
+def test_the_world_dns_fast_path_counts_questions_per_name_and_type_too() -> None:
+    import time
+
+    import dns.message
+
+    from engine.bench.dnsserver import DnsServer
+
+    server = DnsServer(zone="names.test")
+    server.address_of = lambda name: "127.0.1.1"
+    t0 = time.time()
+    for rdtype in ("A", "A", "AAAA"):
+        q = dns.message.make_query("m7.names.test", rdtype)
+        assert server.answer(q.to_wire(), tcp=False) is not None
+    assert server.most_per_name_type(t0, time.time() + 1) == (2, 2)

@@ -76,22 +76,37 @@ async def test_a_name_is_looked_up_once_per_ttl_and_then_answered_from_the_cache
         assert o.status_code == 200 and o.dns_ms == 0.0 and o.dns_cached, o
     assert dns.queries == {(f"m1.{ZONE}", "A"): 1}
     assert site.requests[-1].headers["host"] == f"m1.{ZONE}:{site.port}"
-    # Close to its end (the last tenth), the answer is still served and looked up again
-    # behind the probe; c-ares answers that from its own cache (the record's TTL is not over
-    # in real time), so the server still saw one query per name and record type.
-    clock.now += 290
+    clock.now += 290  # near its end: still the one answer, no question
+    assert (await p.probe(url)).dns_cached and res.lookups == 1
+    # Past its TTL, within a tenth of it more: still served (no probe waits), and looked up
+    # again behind the probe: one question per TTL (c-ares's own query cache is off: it
+    # answered with the old answer's remaining TTL).
+    clock.now += 15
     o = await p.probe(url)
     assert o.dns_cached and o.status_code == 200
     await wait_for(lambda: res.lookups == 2 and not res.busy(f"m1.{ZONE}"))
-    clock.now += 20  # past the first answer's end, within the refreshed one's
+    assert dns.queries == {(f"m1.{ZONE}", "A"): 2}
+    clock.now += 20  # within the refreshed answer's TTL
     assert (await p.probe(url)).dns_cached
-    assert dns.queries == {(f"m1.{ZONE}", "A"): 1}
-    assert (res.hits, res.lookups) == (22, 2)
+    assert dns.queries == {(f"m1.{ZONE}", "A"): 2}
+    assert (res.hits, res.lookups) == (23, 2)
     text = metrics.render()[0].decode()
-    assert "upwatch_dns_cache_hits_total 22.0" in text
+    assert "upwatch_dns_cache_hits_total 23.0" in text
     assert "upwatch_dns_lookups_total 2.0" in text
     assert "upwatch_dns_lookup_seconds_count 2.0" in text
     await p.aclose()
+
+
+async def test_an_answer_is_kept_once_not_again_by_c_ares(dns: DnsServer) -> None:
+    """Our entry gone (expired, or dropped as least recently used), the next lookup asks
+    the server: c-ares keeps no second copy of every answer (~2-3 KB of RSS a name)."""
+    clock = Clock()
+    res = resolver(dns, clock, family=socket.AF_UNSPEC)
+    for _ in range(3):
+        assert await res(f"m1.{ZONE}", 80) == ["127.0.0.1"]
+        clock.now += 331  # past its TTL (300 s, on our clock; c-ares's is real time) and grace
+    assert dns.queries == {(f"m1.{ZONE}", "A"): 3, (f"m1.{ZONE}", "AAAA"): 3}
+    await res.aclose()
 
 
 async def test_ttls_are_clamped_to_the_settings(dns: DnsServer) -> None:
@@ -102,17 +117,17 @@ async def test_ttls_are_clamped_to_the_settings(dns: DnsServer) -> None:
     clock.now += 9.5
     assert await res("m1." + ZONE, 80) == ["127.0.0.1"]
     assert dns.total_queries() == 1
-    clock.now += 1
+    clock.now += 1.6  # past its 10 s and the tenth more it may be served while refreshed
     await res("m1." + ZONE, 80)
     assert dns.total_queries() == 2 and res.lookups == 2
     dns.ttl = 86_400  # above the maximum: kept 60 s, then asked again
     await res("m2." + ZONE, 80)
-    clock.now += 50  # (the last tenth, 54-60 s, would refresh it in the background)
+    clock.now += 50
     await res("m2." + ZONE, 80)
     assert res.lookups == 3
-    clock.now += 10.2
+    clock.now += 16.2  # past 60 s and its 6 s of grace: the lookup is waited for
     await res("m2." + ZONE, 80)
-    assert res.lookups == 4
+    assert res.lookups == 4 and dns.total_queries() == 4
     await res.aclose()
 
 
@@ -252,3 +267,29 @@ async def wait_for(cond: object, timeout: float = 5.0) -> None:
     while not cond():  # type: ignore[operator]
         assert loop.time() < end, "condition not met in time"
         await asyncio.sleep(0.01)
+
+
+async def test_a_lookup_answered_at_once_still_calls_back_later(dns: DnsServer) -> None:
+    """c-ares answers /etc/hosts names inside the call; the resolver's contract is a call
+    back from the loop, never from inside lookup() (a probe is not ready for it then)."""
+    res = resolver(dns)
+    seen: list[list[str]] = []
+    res.lookup("localhost", lambda answer, ms: seen.append(answer.addresses))
+    assert seen == []
+    await wait_for(lambda: bool(seen))
+    assert seen == [["127.0.0.1"]] and dns.total_queries() == 0
+    await res.aclose()
+
+
+async def test_unsettled_counts_failed_names_and_lookups_in_flight(dns: DnsServer) -> None:
+    dns.latency = 0.2
+    res = resolver(dns, timeout=2.0)
+    waiting = asyncio.ensure_future(res(f"m1.{ZONE}", 80))
+    await wait_for(lambda: res.busy(f"m1.{ZONE}"))
+    assert res.unsettled() == 1  # in flight
+    await waiting
+    assert res.unsettled() == 0
+    with pytest.raises(Exception, match="DNS lookup failed"):
+        await res(f"nx-a.{ZONE}", 80)
+    assert res.unsettled() == 1 and len(res) == 2  # the failure is cached, and counted
+    await res.aclose()

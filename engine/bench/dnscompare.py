@@ -64,7 +64,16 @@ async def _compare(server: str, n: int, in_flight: int) -> dict[str, list[tuple[
     unthreaded = _Cares(asyncio.get_running_loop(), [server], 2.0, 2)
 
     async def by_cares_loop(name: str) -> Any:
-        return await unthreaded.getaddrinfo(name, socket.AF_INET)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def done(result: Any, error: int | None) -> None:
+            if error is None:
+                fut.set_result(result)
+            else:
+                fut.set_exception(OSError(error, "lookup failed"))
+
+        unthreaded.getaddrinfo(name, socket.AF_INET, done)
+        return await fut
 
     async def by_dnspython(name: str) -> Any:
         return await dnspy.resolve(name, "A")

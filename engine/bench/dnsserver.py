@@ -78,6 +78,8 @@ class DnsServer:
         self.address_of: Callable[[str], str | None] | None = None
         self.queries: Counter[tuple[str, str]] = Counter()
         self.times: array[float] = array("d")  # wall time of every question (bounded)
+        self.asked: array[int] = array("l")  # ... and its (name, type), as an index of _keys
+        self._keys: dict[tuple[str, str], int] = {}
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.base_events.Server | None = None
 
@@ -92,6 +94,13 @@ class DnsServer:
     def queries_between(self, start: float, end: float) -> int:
         """Questions received between two wall times (``time.time()``)."""
         return bisect_left(self.times, end) - bisect_left(self.times, start)
+
+    def most_per_name_type(self, start: float, end: float) -> tuple[int, int]:
+        """(the most questions any one (name, record type) got between two wall times, how
+        many (name, type) pairs were asked for then)."""
+        lo, hi = bisect_left(self.times, start), bisect_left(self.times, end)
+        counts = Counter(self.asked[lo:hi])
+        return max(counts.values(), default=0), len(counts)
 
     async def __aenter__(self) -> DnsServer:
         await self.start()
@@ -139,9 +148,11 @@ class DnsServer:
         name = question.name
         rdtype = question.rdtype
         key = name.to_text(omit_final_dot=True).lower()
-        self.queries[(key, dns.rdatatype.to_text(rdtype))] += 1
+        asked = (key, dns.rdatatype.to_text(rdtype))
+        self.queries[asked] += 1
         if len(self.times) < _TIMES_CAP:
             self.times.append(time.time())
+            self.asked.append(self._keys.setdefault(asked, len(self._keys)))
         r = dns.message.make_response(q)
         r.flags |= dns.flags.AA
         first = key.split(".", 1)[0]
@@ -217,9 +228,11 @@ class DnsServer:
                 ("hang-", "fail-", "loop-", "chain-", "big-", "mixed-")):
             return None
         address = self.address_of(key) if self.address_of is not None else None
-        self.queries[(key, "A" if qtype == b"\x00\x01" else "AAAA")] += 1
+        asked = (key, "A" if qtype == b"\x00\x01" else "AAAA")
+        self.queries[asked] += 1
         if len(self.times) < _TIMES_CAP:
             self.times.append(time.time())
+            self.asked.append(self._keys.setdefault(asked, len(self._keys)))
         edns = wire[10:12] != b"\x00\x00"
         records = b""
         if address is not None and qtype == b"\x00\x01" and ":" not in address:
@@ -305,11 +318,14 @@ async def _serve(cfg: dict[str, Any]) -> None:
     async for msg in commands():
         cmd = msg.get("cmd")
         if cmd == "count":
-            window = None
+            window = most = pairs = None
             if msg.get("start") is not None and msg.get("end") is not None:
-                window = server.queries_between(float(msg["start"]), float(msg["end"]))
+                start, end = float(msg["start"]), float(msg["end"])
+                window = server.queries_between(start, end)
+                most, pairs = server.most_per_name_type(start, end)
             emit("count", queries=server.total_queries(), window=window,
-                 names=len({name for name, _ in server.queries}))
+                 names=len({name for name, _ in server.queries}),
+                 most_per_name_type=most, name_types=pairs)
         elif cmd == "set":
             server.latency = float(msg.get("latency_s", server.latency))
             server.ttl = int(msg.get("ttl", server.ttl))

@@ -645,7 +645,7 @@ def python_bytes_per_name(res: Any) -> float | None:
     total = sys.getsizeof(cache)
     for key, answer in cache.items():
         total += (sys.getsizeof(key) + sys.getsizeof(answer) + sys.getsizeof(answer.addresses)
-                  + sys.getsizeof(answer.expires) + sys.getsizeof(answer.refresh_at))
+                  + sys.getsizeof(answer.expires) + sys.getsizeof(answer.stale_until))
     return round(total / len(cache), 1)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ class ToolRun:
     cpu_s: float
     errors: int
     latency_ms: dict[str, float | None] | None = None
+    user_s: float | None = None  # cpu_s apart, when known
+    sys_s: float | None = None
 
     @property
     def per_s(self) -> float | None:
@@ -49,6 +52,8 @@ class ToolRun:
             "per_s": round(self.per_s, 1) if self.per_s else None,
             "per_cpu_s": round(self.per_cpu_s, 1) if self.per_cpu_s else None,
             "latency_ms": self.latency_ms,
+            "user_s": None if self.user_s is None else round(self.user_s, 4),
+            "sys_s": None if self.sys_s is None else round(self.sys_s, 4),
         }
 
 
@@ -123,8 +128,10 @@ async def run_wrk(
     headers: list[str] | tuple[str, ...] = (),
     script: Path | None = None,
     latency: bool = False,
+    on_start: Callable[[int], object] | None = None,
 ) -> ToolRun | None:
-    """``wrk -t1`` for ``seconds``; None when wrk is not installed."""
+    """``wrk -t1`` for ``seconds``; None when wrk is not installed. ``on_start``: called
+    with wrk's pid (see :meth:`Procs.run_measured`)."""
     exe = wrk_available()
     if exe is None:
         return None
@@ -136,12 +143,13 @@ async def run_wrk(
     if latency:
         argv.append("--latency")
     argv.append(url)
-    run = await procs.run_measured("wrk", argv, cpus=cpus, timeout=seconds + 30)
+    run = await procs.run_measured("wrk", argv, cpus=cpus, timeout=seconds + 30,
+                                   on_start=on_start)
     if run.returncode != 0:
         raise RuntimeError(f"wrk failed ({run.returncode}): {run.stderr.strip()[-500:]}")
     parsed = parse_wrk(run.stdout)
     return ToolRun("wrk", parsed["requests"], parsed["seconds"] or run.wall_s, run.cpu_s,
-                   parsed["errors"], parsed["latency_ms"])
+                   parsed["errors"], parsed["latency_ms"], run.user_s, run.sys_s)
 
 
 async def run_s_time(

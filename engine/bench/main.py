@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from engine.bench import SCENARIOS, callgrind, layout, profile, report
+from engine.bench import SCENARIOS, callgrind, kernelprof, layout, profile, report
 from engine.bench.certs import CertFiles, make_certs
 from engine.bench.database import BenchDatabase, seed_history, seed_monitors
 from engine.bench.limits import ToolRun, run_s_time, run_wrk, write_id_script
@@ -75,6 +75,7 @@ class Options:
     dns_latency: float = 0.0
     dns_ttl: int = 300
     assertions: float | None = None  # http: the share of monitors with assertions
+    load_only: bool = False  # http, tls, mixed: the engine at the scheduled load, nothing more
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -111,7 +112,14 @@ class Options:
                 0.02 if scenario == "internet" else 0.0),  # the internet: 20 ms away
             dns_ttl=int(dns_ttl) if dns_ttl is not None else 300,
             assertions=_share(getattr(args, "assertions", None), scenario),
+            load_only=_load_only(bool(getattr(args, "load_only", False)), scenario),
         )
+
+
+def _load_only(value: bool, scenario: str) -> bool:
+    if value and scenario not in ("http", "tls", "mixed"):
+        raise BenchError("--load-only applies to the http, tls and mixed scenarios")
+    return value
 
 
 def _share(value: float | None, scenario: str) -> float | None:
@@ -216,9 +224,15 @@ class Bench:
 
     async def dns_queries(self, start: float, end: float) -> int:
         """Questions the DNS server received between two wall times."""
+        return int((await self.dns_count(start, end))["window"])
+
+    async def dns_count(self, start: float, end: float) -> dict[str, Any]:
+        """The DNS server's questions between two wall times: ``window`` (all of them),
+        ``most_per_name_type`` (the most any one name and record type got), ``name_types``
+        (the (name, type) pairs asked for)."""
         assert self.dns is not None
         self.dns.send(cmd="count", start=start, end=end)
-        return int((await self.dns.expect("count", 10))["window"])
+        return await self.dns.expect("count", 10)
 
     async def wait(self, child: Child, event: str, label: str, seconds: float,
                    slack: float = 60.0) -> dict[str, Any]:
@@ -311,6 +325,23 @@ def _profile_window(b: Bench, child: Child, w: Window) -> asyncio.Task[Any] | No
     return asyncio.create_task(go())
 
 
+def _kernel_trace(b: Bench, pid: int, seconds: float, name: str, *,
+                  delay: float = 0.0) -> tuple[str, asyncio.Task[Any] | None]:
+    """With UPWATCH_BENCH_PERF or UPWATCH_BENCH_STRACE set: perf or strace over ``pid``
+    for ``seconds``, ``delay`` seconds from now (engine/bench/kernelprof.py)."""
+    b.seq += 1
+    stem = f"{b.opts.scenario}-{b.seq:02d}-" + "".join(
+        c if c.isalnum() else "-" for c in name).strip("-")
+    if not kernelprof.enabled():
+        return stem, None
+
+    async def go() -> None:
+        await asyncio.sleep(delay)
+        await kernelprof.trace(b.procs, pid, seconds, stem, b.other_cpus)
+
+    return stem, asyncio.create_task(go())
+
+
 async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
     if task is not None:
         with contextlib.suppress(Exception):
@@ -337,10 +368,17 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
     try:
         await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
         prof = _profile_window(b, child, w)
+        kstem, ktrace = _kernel_trace(b, child.pid, w.duration, w.name,
+                                      delay=w.warmup + dns_warm_s)
         res = await b.wait(child, "result", f"{w.name}: measuring",
                            w.warmup + w.duration + write_capacity_s + 2 + dns_warm_s,
                            slack=600.0 if cg_out else 60.0)
         await _finish_profile(prof)
+        if ktrace is not None:
+            await _finish_profile(ktrace)
+            kernelprof.note(kstem, probes=sum(res["probes"].values()), seconds=res["seconds"],
+                            cpu_s=res["cpu_s"], user_s=res.get("user_s"),
+                            sys_s=res.get("sys_s"))
     finally:
         await b.procs.stop(child)
     if cg_out is not None:
@@ -455,6 +493,9 @@ def _engine_figures(res: dict[str, Any], kind: str) -> dict[str, Any]:
         "probes": total,
         "probes_per_s": per(total, res["seconds"], 2),
         "cpu_s_per_probe": per(res["cpu_s"], total),
+        # The same CPU apart (None from an engine_run that does not report it).
+        "user_s_per_probe": per(res.get("user_s"), total),
+        "sys_s_per_probe": per(res.get("sys_s"), total),
         "probes_per_cpu_s": per(total, res["cpu_s"], 1),
         "cpu_utilization": per(res["cpu_s"], res["seconds"], 3),
         "error_rate": per(total - ok, total, 6),
@@ -499,17 +540,27 @@ async def _point_monitors(b: Bench, account_id: int, urls: list[str]) -> None:
             [str(urlsplit(u).port) for u in urls])
 
 
-def _dns_figures(res: dict[str, Any], queries: int) -> dict[str, Any]:
+def _dns_figures(res: dict[str, Any], count: dict[str, Any] | int,
+                 ttl: float | None = None) -> dict[str, Any]:
     """``--names``: DNS questions the server received per probe in the measured window,
-    and the share of the window's name lookups the engine's cache answered."""
+    the share of the window's name lookups the engine's cache answered, and the most
+    questions one name and record type got in the window against what one per TTL allows
+    there (a window of W seconds holds at most floor(W / TTL) + 1 starts of a TTL)."""
     dns = res.get("dns") or {}
     hits, lookups = dns.get("hits", 0), dns.get("lookups", 0)
     probes = sum(res["probes"].values())
+    if isinstance(count, int):  # the questions only (Bench.dns_queries)
+        count = {"window": count}
+    queries = int(count["window"])
     return {
         "dns_queries": queries,
         "dns_queries_per_probe": per(queries, probes, 6),
         "dns_cache_hit_ratio": per(hits, hits + lookups, 6),
         "dns_lookups_in_window": lookups,
+        "dns_most_queries_per_name_type": count.get("most_per_name_type"),
+        "dns_name_types_asked": count.get("name_types"),
+        "dns_queries_allowed_per_name_type": (
+            None if ttl is None else int(res["seconds"] // max(ttl, 1e-9)) + 1),
     }
 
 
@@ -571,7 +622,8 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
     fig = _engine_figures(res, kind)
     rec.update(fig)
     if names:
-        rec.update(_dns_figures(res, await b.dns_queries(res["wall_start"], res["wall_end"])))
+        rec.update(_dns_figures(res, await b.dns_count(res["wall_start"], res["wall_end"]),
+                                opts.dns_ttl))
     rec["held"] = per(fig["probes"], n * res["seconds"] / load.interval, 4)
     rec["rows_per_s"] = per(await _rows_in_window(b, res["wall_start"], res["wall_end"]),
                             res["seconds"], 1)
@@ -605,6 +657,13 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
         rec["healthy_p99_ratio"] = ratio(groups2["healthy"]["lateness_ms"]["p99"],
                                          groups["healthy"]["lateness_ms"]["p99"])
 
+    if opts.load_only:
+        # --load-only: a large run (50,000 monitors by name behind a slow resolver) within a
+        # few minutes; no baseline, capacity or limit runs, so no ratios.
+        rec["load_only"] = True
+        rec["targets"] = report.engine_targets(rec)
+        return rec
+
     # 2. The naive baseline at the same load.
     base = _baseline_figures(await _run_baseline(b, _load_window(b, "baseline"), ports,
                                                  tls=tls, mixed=sc == "mixed"))
@@ -629,8 +688,8 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             cap_res = await _run_engine(b, cap_w)
             cap_runs.append(_engine_figures(cap_res, kind))
             if names:
-                cap_runs[-1].update(_dns_figures(cap_res, await b.dns_queries(
-                    cap_res["wall_start"], cap_res["wall_end"])))
+                cap_runs[-1].update(_dns_figures(cap_res, await b.dns_count(
+                    cap_res["wall_start"], cap_res["wall_end"]), opts.dns_ttl))
                 cap_runs[-1]["in_flight_at_end"] = cap_res.get("in_flight_at_end")
                 # The same targets by IP literal, right after: names against literals.
                 await _point_monitors(b, account.id, layout.monitor_urls(n, ports))
@@ -655,6 +714,8 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             "lateness_ms": cfig["lateness_ms"],
             "gc": cfig["gc"],
             "runs_probes_per_cpu_s": [c["probes_per_cpu_s"] for c in cap_runs],
+            "runs_user_s_per_probe": [c["user_s_per_probe"] for c in cap_runs],
+            "runs_sys_s_per_probe": [c["sys_s_per_probe"] for c in cap_runs],
         }
         if names:
             rec["capacity"].update({k: cfig.get(k) for k in (
@@ -666,6 +727,9 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             rec["literals_capacity_runs_probes_per_cpu_s"] = [
                 c["probes_per_cpu_s"] for c in literal_runs]
             rec["literals_capacity_error_rates"] = [c["error_rate"] for c in literal_runs]
+            if "instructions_per_probe" in literal_runs[0]:  # UPWATCH_BENCH_CALLGRIND
+                rec["literals_capacity_runs_instructions_per_probe"] = [
+                    c.get("instructions_per_probe") for c in literal_runs]
             rec["names_cost_vs_literals_pairs"] = cost
             good = [c for c in cost if c is not None]
             rec["names_cost_vs_literals"] = round(statistics.median(good), 3) if good else None
@@ -720,6 +784,8 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             limit_runs_per_cpu_s=[
                 round(t.per_cpu_s, 1) if t.per_cpu_s else None for t in tools
             ],
+            limit_runs_user_s_per_op=[per(t.user_s, t.operations) for t in tools],
+            limit_runs_sys_s_per_op=[per(t.sys_s, t.operations) for t in tools],
             ratio_vs_limit_at_load=ratio(rec["probes_per_cpu_s"], tool.per_cpu_s),
         )
     rec["targets"] = report.engine_targets(rec)
@@ -738,9 +804,24 @@ async def _run_limit(
         return await run_s_time(b.procs, host0, ports.tls, seconds=limit_s,
                                 cpus=b.engine_cpus, cafile=b.cert_files().ca)
     b.progress.phase("limit: wrk -H 'Connection: close'" + which, limit_s)
-    return await run_wrk(b.procs, f"http://{host0}:{ports.ok}/", seconds=limit_s,
+    traces: list[asyncio.Task[Any] | None] = []
+    stem = ""
+
+    def started(pid: int) -> None:
+        nonlocal stem
+        stem, task = _kernel_trace(b, pid, limit_s - 1, "wrk" + which)
+        traces.append(task)
+
+    tool = await run_wrk(b.procs, f"http://{host0}:{ports.ok}/", seconds=limit_s,
                          connections=50, cpus=b.engine_cpus,
-                         headers=["Connection: close"])
+                         headers=["Connection: close"], on_start=started)
+    for task in traces:
+        if task is not None:
+            await _finish_profile(task)
+            if tool is not None:
+                kernelprof.note(stem, requests=tool.operations, seconds=tool.seconds,
+                                cpu_s=tool.cpu_s, user_s=tool.user_s, sys_s=tool.sys_s)
+    return tool
 
 
 # -- webhooks -----------------------------------------------------------------------------------

@@ -154,13 +154,16 @@ class Child:
 
 @dataclass
 class Measured:
-    """An external tool's run: output, exit code and its own CPU seconds (user+sys)."""
+    """An external tool's run: output, exit code and its own CPU seconds (user+sys, and
+    each apart)."""
 
     stdout: str
     stderr: str
     returncode: int
     cpu_s: float
     wall_s: float
+    user_s: float = 0.0
+    sys_s: float = 0.0
 
 
 class Procs:
@@ -210,10 +213,12 @@ class Procs:
             self.children.remove(child)
 
     async def run_measured(
-        self, name: str, argv: list[str], *, cpus: set[int] | None, timeout: float
+        self, name: str, argv: list[str], *, cpus: set[int] | None, timeout: float,
+        on_start: Callable[[int], object] | None = None,
     ) -> Measured:
         """Run an external tool to its end (killed after ``timeout``) and reap it with
-        ``wait4`` for its exact CPU time."""
+        ``wait4`` for its exact CPU time. ``on_start`` is called with its pid once it runs
+        (a tracer attaching to it)."""
         self._seq += 1
         out_path = self.workdir / f"{self._seq:02d}-{name}.out"
         err_path = self.workdir / f"{self._seq:02d}-{name}.err"
@@ -221,6 +226,8 @@ class Procs:
         proc = await asyncio.to_thread(self._popen, argv, out_path, err_path)
         pin_pid(proc.pid, cpus)
         self._external.add(proc)
+        if on_start is not None:
+            on_start(proc.pid)
         started = loop.time()
         waiter = asyncio.ensure_future(asyncio.to_thread(os.wait4, proc.pid, 0))
         try:
@@ -242,6 +249,8 @@ class Procs:
             returncode=proc.returncode,
             cpu_s=usage.ru_utime + usage.ru_stime,
             wall_s=loop.time() - started,
+            user_s=usage.ru_utime,
+            sys_s=usage.ru_stime,
         )
 
     def _popen(self, argv: list[str], out_path: Path, err_path: Path) -> subprocess.Popen[bytes]:

@@ -12,14 +12,24 @@ at 30 ms). Here:
   ``servers``, ``timeout`` and ``tries`` override. Measured against dnspython's asynchronous
   resolver and against c-ares with its own event thread (``aiodns``' default):
   docs/design.md, "Name lookups";
+* c-ares's own query cache (on by default since c-ares 1.31) is turned off
+  (:func:`_channel`): it kept every response message besides our entry, ~2.2 KB of RSS per
+  name asked for A only and ~2.8-3.4 KB for A and AAAA (10,000 names, after
+  ``malloc_trim``; 0.6-0.7 KB without it), and it answered a refresh from that cache with
+  the remaining TTL, so a refreshed answer ended when the old one did;
 * each answer is kept for its TTL (the smallest of its addresses' and CNAMEs'), clamped to
   ``[min_ttl, max_ttl]``; a name that does not exist for ``negative_ttl``, any other failure
   (time-out, SERVFAIL, refused, no address, CNAME loop, oversized answer) for
   ``failure_ttl``, so a broken name costs one query per that time, not one per probe;
 * one lookup in flight per name: probes of a name being looked up wait for that lookup;
-* an answer used in the last tenth of its lifetime (at most ``REFRESH_AHEAD_MAX`` s before
-  it expires) is looked up again in the background while the cached one is still served:
-  a name probed more often than its TTL is never waited for after the first time;
+* an answer whose TTL is over is still served for a tenth of its TTL more (at most
+  ``STALE_MAX`` s) while it is looked up again in the background (the one lookup in flight
+  for the name): a name probed at least that often is never waited for after its first
+  lookup, and the server is asked once per TTL, not more. A refresh before the end (as
+  Unbound's prefetch does, in the last tenth) would ask 1.11 times per TTL from an
+  authoritative server and, behind a caching resolver (most operators'), get the remaining
+  TTL back: a second question per TTL and a probe waiting at its end. A stale answer is
+  used for at most that grace, only while its refresh runs; failures are never served stale;
 * at most ``max_names`` names are kept; the least recently used go first;
 * A and AAAA per ``family``: AF_INET asks A only, AF_INET6 AAAA only, AF_UNSPEC both
   (the probes' family follows their source address, :func:`engine.probes._net.source_family`).
@@ -37,8 +47,10 @@ not exist, else ``DNS lookup failed: <name> (<reason>)`` with reason ``resolver 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import socket
+import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from time import monotonic, perf_counter
@@ -53,9 +65,9 @@ log = logging.getLogger(__name__)
 # An answer with more addresses than this is refused as a whole ("answer too large"): no
 # site needs more, and an entry's memory stays bounded whatever the zone's owner publishes.
 MAX_ADDRESSES: Final = 32
-# Background refresh: in the last tenth of an answer's lifetime, but no earlier than this
-# many seconds before it expires.
-REFRESH_AHEAD_MAX: Final = 30.0
+# An answer past its TTL is served while it is looked up again for a tenth of its TTL more,
+# at most this many seconds.
+STALE_MAX: Final = 30.0
 # Distinct address strings shared between entries (names of one site share addresses).
 _ADDRESS_POOL: Final = 65536
 # CNAMEs followed when diagnosing an answer without addresses.
@@ -78,16 +90,17 @@ _WORDS: Final[dict[int, tuple[str, str]]] = {
 
 class DnsAnswer:
     """One name's cached answer: ``addresses`` (IP literals, deduplicated, in the answer's
-    order) or ``error`` (the probe's words); valid until ``expires`` (``time.monotonic``)."""
+    order; shared between answers, so never changed) or ``error`` (the probe's words);
+    valid until ``expires`` (``time.monotonic``)."""
 
-    __slots__ = ("addresses", "error", "expires", "refresh_at")
+    __slots__ = ("addresses", "error", "expires", "stale_until")
 
     def __init__(self, addresses: list[str], error: str | None, expires: float,
-                 refresh_at: float) -> None:
+                 stale_until: float) -> None:
         self.addresses = addresses
         self.error = error
         self.expires = expires
-        self.refresh_at = refresh_at
+        self.stale_until = stale_until  # served while refreshed until then (see STALE_MAX)
 
 
 Waiter = Callable[[DnsAnswer, float], None]
@@ -136,9 +149,12 @@ class ProbeResolver:
         self._clock = clock
         self._cache: OrderedDict[str, DnsAnswer] = OrderedDict()
         self._inflight: dict[str, list[Waiter]] = {}
-        self._addresses: dict[str, str] = {}  # one str object per distinct address
+        # One single-address list per distinct address, shared by every answer of just that
+        # address (a list is ~80 B, its string ~60): answers' lists are never changed.
+        self._addresses: dict[str, list[str]] = {}
         self._channel: _Cares | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # CNAME-loop diagnoses (failures only)
+        self._generation = 0  # aclose() moves it on: answers to older lookups are dropped
         # Counters read by the bench and the metrics (plain ints: one per probe is cheap).
         self.hits = 0
         self.lookups = 0
@@ -156,25 +172,32 @@ class ProbeResolver:
     def __len__(self) -> int:
         return len(self._cache)
 
+    def unsettled(self) -> int:
+        """Names whose entry is a failure, plus lookups in flight (the bench waits for 0
+        before it measures names already looked up)."""
+        return sum(1 for a in self._cache.values() if a.error is not None) + len(self._inflight)
+
     # -- probes' side -----------------------------------------------------------------------
 
     def cached(self, host: str) -> DnsAnswer | None:
-        """The cached, unexpired answer for ``host`` (a hit), or None (call :meth:`lookup`).
-        An answer near its end is looked up again in the background."""
+        """The cached answer for ``host`` (a hit), or None (call :meth:`lookup`). An answer
+        past its TTL but within its grace (``stale_until``) is served while it is looked up
+        again in the background."""
         cache = self._cache
         answer = cache.get(host)
         if answer is None:
             return None
         now = self._clock()
         if now >= answer.expires:
-            return None
+            if now >= answer.stale_until:
+                return None
+            if host not in self._inflight:
+                self._inflight[host] = []
+                self._start(host)
         cache.move_to_end(host)
         self.hits += 1
         if self._m_hits is not None:
             self._m_hits.value += 1
-        if now >= answer.refresh_at and answer.error is None and host not in self._inflight:
-            self._inflight[host] = []
-            self._start(host)
         return answer
 
     def busy(self, host: str) -> bool:
@@ -217,6 +240,7 @@ class ProbeResolver:
 
     async def aclose(self) -> None:
         """Cancel lookups in flight (their waiters are not called) and close the channel."""
+        self._generation += 1
         for task in list(self._tasks):
             task.cancel()
         self._inflight.clear()
@@ -236,22 +260,53 @@ class ProbeResolver:
         return channel
 
     def _start(self, host: str) -> None:
+        """Look ``host`` up; its waiters are in ``_inflight``. No task and no future: c-ares
+        calls back from the loop (a task per lookup cost a coroutine, a task and a future
+        each, and the first interval of 50,000 names makes 50,000 lookups)."""
         self.lookups += 1
         if self._m_lookups is not None:
             self._m_lookups.value += 1
-        task = asyncio.get_running_loop().create_task(self._lookup(host))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _lookup(self, host: str) -> None:
         t0 = perf_counter()
+        generation = self._generation
+
+        def answered(result: Any, error: int | None) -> None:
+            if generation != self._generation:
+                return  # aclose() came first: nobody waits for this one
+            try:
+                self._answered(host, t0, result, error)
+            except Exception:
+                log.exception("DNS lookup of %s failed unexpectedly", short(host))
+                self._finish(host, t0, self._failed(host, "error", "resolver error"))
+
+        channel = self._resolver()
         try:
-            answer = await self._query(host)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("DNS lookup of %s failed unexpectedly", short(host))
-            answer = self._failed(host, "error", "resolver error")
+            channel.getaddrinfo(host, self.family, answered)
+        except (UnicodeError, ValueError, TypeError):
+            channel.loop.call_soon(self._finish, host, t0,
+                                   self._failed(host, "invalid_name", "invalid name"))
+
+    def _answered(self, host: str, t0: float, result: Any, error: int | None) -> None:
+        if error is not None:
+            kind, reason = _WORDS.get(error, ("error", "resolver error"))
+            if kind == "no_address":
+                # A CNAME loop is told from a plain "no address" by a few more queries:
+                # in a task, for failures only.
+                task = asyncio.get_running_loop().create_task(self._no_address(host, t0))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                return
+            answer = self._failed(host, kind, reason)
+        else:
+            answer = self._parsed(host, result)
+        self._finish(host, t0, answer)
+
+    async def _no_address(self, host: str, t0: float) -> None:
+        loop_found = await self._cname_loop(host)
+        self._finish(host, t0, self._failed(host, *(
+            ("cname_loop", "CNAME loop") if loop_found else ("no_address", "no address"))))
+
+    def _finish(self, host: str, t0: float, answer: DnsAnswer) -> None:
+        """Keep ``answer`` and hand it to every probe waiting for it."""
         if self._m_latency is not None:
             self._m_latency(perf_counter() - t0)
         self._store(host, answer)
@@ -261,16 +316,7 @@ class ProbeResolver:
             except Exception:
                 log.exception("DNS waiter failed")
 
-    async def _query(self, host: str) -> DnsAnswer:
-        try:
-            result = await self._resolver().getaddrinfo(host, self.family)
-        except _AresFailed as exc:
-            kind, reason = _WORDS.get(exc.code, ("error", "resolver error"))
-            if kind == "no_address" and await self._cname_loop(host):
-                kind, reason = "cname_loop", "CNAME loop"
-            return self._failed(host, kind, reason)
-        except (UnicodeError, ValueError, TypeError):
-            return self._failed(host, "invalid_name", "invalid name")
+    def _parsed(self, host: str, result: Any) -> DnsAnswer:
         pool = self._addresses
         addrs: list[str] = []
         ttl = self._max_ttl
@@ -278,11 +324,13 @@ class ProbeResolver:
             raw = node.addr[0]
             ip = raw.decode("ascii") if isinstance(raw, bytes) else str(raw)
             if len(pool) >= _ADDRESS_POOL:
-                pool.clear()  # entries keep their strings; only the sharing starts over
-            ip = pool.setdefault(ip, ip)
+                pool.clear()  # entries keep their lists; only the sharing starts over
+            ip = pool.setdefault(ip, [ip])[0]
             if ip not in addrs:
                 addrs.append(ip)
             ttl = min(ttl, float(node.ttl))
+        if len(addrs) == 1:
+            addrs = pool[addrs[0]]
         for cname in result.cnames:
             ttl = min(ttl, float(cname.ttl))
         if len(addrs) > MAX_ADDRESSES:
@@ -291,8 +339,7 @@ class ProbeResolver:
             return self._failed(host, "no_address", "no address")
         ttl = min(self._max_ttl, max(self._min_ttl, ttl))
         now = self._clock()
-        return DnsAnswer(addrs, None, now + ttl,
-                         now + ttl - min(REFRESH_AHEAD_MAX, ttl / 10.0))
+        return DnsAnswer(addrs, None, now + ttl, now + ttl + min(STALE_MAX, ttl / 10.0))
 
     async def _cname_loop(self, host: str) -> bool:
         """After an answer without addresses: does ``host`` lead into a CNAME loop? (One
@@ -332,7 +379,9 @@ class ProbeResolver:
         if answer.expires <= self._clock():
             cache.pop(host, None)  # a zero negative TTL: nothing to keep
             return
-        cache[host] = answer
+        # The key interned: the engine's checks hold their host interned (ScheduledCheck),
+        # so the entry shares that string instead of keeping the probe's copy (~70 B).
+        cache[sys.intern(host)] = answer
         cache.move_to_end(host)
         while len(cache) > self._max_names:
             cache.popitem(last=False)
@@ -356,6 +405,44 @@ def from_settings(settings: Any, metrics: Any = None) -> ProbeResolver:
     )
 
 
+# ares.h's ARES_OPT_QUERY_CACHE: pycares (5.2) neither exposes the option nor its constant.
+_ARES_OPT_QUERY_CACHE: Final = 1 << 21
+
+
+def _channel(**options: Any) -> pycares.Channel:
+    """A ``pycares.Channel`` with c-ares's query cache off (``qcache_max_ttl`` 0, as Node.js
+    does since c-ares turned it on by default): this module keeps the answers, per TTL and
+    clamped, and a second cache below it only costs memory (see the module's docstring).
+
+    pycares builds the options inside ``Channel()`` and offers no knob, so the call is made
+    with its ``_lib`` (the cffi library it calls c-ares through) seen through a stand-in
+    that adds the option to ``ares_init_options``; everything else passes through, and the
+    real library is put back before this returns. A pycares that takes ``qcache_max_ttl``
+    gets it as an argument; one without ``_lib`` gets c-ares's default, with a warning."""
+    if "qcache_max_ttl" in inspect.signature(pycares.Channel).parameters:
+        options["qcache_max_ttl"] = 0
+        return pycares.Channel(**options)
+    lib: Any = getattr(pycares, "_lib", None)
+    if lib is None or not hasattr(lib, "ares_init_options"):
+        log.warning("pycares %s: cannot turn c-ares's query cache off",
+                    getattr(pycares, "__version__", "?"))
+        return pycares.Channel(**options)
+
+    class NoQueryCache:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(lib, name)
+
+        def ares_init_options(self, channel: Any, opts: Any, optmask: int) -> Any:
+            opts.qcache_max_ttl = 0
+            return lib.ares_init_options(channel, opts, optmask | _ARES_OPT_QUERY_CACHE)
+
+    setattr(pycares, "_lib", NoQueryCache())  # noqa: B010 - a private name, on purpose
+    try:
+        return pycares.Channel(**options)
+    finally:
+        setattr(pycares, "_lib", lib)  # noqa: B010
+
+
 class _AresFailed(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
@@ -373,20 +460,33 @@ class _Cares:
         self._readers: set[int] = set()
         self._writers: set[int] = set()
         self._timer: asyncio.TimerHandle | None = None
-        self._channel = pycares.Channel(
+        self._channel = _channel(
             sock_state_cb=self._sock_state, timeout=timeout, tries=tries,
             servers=servers or None,
         )
 
-    def getaddrinfo(self, host: str, family: int) -> asyncio.Future[Any]:
-        fut, cb = self._future()
+    def getaddrinfo(self, host: str, family: int,
+                    callback: Callable[[Any, int | None], None]) -> None:
+        """``callback(result, error)`` once, from the loop; never from inside this call
+        (c-ares answers from ``/etc/hosts`` inside it: those go through ``call_soon``).
+        Raises what pycares raises for a name it cannot encode (ValueError, UnicodeError)."""
+        loop = self.loop
+        inside = True
+
+        def cb(result: Any, error: int | None) -> None:
+            if inside:
+                loop.call_soon(callback, result, error)
+            else:
+                callback(result, error)
+
         try:
             self._channel.getaddrinfo(host, None, family=socket.AddressFamily(family),
                                       callback=cb)
         except pycares.AresError as exc:
             cb(None, exc.args[0] if exc.args else -1)
+        finally:
+            inside = False
         self._arm()
-        return fut
 
     def query(self, name: str, qtype: int) -> asyncio.Future[Any]:
         fut, cb = self._future()
