@@ -25,7 +25,7 @@ try:
     from OpenSSL import SSL
     from OpenSSL._util import lib as _lib
 except ImportError:  # pragma: no cover - a dependency; the ssl module layer still works
-    SSL = None  # type: ignore[assignment]
+    SSL = None  # type: ignore[assignment, unused-ignore]  # Any when the build env lacks it
     _lib = None
 
 AVAILABLE = SSL is not None
