@@ -474,6 +474,14 @@ class ClientConn:
         """The pyOpenSSL connection, when that layer made this one (else None)."""
         return self._tls
 
+    @property
+    def session_reused(self) -> bool:
+        """Whether the TLS handshake resumed the offered session, in either layer (False
+        without TLS or before the handshake)."""
+        if self._tls is not None:
+            return openssl_layer.session_reused(self._tls)
+        return self._ssl is not None and self._ssl.session_reused
+
     def release(self) -> None:
         """Drop the transport, TLS state and owner (the owner calls this after aborting)."""
         self.notify = None

@@ -1010,9 +1010,10 @@ class _Probe:
         self.conn = None
         out = self.out
         if conn.handshaken:
-            self._count_handshake(conn)
+            resumed = conn.session_reused
+            self._count_handshake(resumed)
             if conn.error is None and self.prober._max_sessions:
-                self._keep_session(conn)
+                self._keep_session(conn, resumed)
         _settle(conn, out, self.t_start)
         if conn.connect_error is not None:
             self.last_error = conn.connect_error
@@ -1033,14 +1034,8 @@ class _Probe:
             location = conn.location.decode("utf-8", "surrogateescape").strip()
             self._guarded(lambda: self._redirect(location))
 
-    def _count_handshake(self, conn: _HttpConn) -> None:
+    def _count_handshake(self, resumed: bool) -> None:
         prober = self.prober
-        tls = conn.tls_connection
-        if tls is not None:
-            resumed = openssl_layer.session_reused(tls)
-        else:
-            sslobj = conn.ssl_object
-            resumed = sslobj is not None and sslobj.session_reused
         prober.tls_handshakes += 1
         if resumed:
             prober.tls_resumed += 1
@@ -1048,7 +1043,7 @@ class _Probe:
         if m is not None:
             m[1 if resumed else 0].value += 1
 
-    def _keep_session(self, conn: _HttpConn) -> None:
+    def _keep_session(self, conn: _HttpConn, resumed: bool) -> None:
         """Keep the connection's TLS session for the next probe of the same address.
 
         Through pyOpenSSL (the default layer) TLS 1.2 and 1.3 sessions: a TLS 1.2
@@ -1074,7 +1069,7 @@ class _Probe:
             # offered session (no ticket, no cache) gets none offered next time; so it
             # makes full handshakes, with a session kept every other probe (a reference:
             # no copy).
-            if conn.offered_session and not openssl_layer.session_reused(tls):
+            if conn.offered_session and not resumed:
                 sessions.pop(key, None)
                 return
             session = openssl_layer.take_session(tls)
