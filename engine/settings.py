@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     dns_negative_ttl: float = Field(default=30.0, ge=0, le=3600)
     dns_failure_ttl: float = Field(default=5.0, ge=0, le=600)
     dns_cache_names: int = Field(default=200_000, ge=1, le=10_000_000)
+    # A name's last answer served this long past its TTL while our resolver times out (RFC
+    # 8767 serve-stale; 0: never). Answers about the name (NXDOMAIN, SERVFAIL) are not.
+    dns_serve_stale: float = Field(default=300.0, ge=0, le=86_400)
     # Body bytes a probe reads for its body and json assertions (engine/probes/request.py).
     max_assertion_body: int = Field(default=1 << 20, ge=1024, le=64 << 20)
 
