@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import time
 from array import array
 from datetime import UTC, datetime
@@ -230,7 +231,7 @@ async def _engine(cfg: dict[str, Any]) -> None:
             rss_loaded = rss_bytes()
             scheduled = len(engine)
             emit("loaded", scheduled=scheduled, load_s=round(load_s, 3))
-            await asyncio.sleep(cfg["warmup_s"])
+            warmup = await _warmup_timeline(engine, metrics, cfg["warmup_s"])
             resolver = getattr(getattr(engine, "_http", None), "resolver", None)
             if cfg.get("dns_warm_s") and resolver is not None:
                 # bench --names at capacity: the window describes names already cached (the
@@ -321,9 +322,68 @@ async def _engine(cfg: dict[str, Any]) -> None:
             callgrind_probes=callgrind_probes,
             probes_all=probes_all,
             dns=dns_window,
+            warmup=warmup,
         )
     finally:
         await store.close()
+
+
+def udp_drops(pid: int | str = "self") -> int:
+    """Datagrams the kernel dropped at a process's UDP sockets (their receive buffer was
+    full: the ``drops`` column of /proc/net/udp and udp6 for the process's socket inodes)."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+    drops = 0
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii") as fh:
+            next(fh, None)
+            for line in fh:
+                fields = line.split()
+                if len(fields) > 12 and fields[9] in inodes:
+                    drops += int(fields[-1])
+    return drops
+
+
+async def _warmup_timeline(engine: Any, metrics: Any, seconds: float) -> list[list[float]]:
+    """Wait ``seconds`` (the warm-up) and say how the cold start went, one row a second:
+    [seconds since loaded, probes done, in flight, name lookups started, lookups failed by
+    time-out, other lookup failures, the event loop's longest stall (ms: a 20 ms ticker's
+    overshoot), datagrams dropped at this process's full UDP sockets (c-ares's)]. Counts
+    are per second. A reading: it changes nothing in the engine."""
+    loop = asyncio.get_running_loop()
+    dns = getattr(getattr(engine, "_http", None), "resolver", None)
+
+    def counts() -> tuple[float, int, int, int]:
+        failures = dict(dns.failures) if dns is not None else {}
+        timeouts = failures.pop("timeout", 0)
+        return (sum(_counter_values(metrics.probes).values()),
+                dns.lookups if dns is not None else 0, timeouts, sum(failures.values()))
+
+    rows: list[list[float]] = []
+    start = last = loop.time()
+    prev, udp_prev = counts(), udp_drops()
+    stall = 0.0
+    end = start + seconds
+    while True:
+        now = loop.time()
+        if now >= end:
+            break
+        t = now
+        await asyncio.sleep(min(0.02, end - now))
+        now = loop.time()
+        stall = max(stall, now - t - 0.02)
+        if now - last >= 1.0 or now >= end:
+            cur, udp = counts(), udp_drops()
+            rows.append([round(now - start, 1), cur[0] - prev[0], engine.in_flight,
+                         cur[1] - prev[1], cur[2] - prev[2], cur[3] - prev[3],
+                         round(max(stall, 0.0) * 1000, 1), udp - udp_prev])
+            prev, udp_prev, last, stall = cur, udp, now, 0.0
+    return rows
 
 
 async def settled_rss(max_s: float, *, min_s: float = 1.0) -> int:
