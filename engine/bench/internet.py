@@ -445,6 +445,12 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
                                                    res["wall_start"]),
     })
 
+    if opts.load_only:
+        # --load-only: the whole world's engine window alone (a what-if in two minutes).
+        rec["load_only"] = True
+        rec["targets"] = targets(rec)
+        return rec
+
     # 2. Only healthy HTTPS monitors, the same HTTPS probes per second.
     https_n = await _only_https(b, world)
     ts2 = opts.time_scale / HTTPS_SHARE_SCALE
