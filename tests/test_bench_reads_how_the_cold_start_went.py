@@ -61,5 +61,5 @@ async def test_the_warm_up_timeline_has_a_row_a_second() -> None:
 
     rows = await _warmup_timeline(_Engine(), Metrics(), 1.5)
     assert len(rows) == 2  # one after a second, one at the end
-    assert all(len(r) == 8 and r[2] == 7 for r in rows)
+    assert all(len(r) == 9 and r[2] == 7 and 0 <= r[8] < 1.5 for r in rows)
     assert rows[0][0] >= 1.0 and rows[-1][0] >= 1.5

@@ -353,8 +353,9 @@ async def _warmup_timeline(engine: Any, metrics: Any, seconds: float) -> list[li
     """Wait ``seconds`` (the warm-up) and say how the cold start went, one row a second:
     [seconds since loaded, probes done, in flight, name lookups started, lookups failed by
     time-out, other lookup failures, the event loop's longest stall (ms: a 20 ms ticker's
-    overshoot), datagrams dropped at this process's full UDP sockets (c-ares's)]. Counts
-    are per second. A reading: it changes nothing in the engine."""
+    overshoot), datagrams dropped at this process's full UDP sockets (c-ares's), this
+    process's CPU (share of a core)]. Counts are per second. A reading: it changes nothing
+    in the engine."""
     loop = asyncio.get_running_loop()
     dns = getattr(getattr(engine, "_http", None), "resolver", None)
 
@@ -366,7 +367,7 @@ async def _warmup_timeline(engine: Any, metrics: Any, seconds: float) -> list[li
 
     rows: list[list[float]] = []
     start = last = loop.time()
-    prev, udp_prev = counts(), udp_drops()
+    prev, udp_prev, cpu_prev = counts(), udp_drops(), cpu_seconds()
     stall = 0.0
     end = start + seconds
     while True:
@@ -378,11 +379,13 @@ async def _warmup_timeline(engine: Any, metrics: Any, seconds: float) -> list[li
         now = loop.time()
         stall = max(stall, now - t - 0.02)
         if now - last >= 1.0 or now >= end:
-            cur, udp = counts(), udp_drops()
-            rows.append([round(now - start, 1), cur[0] - prev[0], engine.in_flight,
-                         cur[1] - prev[1], cur[2] - prev[2], cur[3] - prev[3],
-                         round(max(stall, 0.0) * 1000, 1), udp - udp_prev])
-            prev, udp_prev, last, stall = cur, udp, now, 0.0
+            cur, udp, cpu = counts(), udp_drops(), cpu_seconds()
+            span = now - last
+            rows.append([round(now - start, 1), round((cur[0] - prev[0]) / span),
+                         engine.in_flight, round((cur[1] - prev[1]) / span),
+                         cur[2] - prev[2], cur[3] - prev[3], round(max(stall, 0.0) * 1000, 1),
+                         udp - udp_prev, round((cpu - cpu_prev) / span, 3)])
+            prev, udp_prev, cpu_prev, last, stall = cur, udp, cpu, now, 0.0
     return rows
 
 
