@@ -328,9 +328,10 @@ async def _engine(cfg: dict[str, Any]) -> None:
         await store.close()
 
 
-def udp_drops(pid: int | str = "self") -> int:
-    """Datagrams the kernel dropped at a process's UDP sockets (their receive buffer was
-    full: the ``drops`` column of /proc/net/udp and udp6 for the process's socket inodes)."""
+def udp_drops(pid: int | str = "self") -> dict[str, int]:
+    """Datagrams the kernel dropped at each of a process's UDP sockets, by inode (their
+    receive buffer was full: the ``drops`` column of /proc/net/udp and udp6). Sockets come
+    and go (c-ares opens new ones): compare two readings with :func:`dropped_since`."""
     inodes = set()
     with contextlib.suppress(OSError):
         for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -338,15 +339,21 @@ def udp_drops(pid: int | str = "self") -> int:
                 link = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if link.startswith("socket:["):
                     inodes.add(link[8:-1])
-    drops = 0
+    drops: dict[str, int] = {}
     for table in ("/proc/net/udp", "/proc/net/udp6"):
         with contextlib.suppress(OSError), open(table, encoding="ascii") as fh:
             next(fh, None)
             for line in fh:
                 fields = line.split()
                 if len(fields) > 12 and fields[9] in inodes:
-                    drops += int(fields[-1])
+                    drops[fields[9]] = int(fields[-1])
     return drops
+
+
+def dropped_since(before: dict[str, int], now: dict[str, int]) -> int:
+    """Datagrams dropped between two :func:`udp_drops` readings (a socket new since the
+    first counts from 0; one closed since is not seen: its last drops are lost)."""
+    return sum(n - before.get(inode, 0) for inode, n in now.items() if n > before.get(inode, 0))
 
 
 async def _warmup_timeline(engine: Any, metrics: Any, seconds: float) -> list[list[float]]:
@@ -384,7 +391,7 @@ async def _warmup_timeline(engine: Any, metrics: Any, seconds: float) -> list[li
             rows.append([round(now - start, 1), round((cur[0] - prev[0]) / span),
                          engine.in_flight, round((cur[1] - prev[1]) / span),
                          cur[2] - prev[2], cur[3] - prev[3], round(max(stall, 0.0) * 1000, 1),
-                         udp - udp_prev, round((cpu - cpu_prev) / span, 3)])
+                         dropped_since(udp_prev, udp), round((cpu - cpu_prev) / span, 3)])
             prev, udp_prev, cpu_prev, last, stall = cur, udp, cpu, now, 0.0
     return rows
 
