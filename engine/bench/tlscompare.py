@@ -177,13 +177,13 @@ async def compare(ports: dict[str, int], layers: list[str], n: int, in_flight: i
             if failed:
                 print(f"{s} {layer} {mode}: {failed} of {n} failed", file=sys.stderr)
             out.setdefault(f"{s} {layer} {mode}", []).append(cpu / n * 1e6)
-            out.setdefault(f"{s} {layer} {mode} resumed", []).append(
+            out.setdefault(f"{s} {layer} {mode} resumed_share", []).append(
                 (prober.tls_resumed - r0) / max(1, prober.tls_handshakes - h0))
         for s, port in (ports.items() if s_seconds else ()):
             for st in ("new", "reuse"):
                 v = s_time(port, st, s_seconds)
                 out.setdefault(f"{s} s_time -{st}", []).append(-1.0 if v is None else v[0] * 1e6)
-                out.setdefault(f"{s} s_time -{st} resumed", []).append(
+                out.setdefault(f"{s} s_time -{st} resumed_share", []).append(
                     -1.0 if v is None else v[1])
     for p in probers.values():
         await p.aclose()
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"us": results}))
         return
     for key, vals in results.items():
-        if key.endswith(" resumed"):
+        if key.endswith(" resumed_share"):
             print(f"{key:36s} " + " / ".join(f"{v:.3f}" for v in vals))
             continue
         s, what, mode = key.split()

@@ -13,8 +13,9 @@ whole probe, every redirect hop included, shares that one deadline. Each hop:
    is checked the same way;
 2. opens one fresh TCP connection (bound to ``source_address`` when set), plus TLS for https
    WITHOUT verifying the certificate (the certificate check owns that; a failed handshake is
-   still a failure, ``TLS handshake failed: <reason>``), resuming the TLS 1.2 session of the
-   last probe of the same address when there is one. TLS is pyOpenSSL's over memory BIOs
+   still a failure, ``TLS handshake failed: <reason>``), resuming the TLS session of the
+   last probe of the same address when one is kept (``tls_sessions``,
+   engine/probes/sessions.py). TLS is pyOpenSSL's over memory BIOs
    (``tls_layer="pyopenssl"``, the OpenSSL of the ``cryptography`` wheel:
    engine/probes/openssl_layer.py), or the ``ssl`` module's (``tls_layer="ssl"``);
 3. writes ``GET`` with ``Connection: close`` and ``User-Agent``, parses the response with
