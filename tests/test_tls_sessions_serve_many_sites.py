@@ -84,11 +84,21 @@ async def test_a_kept_session_is_compact_and_holds_no_certificate(
     await prober.aclose()
 
 
-def test_a_session_that_is_not_one_is_not_offered() -> None:
-    """Bytes that do not parse as a session: a full handshake, no error."""
-    ctx = openssl_layer.client_context()
-    conn = openssl_layer.connection(ctx, "localhost", b"\x30\x03\x02\x01\x01garbage")
-    assert conn.get_session() is None
+async def test_a_kept_session_that_does_not_parse_gets_a_full_handshake(
+    sites: list[HttpTarget],
+) -> None:
+    prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True)
+    site = sites[0]
+    prober._sessions.keep(TlsSessions.key("127.0.0.1", site.port, "localhost"),
+                          b"\x30\x03\x02\x01\x01garbage", 0.0)
+    o = await prober.probe(site.url("/", host="localhost"))
+    assert o.status_code == 200, o
+    assert (prober.tls_handshakes, prober.tls_resumed, hits(site)) == (1, 0, 0)
+    # Not resumed: dropped, as a declined one; the next probe's is kept and resumed.
+    for _ in range(2):
+        assert (await prober.probe(site.url("/", host="localhost"))).status_code == 200
+    assert (prober.tls_handshakes, prober.tls_resumed, hits(site)) == (3, 1, 1)
+    await prober.aclose()
 
 
 def test_sessions_unused_for_a_turn_go_and_make_room() -> None:

@@ -454,7 +454,7 @@ class ClientConn:
         if transport is None:
             return
         if self._tls is not None:
-            self._tls.sendall(data)
+            openssl_layer.write(self._tls, data)
             self._o_flush()
         elif self._ssl is None:
             transport.write(data)

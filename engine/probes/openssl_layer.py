@@ -23,11 +23,13 @@ from typing import Any, Final
 
 try:
     from OpenSSL import SSL
+    from OpenSSL._util import exception_from_error_queue as _raise_queued
     from OpenSSL._util import ffi as _ffi
     from OpenSSL._util import lib as _lib
 except ImportError:  # pragma: no cover - a dependency; the ssl module layer still works
     SSL = None  # type: ignore[assignment, unused-ignore]  # Any when the build env lacks it
     _lib = _ffi = None
+    _raise_queued = None  # type: ignore[assignment, unused-ignore]
 
 AVAILABLE = SSL is not None
 
@@ -66,15 +68,49 @@ def client_context() -> Any:
     return ctx
 
 
-def connection(ctx: Any, server_hostname: str | None, session: bytes | None) -> Any:
+class Conn:
+    """A client ``SSL`` over two memory BIOs, as ``SSL.Connection(ctx, None)`` makes one,
+    without its per-connection Python bookkeeping (a weak-reference map entry, a dozen
+    attributes, a finalizer for each BIO: ~16 us with the connect state and SNI set, against
+    ~5 here). Driven only by this module's functions; the ``SSL`` object owns the BIOs and
+    holds a reference to the context's ``SSL_CTX``."""
+
+    __slots__ = ("_from_ssl", "_into_ssl", "_ssl")
+
+    def __init__(self, ctx: Any) -> None:
+        ssl_ = _lib.SSL_new(ctx._context)
+        if ssl_ == _ffi.NULL:  # pragma: no cover - out of memory
+            _raise_queued(SSL.Error)
+        self._ssl = _ffi.gc(ssl_, _lib.SSL_free)
+        _lib.SSL_set_mode(ssl_, _lib.SSL_MODE_AUTO_RETRY)  # as pyOpenSSL sets it
+        self._into_ssl = _lib.BIO_new(_lib.BIO_s_mem())
+        self._from_ssl = _lib.BIO_new(_lib.BIO_s_mem())
+        if self._into_ssl == _ffi.NULL or self._from_ssl == _ffi.NULL:  # pragma: no cover
+            _raise_queued(SSL.Error)
+        _lib.SSL_set_bio(ssl_, self._into_ssl, self._from_ssl)
+        _lib.SSL_set_connect_state(ssl_)
+
+
+def _raise(ssl_: Any, result: int) -> None:
+    """Raise what pyOpenSSL's ``Connection`` raises for a failed call's ``result``: its
+    ``SysCallError`` for an end without close_notify, else ``Error`` with OpenSSL's queued
+    errors (library, function, reason)."""
+    err = _lib.SSL_get_error(ssl_, result)
+    if err == _lib.SSL_ERROR_SYSCALL and _lib.ERR_peek_error() == 0:
+        raise SSL.SysCallError(-1, "Unexpected EOF")
+    if err == _lib.SSL_ERROR_ZERO_RETURN:
+        raise SSL.ZeroReturnError()
+    _raise_queued(SSL.Error)
+
+
+def connection(ctx: Any, server_hostname: str | None, session: bytes | None) -> Conn:
     """A client connection in memory-BIO mode; ``session``: a session of
     :func:`take_session` to offer (the server may decline: then a full handshake; one that
     does not parse is not offered). ``server_hostname`` is ASCII (IDNA already applied)."""
     assert SSL is not None
-    conn = SSL.Connection(ctx, None)
-    conn.set_connect_state()
+    conn = Conn(ctx)
     if server_hostname is not None:
-        conn.set_tlsext_host_name(server_hostname.encode("ascii"))
+        _lib.SSL_set_tlsext_host_name(conn._ssl, server_hostname.encode("ascii"))
     if session is not None:
         offer_session(conn, session)
     return conn
@@ -188,8 +224,18 @@ def handshake(conn: Any) -> bool:
         return True
     if _lib.SSL_get_error(ssl_, n) == _lib.SSL_ERROR_WANT_READ:
         return False
-    conn._raise_ssl_error(ssl_, n)  # raises
+    _raise(ssl_, n)
     return False  # pragma: no cover
+
+
+def write(conn: Any, data: bytes) -> None:
+    """Encrypt ``data`` as application data (the memory BIO takes all of it); raises the
+    pyOpenSSL error when OpenSSL refuses."""
+    ssl_ = conn._ssl
+    with _ffi.from_buffer(data) as buf:
+        n: int = _lib.SSL_write(ssl_, buf, len(data))
+    if n <= 0:
+        _raise(ssl_, n)
 
 
 def read_into(conn: Any, ptr: Any, size: int) -> int:
@@ -209,7 +255,7 @@ def read_into(conn: Any, ptr: Any, size: int) -> int:
         return 0
     if err == _lib.SSL_ERROR_ZERO_RETURN:
         return -1
-    conn._raise_ssl_error(ssl_, n)  # raises; pyOpenSSL's words for the error
+    _raise(ssl_, n)
     return -1  # pragma: no cover
 
 
