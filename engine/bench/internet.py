@@ -635,18 +635,19 @@ async def _dnscache(cfg: dict[str, Any]) -> None:
 
 def python_bytes_per_name(res: Any) -> float | None:
     """What the resolver's own cache holds per name in Python objects (key, answer, its
-    list and floats, the ordered dict's share): the rest of the RSS growth per name is
-    native memory (c-ares)."""
+    list and floats, the dict's share), each object counted once however many entries
+    share it (one-address lists, graces): the rest of the RSS growth per name is native
+    memory (c-ares) and the allocator's."""
     import sys
 
     cache = res._cache
     if not cache:
         return None
-    total = sys.getsizeof(cache)
+    seen: dict[int, int] = {}
     for key, answer in cache.items():
-        total += (sys.getsizeof(key) + sys.getsizeof(answer) + sys.getsizeof(answer.addresses)
-                  + sys.getsizeof(answer.expires) + sys.getsizeof(answer.stale_until))
-    return round(total / len(cache), 1)
+        for obj in (key, answer, answer.addresses, answer.expires, answer.grace):
+            seen[id(obj)] = sys.getsizeof(obj)
+    return round((sys.getsizeof(cache) + sum(seen.values())) / len(cache), 1)
 
 
 def run(cfg: dict[str, Any]) -> int:
