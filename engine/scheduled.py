@@ -18,13 +18,15 @@ from engine.evaluate import CheckState
 from engine.probes.request import RequestSpec
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class ScheduledCheck:
     """One enabled check as the engine holds it (kept small: there may be 100,000).
 
     Configuration is what the probe needs (``url``, ``host``, ``port``) plus the unscaled
-    interval and threshold; ``state`` is the state machine's; ``due`` belongs to the runner
-    (its clock). ``url`` and ``host`` are interned so a monitor's two checks share them.
+    interval and threshold; ``state`` is the state machine's; ``due`` is the runner's (its
+    clock), kept by its timing wheel while the check is in it (``TimingWheel.schedule``).
+    Compared and hashed by identity (``eq=False``): the wheel holds the checks themselves.
+    ``url`` and ``host`` are interned so a monitor's two checks share them.
     """
 
     id: int
