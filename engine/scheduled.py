@@ -26,7 +26,8 @@ class ScheduledCheck:
     interval and threshold; ``state`` is the state machine's; ``due`` is the runner's (its
     clock), kept by its timing wheel while the check is in it (``TimingWheel.schedule``).
     Compared and hashed by identity (``eq=False``): the wheel holds the checks themselves.
-    ``url`` and ``host`` are interned so a monitor's two checks share them.
+    ``host`` is interned: a monitor's two checks and the resolver's cache entry share it.
+    ``url`` is not (the engine gives a monitor's second check the first one's string).
     """
 
     id: int
@@ -64,7 +65,7 @@ class ScheduledCheck:
             id=r["id"],
             monitor_id=r["monitor_id"],
             kind=sys.intern(r["kind"]),
-            url=sys.intern(r["url"]),
+            url=r["url"],
             host=sys.intern(r["host"]),
             port=port,
             interval_s=r["interval_s"],
