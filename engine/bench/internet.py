@@ -422,6 +422,9 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
         "tls_resumed_ratio": per(tls.get("resumed"), tls.get("handshakes"), 4),
         "tls_sessions_kept": tls.get("sessions_kept"),
         "rss_per_monitor_bytes": per(res["rss_loaded"] - res["rss_base"], n, 1),
+        # The same, read as the engine sets ``loaded``, before its first probes start.
+        "rss_per_monitor_before_probes_bytes": per(
+            (res.get("rss_loaded_before_probes") or res["rss_base"]) - res["rss_base"], n, 1),
         "rss_per_monitor_with_names_bytes": per(
             res["rss_window_start"] - res["rss_base"], n, 1),
         "rss_mb": {"base": round(res["rss_base"] / 2**20, 1),
@@ -567,6 +570,8 @@ def table(rec: dict[str, Any]) -> str:
         f"{_fmt(rec.get('rss_per_monitor_bytes'), 'B')} + "
         f"{_fmt(rec.get('dns_cache_bytes_per_name'), 'B')} = "
         f"{_fmt(rec.get('rss_per_idle_monitor_with_name_bytes'), 'B')}")
+    row("RSS per monitor loaded, before any probe", _fmt(
+        rec.get("rss_per_monitor_before_probes_bytes"), "B"))
     row("RSS per monitor at the window's start (all)",
         _fmt(rec.get("rss_per_monitor_with_names_bytes"), "B"))
     row("RSS per in-flight HTTPS probe", _fmt(rec.get("https_inflight_bytes"), "B"))
@@ -645,8 +650,9 @@ def python_bytes_per_name(res: Any) -> float | None:
         return None
     seen: dict[int, int] = {}
     for key, answer in cache.items():
-        for obj in (key, answer, answer.addresses, answer.expires, answer.grace):
-            seen[id(obj)] = sys.getsizeof(obj)
+        for obj in (key, answer, *(getattr(answer, f) for f in type(answer).__slots__)):
+            if obj is not None:
+                seen[id(obj)] = sys.getsizeof(obj)
     return round((sys.getsizeof(cache) + sum(seen.values())) / len(cache), 1)
 
 
