@@ -49,9 +49,40 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+class OneLineOutages(logging.Filter):
+    """Folds a library's traceback for a database it cannot reach into one line.
+
+    asyncpg's pool logs "Failed to restore the pool connection floor" with the whole
+    traceback of a refused connection while PostgreSQL is down or restarting: thirty lines
+    an operator can do nothing with, beside our own one-line warnings that say the same.
+    Connection errors keep their words, on the line; any other exception keeps its
+    traceback, since that one may be a bug worth reading.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and _is_outage(exc):
+            record.msg = f"{record.getMessage()}: {type(exc).__name__}: {exc}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def _is_outage(exc: BaseException) -> bool:
+    # OSError covers refused/reset connections and missing sockets; asyncpg's own
+    # start-up refusals ("the database system is starting up / shutting down") are
+    # CannotConnectNowError, a PostgresError with SQLSTATE class 57 (operator intervention).
+    if isinstance(exc, (OSError, TimeoutError)):
+        return True
+    sqlstate = getattr(exc, "sqlstate", None)
+    return isinstance(sqlstate, str) and sqlstate.startswith(("08", "57"))
+
+
 def configure(level: str = "INFO", fmt: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(OneLineOutages())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -430,6 +430,9 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
         "tls_resumed_ratio": per(tls.get("resumed"), tls.get("handshakes"), 4),
         "tls_sessions_kept": tls.get("sessions_kept"),
         "rss_per_monitor_bytes": per(res["rss_loaded"] - res["rss_base"], n, 1),
+        # The same, read as the engine sets ``loaded``, before its first probes start.
+        "rss_per_monitor_before_probes_bytes": per(
+            (res.get("rss_loaded_before_probes") or res["rss_base"]) - res["rss_base"], n, 1),
         "rss_per_monitor_with_names_bytes": per(
             res["rss_window_start"] - res["rss_base"], n, 1),
         "rss_mb": {"base": round(res["rss_base"] / 2**20, 1),
@@ -477,10 +480,18 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
         await b.procs.stop(child)
     rec["dns_cache_bytes_per_name"] = cache["bytes_per_name"]
     rec["dns_cache_python_bytes_per_name"] = cache.get("python_bytes_per_name")
-    rec["rss_per_idle_monitor_with_name_bytes"] = (
-        round(rec["rss_per_monitor_bytes"] + cache["bytes_per_name"], 1)
-        if rec["rss_per_monitor_bytes"] is not None and cache["bytes_per_name"] is not None
-        else None)
+    # Idle: read before the engine's first sweep. The reading after the bench's waiter
+    # wakes (rss_per_monitor_bytes) also holds the probes that sweep started: the same
+    # code gave 745 and 993 B a monitor in two runs, the reading before them 734 and 732
+    # (engine/bench/RESULTS.md, "RSS per idle monitor"). Both sums are in the record.
+    def with_name(per_monitor: float | None) -> float | None:
+        names = cache["bytes_per_name"]
+        return (round(per_monitor + names, 1)
+                if per_monitor is not None and names is not None else None)
+
+    rec["rss_per_idle_monitor_with_name_bytes"] = with_name(
+        rec["rss_per_monitor_before_probes_bytes"])
+    rec["rss_per_monitor_with_name_after_wake_bytes"] = with_name(rec["rss_per_monitor_bytes"])
 
     # 4. Memory per in-flight HTTPS probe.
     inflight = await _inflight(b, world, certs)
@@ -589,9 +600,12 @@ def table(rec: dict[str, Any]) -> str:
     row("TLS resumed ratio", f"{_fmt(rec.get('tls_resumed_ratio'))} "
         f"({rec.get('tls_resumed')} of {rec.get('tls_handshakes')})")
     row("RSS per monitor: idle + cached name = sum",
-        f"{_fmt(rec.get('rss_per_monitor_bytes'), 'B')} + "
+        f"{_fmt(rec.get('rss_per_monitor_before_probes_bytes'), 'B')} + "
         f"{_fmt(rec.get('dns_cache_bytes_per_name'), 'B')} = "
         f"{_fmt(rec.get('rss_per_idle_monitor_with_name_bytes'), 'B')}")
+    row("  read after the first sweep's probes",
+        f"{_fmt(rec.get('rss_per_monitor_bytes'), 'B')} + ... = "
+        f"{_fmt(rec.get('rss_per_monitor_with_name_after_wake_bytes'), 'B')}")
     row("RSS per monitor at the window's start (all)",
         _fmt(rec.get("rss_per_monitor_with_names_bytes"), "B"))
     row("RSS per in-flight HTTPS probe", _fmt(rec.get("https_inflight_bytes"), "B"))
@@ -667,18 +681,20 @@ async def _dnscache(cfg: dict[str, Any]) -> None:
 
 def python_bytes_per_name(res: Any) -> float | None:
     """What the resolver's own cache holds per name in Python objects (key, answer, its
-    list and floats, the ordered dict's share): the rest of the RSS growth per name is
-    native memory (c-ares)."""
+    list and floats, the dict's share), each object counted once however many entries
+    share it (one-address lists, graces): the rest of the RSS growth per name is native
+    memory (c-ares) and the allocator's."""
     import sys
 
     cache = res._cache
     if not cache:
         return None
-    total = sys.getsizeof(cache)
+    seen: dict[int, int] = {}
     for key, answer in cache.items():
-        total += (sys.getsizeof(key) + sys.getsizeof(answer) + sys.getsizeof(answer.addresses)
-                  + sys.getsizeof(answer.expires) + sys.getsizeof(answer.stale_until))
-    return round(total / len(cache), 1)
+        for obj in (key, answer, *(getattr(answer, f) for f in type(answer).__slots__)):
+            if obj is not None:
+                seen[id(obj)] = sys.getsizeof(obj)
+    return round((sys.getsizeof(cache) + sum(seen.values())) / len(cache), 1)
 
 
 def run(cfg: dict[str, Any]) -> int:

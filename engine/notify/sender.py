@@ -29,7 +29,7 @@ import apprise
 
 from engine.db.notifications import Grouping, NotificationItem, NotificationsMixin
 from engine.metrics import Metrics
-from engine.notify import messages, urls
+from engine.notify import connectguard, messages, urls
 from engine.outbox.runner import RESULT_DELIVERED, Attempt, OutboxRunner, RunnerMetrics
 from engine.settings import Settings
 
@@ -116,8 +116,11 @@ def _short_cause(text: str) -> str:
     return text
 
 
-def _send_blocking(url: str, title: str, body: str, timeout: float) -> SendResult:
-    """One Apprise send in the calling (pool) thread."""
+def _send_blocking(
+    url: str, title: str, body: str, timeout: float, public_only: bool
+) -> SendResult:
+    """One Apprise send in the calling (pool) thread; with ``public_only`` its providers' own
+    lookups refuse non-public answers (:mod:`engine.notify.connectguard`)."""
     plugin = apprise.Apprise.instantiate(url, suppress_exceptions=True)
     if plugin is None:
         return SendResult(False, "the URL is not a usable Apprise URL")
@@ -132,7 +135,8 @@ def _send_blocking(url: str, title: str, body: str, timeout: float) -> SendResul
     notifier.add(plugin)
     send = next(_send_ids)
     _send_id.set(send)  # this pool thread's context; Apprise copies it to its workers
-    with apprise.LogCapture(level=logging.DEBUG, fmt=_CAPTURE_FORMAT) as captured:
+    with apprise.LogCapture(level=logging.DEBUG, fmt=_CAPTURE_FORMAT) as captured, \
+            connectguard.public_only(public_only):
         try:
             ok = bool(notifier.notify(
                 title=title, body=body, body_format=apprise.NotifyFormat.MARKDOWN,
@@ -157,11 +161,17 @@ class NotifyPool:
         )
         self.threads = threads
 
-    async def send(self, url: str, title: str, body: str, *, timeout: float) -> SendResult:
+    async def send(
+        self, url: str, title: str, body: str, *, timeout: float, allow_private: bool
+    ) -> SendResult:
         """Send one message; never raises (but for cancellation). A try past ``timeout`` is
-        a failed try; its thread is left to end on its sockets' timeouts."""
+        a failed try; its thread is left to end on its sockets' timeouts. Unless
+        ``allow_private``, the providers' connections reach public addresses only, whatever
+        a name answers by then or a redirect names."""
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, _send_blocking, url, title, body, timeout)
+        future = loop.run_in_executor(
+            self._pool, _send_blocking, url, title, body, timeout, not allow_private
+        )
         try:
             async with asyncio.timeout(timeout):
                 result = await asyncio.shield(future)
@@ -230,7 +240,8 @@ class AppriseSender:
         if refused is not None:
             return Attempt(RESULT_BLOCKED, error=refused, answered=False)
         msg = self.message(item)
-        result = await self._pool.send(item.url, msg.title, msg.body, timeout=self._timeout)
+        result = await self._pool.send(item.url, msg.title, msg.body, timeout=self._timeout,
+                                       allow_private=self._allow_private)
         if result.delivered:
             detail = f"digest of {len(item.rows)} events" if len(item.rows) > 1 else None
             return Attempt(RESULT_DELIVERED, error=detail, answered=True)
@@ -253,7 +264,8 @@ async def send_test(
     own = pool is None
     p = pool or NotifyPool(1)
     try:
-        return await p.send(url, TEST_TITLE, TEST_BODY, timeout=timeout)
+        return await p.send(url, TEST_TITLE, TEST_BODY, timeout=timeout,
+                            allow_private=allow_private)
     finally:
         if own:
             p.close()
