@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     dns_negative_ttl: float = Field(default=30.0, ge=0, le=3600)
     dns_failure_ttl: float = Field(default=5.0, ge=0, le=600)
     dns_cache_names: int = Field(default=200_000, ge=1, le=10_000_000)
+    # TLS sessions the uptime probes keep to resume (engine/probes/sessions.py): one per
+    # HTTPS address, port and name, ~0.5 KB each; 0: every handshake full.
+    tls_sessions: int = Field(default=50_000, ge=0, le=10_000_000)
     # Body bytes a probe reads for its body and json assertions (engine/probes/request.py).
     max_assertion_body: int = Field(default=1 << 20, ge=1024, le=64 << 20)
 

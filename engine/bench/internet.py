@@ -26,7 +26,11 @@ the time):
 4. Memory per in-flight HTTPS probe (the engine's prober holding K probes whose answer
    never comes, through nginx).
 5. The limits: ``wrk -H 'Connection: close'`` against the plain-HTTP site, ``openssl s_time
-   -new`` and ``-reuse`` against each TLS server kind, all pinned to the engine's core.
+   -new`` and ``-reuse`` against each TLS server kind (handshakes only), and the same with
+   ``-www`` of a page of the world's mean body size (what a probe does: a handshake, a GET,
+   the whole body read), all pinned to the engine's core. The HTTPS probe is held to the
+   issue's targets (1.0x ``-new``, 1.2x ``-reuse``) weighted by its share of resumed
+   handshakes, against the ``-www`` figures.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from engine.bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
 from engine.bench.stats import per, ratio, summary_ms
 from engine.bench.world import (
     ADDRESS,
+    BODY_BYTES,
     EXPECTED_WORDS,
     FAILING_KINDS,
     KEY_TYPE,
@@ -64,6 +69,7 @@ if TYPE_CHECKING:
 INTERVAL_S = 60
 HTTPS_SHARE_SCALE = 4  # step 2: a quarter of the HTTPS monitors at a quarter of the interval
 _SAMPLES = 3  # distinct reason words kept per kind
+MEAN_BODY = sum(BODY_BYTES) // 2  # the world's mean body (uniform sizes)
 
 
 async def scenario_internet(b: Bench) -> dict[str, Any]:
@@ -338,7 +344,8 @@ async def _baseline(b: Bench, world: World, interval: float, timeout: float) -> 
 
 async def _limits(b: Bench, world: World, certs: WorldCerts) -> dict[str, Any]:
     """wrk (Connection: close) against the plain-HTTP site (no think time, a 100 KB body:
-    the world's mean), and s_time -new / -reuse per TLS server kind (handshakes only)."""
+    the world's mean), and s_time -new / -reuse per TLS server kind, handshakes only and
+    fetching the world's mean body (``-www``, no think time) from the same nginx."""
     seconds = 1.0 if b.opts.quick else 3.0
     out: dict[str, Any] = {"wrk": None, "s_time": {}}
     b.progress.phase("limit: wrk -H 'Connection: close' (plain HTTP)", seconds)
@@ -346,13 +353,14 @@ async def _limits(b: Bench, world: World, certs: WorldCerts) -> dict[str, Any]:
                         seconds=seconds, connections=50, cpus=b.engine_cpus,
                         headers=["Connection: close"])
     out["wrk"] = wrk.to_dict() if wrk is not None else None
+    page = f"/w/0/{MEAN_BODY}"
     for kind in SERVER_KINDS:
         runs = {}
-        for reuse in (False, True):
-            mode = "reuse" if reuse else "new"
+        for reuse, www in ((False, None), (True, None), (False, page), (True, page)):
+            mode = ("reuse" if reuse else "new") + ("" if www is None else "_www")
             b.progress.phase(f"limit: openssl s_time -{mode} ({kind})", seconds)
             tool = await run_s_time(b.procs, ADDRESS[kind], world.https_port, seconds=seconds,
-                                    cpus=b.engine_cpus, cafile=certs.ca, reuse=reuse)
+                                    cpus=b.engine_cpus, cafile=certs.ca, reuse=reuse, www=www)
             runs[mode] = None if tool is None else {
                 **tool.to_dict(), "cpu_s_per_op": per(tool.cpu_s, tool.operations)}
         out["s_time"][kind] = runs
@@ -507,6 +515,21 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
     rec["https_vs_s_time_new_by_kind"] = {k: ratio(https, v) for k, v in new.items()}
     rec["https_vs_s_time_reuse"] = ratio(
         https, _mean([reuse[k] for k in SERVER_KINDS if k.startswith("tls12")]))
+    # Like with like: s_time fetching the world's mean page, full and resumed, weighted by
+    # the HTTPS window's resumed share and by the issue's targets (1.0x -new, 1.2x -reuse).
+    new_www = _mean([(v.get("new_www") or {}).get("cpu_s_per_op")
+                     for v in limits["s_time"].values()])
+    reuse_www = _mean([(v.get("reuse_www") or {}).get("cpu_s_per_op")
+                       for v in limits["s_time"].values()])
+    rec["s_time_www_path"] = f"/w/0/{MEAN_BODY}"
+    rec["s_time_new_www_cpu_s"] = new_www
+    rec["s_time_reuse_www_cpu_s"] = reuse_www
+    rec["https_vs_s_time_new_www"] = ratio(https, new_www)
+    rec["https_vs_s_time_reuse_www"] = ratio(https, reuse_www)
+    share = rec["https_only"].get("tls_resumed_ratio")
+    rec["https_vs_s_time_www_targets"] = (
+        ratio(https, (1 - share) * new_www + share * 1.2 * reuse_www)
+        if share is not None and new_www is not None and reuse_www is not None else None)
     rec["ratio_vs_limit"] = rec["https_vs_s_time_new"]
     with contextlib.suppress(Exception):
         rec["nginx_pids"] = server.pids()
@@ -532,6 +555,8 @@ def targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
         t("HTTPS probe CPU vs s_time -new", rec.get("https_vs_s_time_new"), "<=", 1.0, "x"),
         t("HTTPS probe CPU vs s_time -reuse (TLS 1.2)", rec.get("https_vs_s_time_reuse"), "<=",
           1.2, "x"),
+        t("HTTPS probe CPU vs s_time -www (same page; 1.0x -new, 1.2x -reuse, by resumed share)",
+          rec.get("https_vs_s_time_www_targets"), "<=", 1.0, "x"),
         t("DNS questions per probe (A and AAAA once per TTL)",
           rec.get("dns_queries_per_probe"), "<=", round(2 * interval / ttl, 4)),
     ]
@@ -594,6 +619,13 @@ def table(rec: dict[str, Any]) -> str:
             f"{_fmt((rec.get('s_time_reuse_cpu_s') or {}).get(kind), 's')}")
     row("HTTPS probe vs s_time -new / -reuse", f"{_fmt(rec.get('https_vs_s_time_new'))}x / "
         f"{_fmt(rec.get('https_vs_s_time_reuse'))}x")
+    row(f"s_time -www {rec.get('s_time_www_path')} -new / -reuse (mean)",
+        f"{_fmt(rec.get('s_time_new_www_cpu_s'), 's')} / "
+        f"{_fmt(rec.get('s_time_reuse_www_cpu_s'), 's')}")
+    row("HTTPS probe vs s_time -www -new / -reuse / targets",
+        f"{_fmt(rec.get('https_vs_s_time_new_www'))}x / "
+        f"{_fmt(rec.get('https_vs_s_time_reuse_www'))}x / "
+        f"{_fmt(rec.get('https_vs_s_time_www_targets'))}x")
     for note in rec.get("notes") or []:
         lines.append(f"  note: {note}")
     lines += _targets_text(rec.get("targets") or [])

@@ -205,6 +205,7 @@ class Engine:
                 source_address=settings.probe_source_address,
                 allow_private=settings.allow_private_targets,
                 resolver=from_settings(settings, metrics),
+                tls_sessions=settings.tls_sessions,
                 metrics=metrics,
             )
             self._owned_probers.append(http_prober)
