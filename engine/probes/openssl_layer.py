@@ -31,7 +31,21 @@ except ImportError:  # pragma: no cover - a dependency; the ssl module layer sti
     _lib = _ffi = None
     _raise_queued = None  # type: ignore[assignment, unused-ignore]
 
-AVAILABLE = SSL is not None
+# Every binding this module calls. cryptography trims the OpenSSL functions its bindings
+# expose from release to release; a build without one of these makes the prober fall back
+# to the ssl module's layer (HttpProber), instead of failing its first HTTPS probe.
+_NEEDED: Final = (
+    "SSL_new", "SSL_free", "SSL_set_mode", "SSL_MODE_AUTO_RETRY", "BIO_new", "BIO_s_mem",
+    "SSL_set_bio", "SSL_set_connect_state", "SSL_get_error", "SSL_ERROR_SYSCALL",
+    "SSL_ERROR_ZERO_RETURN", "SSL_ERROR_WANT_READ", "ERR_peek_error", "ERR_clear_error",
+    "SSL_set_tlsext_host_name", "SSL_get_session", "i2d_SSL_SESSION", "d2i_SSL_SESSION",
+    "SSL_set_session", "SSL_SESSION_free", "BIO_write", "BIO_read", "SSL_do_handshake",
+    "SSL_write", "SSL_read", "SSL_session_reused", "SSL_CTX_set1_curves_list",
+)
+MISSING: Final = (
+    () if _lib is None else tuple(n for n in _NEEDED if not hasattr(_lib, n))
+)
+AVAILABLE = SSL is not None and not MISSING
 
 _GROUPS = b"X25519:P-256:X448:P-384:P-521"
 
