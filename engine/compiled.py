@@ -41,6 +41,7 @@ MODULES: tuple[str, ...] = (
     "engine.probes._net",
     "engine.probes.http",
     "engine.probes.tls",
+    "engine.probes.sessions",
     "engine.probes.outcome",
     "engine.probes.request",
     "engine.scheduler.runner",

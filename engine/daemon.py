@@ -217,6 +217,8 @@ async def build_node(
             source_address=settings.probe_source_address,
             allow_private=settings.allow_private_targets,
             resolver=from_settings(settings, metrics),
+            tls_sessions=settings.tls_sessions,
+            metrics=metrics,
         )
         peers = PeerConfirmer(registry.membership, settings, metrics)
         confirmer = RegionConfirmer(peers, LocalConfirmer.from_settings(prober, settings, metrics))

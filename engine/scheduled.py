@@ -18,13 +18,16 @@ from engine.evaluate import CheckState
 from engine.probes.request import RequestSpec
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class ScheduledCheck:
     """One enabled check as the engine holds it (kept small: there may be 100,000).
 
     Configuration is what the probe needs (``url``, ``host``, ``port``) plus the unscaled
-    interval and threshold; ``state`` is the state machine's; ``due`` belongs to the runner
-    (its clock). ``url`` and ``host`` are interned so a monitor's two checks share them.
+    interval and threshold; ``state`` is the state machine's; ``due`` is the runner's (its
+    clock), kept by its timing wheel while the check is in it (``TimingWheel.schedule``).
+    Compared and hashed by identity (``eq=False``): the wheel holds the checks themselves.
+    ``host`` is interned: a monitor's two checks and the resolver's cache entry share it.
+    ``url`` is not (the engine gives a monitor's second check the first one's string).
     """
 
     id: int
@@ -62,7 +65,7 @@ class ScheduledCheck:
             id=r["id"],
             monitor_id=r["monitor_id"],
             kind=sys.intern(r["kind"]),
-            url=sys.intern(r["url"]),
+            url=r["url"],
             host=sys.intern(r["host"]),
             port=port,
             interval_s=r["interval_s"],

@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     # A name's last answer served this long past its TTL while our resolver times out (RFC
     # 8767 serve-stale; 0: never). Answers about the name (NXDOMAIN, SERVFAIL) are not.
     dns_serve_stale: float = Field(default=300.0, ge=0, le=86_400)
+    # TLS sessions the uptime probes keep to resume (engine/probes/sessions.py): one per
+    # HTTPS address, port and name, ~0.5 KB each; 0: every handshake full.
+    tls_sessions: int = Field(default=50_000, ge=0, le=10_000_000)
     # Body bytes a probe reads for its body and json assertions (engine/probes/request.py).
     max_assertion_body: int = Field(default=1 << 20, ge=1024, le=64 << 20)
 

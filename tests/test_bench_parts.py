@@ -54,7 +54,12 @@ def test_wrk_without_errors_or_latency() -> None:
 
 
 def test_s_time_report_is_parsed() -> None:
-    assert parse_s_time(S_TIME_OUTPUT) == {"handshakes": 8123, "seconds": 11.0}
+    assert parse_s_time(S_TIME_OUTPUT) == {"handshakes": 8123, "seconds": 11.0, "resumed": 0}
+    # -reuse: one untimed full handshake, then the timed connections, "r" for each resumed.
+    reuse = "\n\nNow timing with session id reuse.\nstarting\nrrrrrrr*rr\n\n" \
+        "10 connections in 0.01s; 1000 connections/user sec, bytes read 46720\n" \
+        "10 connections in 1 real seconds, 4672 bytes read per connection\n"
+    assert parse_s_time(reuse) == {"handshakes": 10, "seconds": 1.0, "resumed": 9}
     assert parse_s_time("garbage") == {"handshakes": 0, "seconds": 0.0}
 
 

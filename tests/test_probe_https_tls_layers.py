@@ -48,6 +48,9 @@ def failed(o: HttpOutcome, words: str) -> None:
 
 
 async def test_the_default_layer_is_pyopenssl_with_the_newer_openssl() -> None:
+    # The installed cryptography exposes every binding the layer calls; were one dropped,
+    # the prober would quietly fall back to the ssl module's (slower) layer.
+    assert openssl_layer.MISSING == () and openssl_layer.AVAILABLE
     p = HttpProber(timeout=1.0, user_agent=USER_AGENT)
     assert isinstance(p._tls_context(), SSL.Context)
     assert not SSL.OpenSSL_version(SSL.OPENSSL_VERSION).startswith(b"OpenSSL 3.0")

@@ -159,6 +159,27 @@ async def test_the_least_recently_used_names_go_first(dns: DnsServer) -> None:
     await res.aclose()
 
 
+async def test_a_full_cache_drops_its_least_recently_used_64th_at_once(dns: DnsServer) -> None:
+    """At most max_names are kept; when a new name would pass that, the oldest go, a 64th of
+    the cache with it (a dict's front is walked once per drop, not once per name)."""
+    dns.ttl = 0
+    res = resolver(dns, max_names=128, min_ttl=300)
+    for i in range(128):
+        await res(f"m{i}.{ZONE}", 80)
+    await res(f"m0.{ZONE}", 80)  # used again: m1 is now the oldest
+    assert len(res) == 128 and dns.total_queries() == 128
+    await res(f"m128.{ZONE}", 80)  # one too many: m1, m2, m3 go (1 + 128 // 64)
+    assert len(res) == 126
+    for i in (0, 4, 127, 128):
+        await res(f"m{i}.{ZONE}", 80)
+    assert dns.total_queries() == 129
+    for i in (1, 2, 3):
+        await res(f"m{i}.{ZONE}", 80)
+        assert dns.queries[(f"m{i}.{ZONE}", "A")] == 2
+    assert len(res) <= 128
+    await res.aclose()
+
+
 async def test_a_and_aaaa_follow_the_family_policy(dns: DnsServer) -> None:
     dns.names[f"dual.{ZONE}"] = ["127.0.0.1", "::1"]
     v4 = resolver(dns, family=socket.AF_INET)

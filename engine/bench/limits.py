@@ -36,6 +36,7 @@ class ToolRun:
     latency_ms: dict[str, float | None] | None = None
     user_s: float | None = None  # cpu_s apart, when known
     sys_s: float | None = None
+    resumed: int | None = None  # s_time: connections that resumed a session
 
     @property
     def per_s(self) -> float | None:
@@ -54,6 +55,7 @@ class ToolRun:
             "latency_ms": self.latency_ms,
             "user_s": None if self.user_s is None else round(self.user_s, 4),
             "sys_s": None if self.sys_s is None else round(self.sys_s, 4),
+            **({} if self.resumed is None else {"resumed": self.resumed}),
         }
 
 
@@ -93,7 +95,11 @@ def parse_s_time(text: str) -> dict[str, Any]:
         m = re.search(r"(\d+) connections in ([\d.]+)s", text)
     if not m:
         return {"handshakes": 0, "seconds": 0.0}
-    return {"handshakes": int(m.group(1)), "seconds": float(m.group(2))}
+    # One letter per timed connection: "r" when it resumed a session (-reuse), else the
+    # version's ("*", "t", "3"), on the lines after "starting".
+    marks = "".join(re.findall(r"^[rt*3]+$", text.split("starting")[-1], re.M))
+    return {"handshakes": int(m.group(1)), "seconds": float(m.group(2)),
+            "resumed": marks.count("r")}
 
 
 def wrk_available() -> str | None:
@@ -154,10 +160,11 @@ async def run_wrk(
 
 async def run_s_time(
     procs: Procs, host: str, port: int, *, seconds: float, cpus: set[int] | None, cafile: Path,
-    parallel: int = 4, reuse: bool = False,
+    parallel: int = 4, reuse: bool = False, www: str | None = None,
 ) -> ToolRun | None:
     """``openssl s_time -new``: full handshakes for ``seconds``; None when openssl is not
     installed. ``reuse``: ``-reuse`` instead (one full handshake, then resumed sessions).
+    ``www``: a path to GET (HTTP/1.0) and read to the end on every connection.
 
     One s_time makes one connection at a time and sleeps while the server answers, so its
     CPU per handshake includes a wake-up per round trip. ``parallel`` copies on the same
@@ -169,17 +176,21 @@ async def run_s_time(
     mode = "-reuse" if reuse else "-new"
     argv = [exe, "s_time", "-connect", f"{host}:{port}", mode,
             "-time", str(max(1, round(seconds))), "-CAfile", str(cafile)]
+    if www is not None:
+        argv += ["-www", www]
     runs = await asyncio.gather(*(
         procs.run_measured("s_time", argv, cpus=cpus, timeout=seconds + 30)
         for _ in range(max(1, parallel))
     ))
-    handshakes = 0
+    handshakes = resumed = 0
     for run in runs:
         parsed = parse_s_time(run.stdout)
         if run.returncode != 0 and not parsed["handshakes"]:
             raise RuntimeError(f"openssl s_time failed ({run.returncode}): "
                                f"{(run.stderr or run.stdout).strip()[-500:]}")
         handshakes += parsed["handshakes"]
+        resumed += parsed["resumed"]
     # The tools' own wall time: s_time prints whole seconds only.
-    return ToolRun(f"openssl s_time {mode} x{len(runs)}", handshakes,
-                   max(r.wall_s for r in runs), sum(r.cpu_s for r in runs), 0)
+    return ToolRun(f"openssl s_time {mode}{'' if www is None else ' -www ' + www} x{len(runs)}",
+                   handshakes, max(r.wall_s for r in runs), sum(r.cpu_s for r in runs), 0,
+                   resumed=resumed)

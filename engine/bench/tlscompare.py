@@ -103,7 +103,8 @@ def start_servers(directory: Path, names: list[str], core: int) -> tuple[
 
 
 async def run_probes(prober: HttpProber, url: str, n: int, in_flight: int) -> tuple[float, int]:
-    """CPU seconds of this process for ``n`` probes of ``url``, and how many failed."""
+    """CPU seconds of this process for ``n`` probes of ``url``, and how many failed (the
+    handshakes that resumed: ``prober.tls_resumed``)."""
     loop = asyncio.get_running_loop()
     finished = loop.create_future()
     state = {"started": 0, "done": 0, "failed": 0}
@@ -128,9 +129,10 @@ async def run_probes(prober: HttpProber, url: str, n: int, in_flight: int) -> tu
     return cpu_seconds() - c0, state["failed"]
 
 
-def s_time(port: int, mode: str, seconds: int) -> float | None:
+def s_time(port: int, mode: str, seconds: int) -> tuple[float, float] | None:
     """CPU seconds per connection of ``openssl s_time -new|-reuse -www /`` on this
-    process's core (the child inherits it)."""
+    process's core (the child inherits it), and the share of its timed connections that
+    resumed (s_time prints ``r`` for each, else a version letter or ``*``)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(  # noqa: S603 - our own arguments
         [openssl(), "s_time", "-connect", f"127.0.0.1:{port}",
@@ -145,7 +147,8 @@ def s_time(port: int, mode: str, seconds: int) -> float | None:
         print(proc.stdout, proc.stderr, file=sys.stderr)
         return None
     conns = int(counts[-1][0]) + (1 if mode == "reuse" else 0)
-    return cpu / conns
+    marks = "".join(re.findall(r"^[rt*23]+$", proc.stdout.split("starting")[-1], re.M))
+    return cpu / conns, marks.count("r") / max(1, len(marks))
 
 
 def make_prober(layer: str, sessions: bool) -> HttpProber:
@@ -167,15 +170,21 @@ async def compare(ports: dict[str, int], layers: list[str], n: int, in_flight: i
     for r in range(rounds):
         order = cases if r % 2 == 0 else cases[::-1]
         for s, layer, mode in order:
+            prober = probers[s, layer, mode]
+            h0, r0 = prober.tls_handshakes, prober.tls_resumed
             cpu, failed = await run_probes(
-                probers[s, layer, mode], f"https://127.0.0.1:{ports[s]}/", n, in_flight)
+                prober, f"https://127.0.0.1:{ports[s]}/", n, in_flight)
             if failed:
                 print(f"{s} {layer} {mode}: {failed} of {n} failed", file=sys.stderr)
             out.setdefault(f"{s} {layer} {mode}", []).append(cpu / n * 1e6)
+            out.setdefault(f"{s} {layer} {mode} resumed_share", []).append(
+                (prober.tls_resumed - r0) / max(1, prober.tls_handshakes - h0))
         for s, port in (ports.items() if s_seconds else ()):
             for st in ("new", "reuse"):
                 v = s_time(port, st, s_seconds)
-                out.setdefault(f"{s} s_time -{st}", []).append(-1.0 if v is None else v * 1e6)
+                out.setdefault(f"{s} s_time -{st}", []).append(-1.0 if v is None else v[0] * 1e6)
+                out.setdefault(f"{s} s_time -{st} resumed_share", []).append(
+                    -1.0 if v is None else v[1])
     for p in probers.values():
         await p.aclose()
     return out
@@ -215,6 +224,9 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"us": results}))
         return
     for key, vals in results.items():
+        if key.endswith(" resumed_share"):
+            print(f"{key:36s} " + " / ".join(f"{v:.3f}" for v in vals))
+            continue
         s, what, mode = key.split()
         lims = results.get(f"{s} s_time -{'new' if mode == 'full' else 'reuse'}")
         ratio = "" if what == "s_time" or not lims else "  (" + " / ".join(

@@ -29,7 +29,6 @@ from typing import Any, Final, Protocol, cast
 
 from engine.netpolicy import Resolver, is_public_ip, literal_ip
 from engine.probes import openssl_layer
-from engine.probes.openssl_layer import WantReadError, ZeroReturnError
 from engine.probes.reactor import Reactor, SocketTransport
 
 log = logging.getLogger(__name__)
@@ -41,10 +40,8 @@ READ_BUFFER_SIZE: Final = 64 * 1024
 # Largest piece of ciphertext handed to a connection's incoming memory BIO at once: one
 # maximal TLS record (16 KiB of plaintext plus header, padding and tag).
 _BIO_CHUNK: Final = 16 * 1024 + 512
-# Largest piece of ciphertext taken from a pyOpenSSL connection's outgoing BIO at once (and
-# of plaintext read from it: pyOpenSSL reads into a temporary buffer of that size).
-_OUT_CHUNK: Final = 64 * 1024
-_PLAIN_CHUNK: Final = 16 * 1024
+# Largest piece of ciphertext taken from a pyOpenSSL connection's outgoing BIO at once.
+_OUT_CHUNK: Final = openssl_layer._OUT_SIZE
 
 # Longest host name we quote back in an error (a hostile Location header can be long).
 _MAX_NAME_IN_ERROR: Final = 253
@@ -457,7 +454,7 @@ class ClientConn:
         if transport is None:
             return
         if self._tls is not None:
-            self._tls.sendall(data)
+            openssl_layer.write(self._tls, data)
             self._o_flush()
         elif self._ssl is None:
             transport.write(data)
@@ -626,15 +623,16 @@ class ClientConn:
         self._flush()
 
     # -- the pyOpenSSL layer (engine/probes/openssl_layer.py) -----------------------------
-    # The same steps as above; pyOpenSSL raises its own exceptions and tells nothing of its
-    # BIOs' fill, so reads go on until WantReadError.
+    # The same steps as above; bytes move through OpenSSL's C calls straight between the
+    # prober's buffers and the BIOs (openssl_layer's feed, read_into, outgoing), reads go on
+    # until OpenSSL wants more ciphertext.
 
     def _o_received(self, nbytes: int) -> None:
         tls = self._tls
-        rview = self._rview
+        ptr = openssl_layer.pointer(self._rview)
         # Fed a record's worth at a time, as above (a memory BIO keeps its peak capacity).
         for start in range(0, nbytes, _BIO_CHUNK):
-            tls.bio_write(rview[start : min(start + _BIO_CHUNK, nbytes)])
+            openssl_layer.feed(tls, ptr, start, min(_BIO_CHUNK, nbytes - start))
             if self.handshaken:
                 self._o_decrypt()
             else:
@@ -648,9 +646,8 @@ class ClientConn:
         if tls is None or transport is None:
             return
         while True:
-            try:
-                data: bytes = tls.bio_read(_OUT_CHUNK)
-            except WantReadError:
+            data = openssl_layer.outgoing(tls)
+            if data is None:
                 return
             transport.write(data)
             if len(data) < _OUT_CHUNK:
@@ -659,10 +656,9 @@ class ClientConn:
     def _o_handshake(self) -> None:
         tls = self._tls
         try:
-            tls.do_handshake()
-        except WantReadError:
-            self._o_flush()
-            return
+            if not openssl_layer.handshake(tls):
+                self._o_flush()  # wants the peer's next flight
+                return
         except openssl_layer.Error as exc:
             self._o_flush()  # our alert, as above
             self.on_tls_failed(openssl_layer.as_ssl_error(exc))
@@ -677,20 +673,18 @@ class ClientConn:
     def _o_decrypt(self) -> None:
         tls = self._tls
         pview = self._pview
-        size = min(len(pview), _PLAIN_CHUNK)
+        size = len(pview)
+        ptr = openssl_layer.pointer(pview)
         while not self.done:
             try:
-                n: int = tls.recv_into(pview, size)
-            except WantReadError:
-                break
-            except ZeroReturnError:
-                self.on_lost(None)
-                return
+                n = openssl_layer.read_into(tls, ptr, size)
             except openssl_layer.Error as exc:
                 self.on_lost(openssl_layer.as_ssl_error(exc))
                 return
             if n == 0:
-                self.on_lost(None)
+                break  # more ciphertext needed
+            if n < 0:
+                self.on_lost(None)  # close_notify
                 return
             self.on_data(pview[:n])
         # TLS 1.3 post-handshake messages (a KeyUpdate) can require an answer.

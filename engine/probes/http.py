@@ -13,8 +13,9 @@ whole probe, every redirect hop included, shares that one deadline. Each hop:
    is checked the same way;
 2. opens one fresh TCP connection (bound to ``source_address`` when set), plus TLS for https
    WITHOUT verifying the certificate (the certificate check owns that; a failed handshake is
-   still a failure, ``TLS handshake failed: <reason>``), resuming the TLS 1.2 session of the
-   last probe of the same address when there is one. TLS is pyOpenSSL's over memory BIOs
+   still a failure, ``TLS handshake failed: <reason>``), resuming the TLS session of the
+   last probe of the same address when one is kept (``tls_sessions``,
+   engine/probes/sessions.py). TLS is pyOpenSSL's over memory BIOs
    (``tls_layer="pyopenssl"``, the OpenSSL of the ``cryptography`` wheel:
    engine/probes/openssl_layer.py), or the ``ssl`` module's (``tls_layer="ssl"``);
 3. writes ``GET`` with ``Connection: close`` and ``User-Agent``, parses the response with
@@ -124,6 +125,7 @@ from engine.probes.outcome import HttpOutcome
 from engine.probes.reactor import Reactor
 from engine.probes.request import RequestSpec
 from engine.probes.resolver import DnsAnswer, ProbeResolver
+from engine.probes.sessions import TlsSessions
 
 log = logging.getLogger(__name__)
 
@@ -543,7 +545,7 @@ class HttpProber:
         max_body: int = 1 << 20,
         max_header_bytes: int = 64 * 1024,
         resolver: Resolver | None = None,
-        tls_sessions: int = 1000,
+        tls_sessions: int = 50_000,
         tls_layer: str = "pyopenssl",
         metrics: Any = None,
     ) -> None:
@@ -576,13 +578,13 @@ class HttpProber:
         self._tls_layer = tls_layer if openssl_layer.AVAILABLE else "ssl"
         self._ctx: Any = None  # ssl.SSLContext, or a pyOpenSSL Context
         self._authorities: dict[str, tuple[_Target, bytes]] = {}
-        # TLS 1.2 sessions to resume, by (address, port, SNI): the uptime probe does not
+        # TLS sessions to resume, by (address, port, SNI): the uptime probe does not
         # verify the certificate (the certificate check does, with a full handshake each
         # time), so an abbreviated handshake tells it all it needs. At most
-        # ``tls_sessions`` (0: no resumption), the oldest dropped first: a kept session holds
-        # ~9.8 KB (OpenSSL keeps the peer's certificate in it). See _Probe._keep_session.
-        self._sessions: dict[tuple[str, int, str | None], Any] = {}
-        self._max_sessions = max(0, tls_sessions)
+        # ``tls_sessions`` (0: no resumption; engine/probes/sessions.py says which are
+        # kept); through pyOpenSSL ~0.5 KB each (compact bytes, no certificate). See
+        # _Probe._keep_session.
+        self._sessions = TlsSessions(tls_sessions)
         # Completed TLS handshakes of uptime probes, and how many resumed a session
         # (``upwatch_tls_handshakes_total{resumed}`` when ``metrics`` is given).
         self.tls_handshakes = 0
@@ -617,7 +619,7 @@ class HttpProber:
         """Drop the TLS context and the reactor (probes still running fail at once), and
         close the caching resolver's channel (its cache stays)."""
         self._ctx = None
-        self._sessions.clear()  # a session resumes only with the context that made it
+        self._sessions.clear()  # the ssl module's resume only with the context that made them
         if self._reactor is not None:
             self._reactor.close()
             self._reactor = None
@@ -977,7 +979,8 @@ class _Probe:
         while self.next_addr < len(addrs):
             ip = addrs[self.next_addr]
             self.next_addr += 1
-            session = prober._sessions.get((ip, hop.port, sni)) if ctx is not None else None
+            session = (prober._sessions.get(TlsSessions.key(ip, hop.port, sni))
+                       if ctx is not None else None)
             if spec is None:
                 conn = _HttpConn(
                     self._hop_done, prober._rview, prober._pview, ctx, sni, self.request,
@@ -1012,7 +1015,7 @@ class _Probe:
         if conn.handshaken:
             resumed = conn.session_reused
             self._count_handshake(resumed)
-            if conn.error is None and self.prober._max_sessions:
+            if conn.error is None and self.prober._sessions.limit:
                 self._keep_session(conn, resumed)
         _settle(conn, out, self.t_start)
         if conn.connect_error is not None:
@@ -1052,37 +1055,37 @@ class _Probe:
         pick) but skips the certificate's parse and signature check (-20 to -35%;
         engine/bench/RESULTS.md, "TLS layer"). Through the ssl module TLS 1.2 only (TLS
         1.3 measured no cheaper there: it copies the session, certificate included, each
-        time one is read). ~9.8 KB a kept session. Taken once the answer's head was read,
-        not right after the handshake: session tickets may come after it (always in TLS
-        1.3, where a session taken at once has none: the "naive TLS 1.3 resumption" of
-        issue 15, a full handshake plus the session's cost). The session the server issued
-        last replaces the one resumed."""
+        time one is read). Through pyOpenSSL a kept session is its DER without the
+        peer's certificate (~330 bytes; the session object, certificate included, held
+        ~9.8 KB). Taken once the answer was read, not right after the handshake: session
+        tickets may come after it (always in TLS 1.3, where a session taken at once has
+        none: the "naive TLS 1.3 resumption" of issue 15, a full handshake plus the
+        session's cost). The session the server issued last replaces the one resumed."""
         hop = self.hop
         if hop is None or self.out.remote_ip is None:
             return
         prober = self.prober
         sessions = prober._sessions
-        key = (self.out.remote_ip, hop.port, hop.host if hop.ip is None else None)
+        key = TlsSessions.key(self.out.remote_ip, hop.port, hop.host if hop.ip is None else None)
         tls = conn.tls_connection
         if tls is not None:
             # pyOpenSSL: TLS 1.3 sessions too. No has_ticket: a server that declined the
             # offered session (no ticket, no cache) gets none offered next time; so it
-            # makes full handshakes, with a session kept every other probe (a reference:
-            # no copy).
+            # makes full handshakes, with a session kept every other probe.
             if conn.offered_session and not resumed:
-                sessions.pop(key, None)
+                sessions.drop(key)
                 return
-            session = openssl_layer.take_session(tls)
-        else:
-            sslobj = conn.ssl_object
-            if sslobj is None or sslobj.version() == "TLSv1.3":
-                return
-            session = sslobj.session
-            if session is None or not session.has_ticket:
-                return
-        if key not in sessions and len(sessions) >= prober._max_sessions:
-            del sessions[next(iter(sessions))]
-        sessions[key] = session
+            # A resumed session came from the cache: it holds no certificate to strip.
+            der = openssl_layer.take_session(tls, strip=not resumed)
+            if der is not None:
+                sessions.keep(key, der, self.t0)
+            return
+        sslobj = conn.ssl_object
+        if sslobj is None or sslobj.version() == "TLSv1.3":
+            return
+        session = sslobj.session
+        if session is not None and session.has_ticket:
+            sessions.keep(key, session, self.t0)
 
     def _redirect_method(self, status: int | None) -> None:
         """What browsers and curl do (fetch, "HTTP-redirect fetch"): 307/308 repeat the

@@ -19,16 +19,33 @@ Only this module touches pyOpenSSL's internals (``OpenSSL._util.lib`` and a conn
 from __future__ import annotations
 
 import ssl
-from typing import Any
+from typing import Any, Final
 
 try:
     from OpenSSL import SSL
+    from OpenSSL._util import exception_from_error_queue as _raise_queued
+    from OpenSSL._util import ffi as _ffi
     from OpenSSL._util import lib as _lib
 except ImportError:  # pragma: no cover - a dependency; the ssl module layer still works
     SSL = None  # type: ignore[assignment, unused-ignore]  # Any when the build env lacks it
-    _lib = None
+    _lib = _ffi = None
+    _raise_queued = None  # type: ignore[assignment, unused-ignore]
 
-AVAILABLE = SSL is not None
+# Every binding this module calls. cryptography trims the OpenSSL functions its bindings
+# expose from release to release; a build without one of these makes the prober fall back
+# to the ssl module's layer (HttpProber), instead of failing its first HTTPS probe.
+_NEEDED: Final = (
+    "SSL_new", "SSL_free", "SSL_set_mode", "SSL_MODE_AUTO_RETRY", "BIO_new", "BIO_s_mem",
+    "SSL_set_bio", "SSL_set_connect_state", "SSL_get_error", "SSL_ERROR_SYSCALL",
+    "SSL_ERROR_ZERO_RETURN", "SSL_ERROR_WANT_READ", "ERR_peek_error", "ERR_clear_error",
+    "SSL_set_tlsext_host_name", "SSL_get_session", "i2d_SSL_SESSION", "d2i_SSL_SESSION",
+    "SSL_set_session", "SSL_SESSION_free", "BIO_write", "BIO_read", "SSL_do_handshake",
+    "SSL_write", "SSL_read", "SSL_session_reused", "SSL_CTX_set1_curves_list",
+)
+MISSING: Final = (
+    () if _lib is None else tuple(n for n in _NEEDED if not hasattr(_lib, n))
+)
+AVAILABLE = SSL is not None and not MISSING
 
 _GROUPS = b"X25519:P-256:X448:P-384:P-521"
 
@@ -37,14 +54,12 @@ if SSL is not None:
     ZeroReturnError: type[Exception] = SSL.ZeroReturnError
     Error: type[Exception] = SSL.Error
     SysCallError: type[Exception] = SSL.SysCallError
-    _SENT_SHUTDOWN = SSL.SENT_SHUTDOWN
 else:  # pragma: no cover
 
     class _Never(Exception):
         pass
 
     WantReadError = ZeroReturnError = Error = SysCallError = _Never
-    _SENT_SHUTDOWN = 1
 
 
 def client_context() -> Any:
@@ -67,30 +82,205 @@ def client_context() -> Any:
     return ctx
 
 
-def connection(ctx: Any, server_hostname: str | None, session: Any) -> Any:
-    """A client connection in memory-BIO mode; ``session``: offer it (the server may
-    decline: then a full handshake). ``server_hostname`` is ASCII (IDNA already applied)."""
+class Conn:
+    """A client ``SSL`` over two memory BIOs, as ``SSL.Connection(ctx, None)`` makes one,
+    without its per-connection Python bookkeeping (a weak-reference map entry, a dozen
+    attributes: 12-15 us made, with the connect state and SNI set, and freed, against 6-8
+    here). Driven only by this module's functions; the ``SSL`` object owns the BIOs and
+    holds a reference to the context's ``SSL_CTX``."""
+
+    __slots__ = ("_from_ssl", "_into_ssl", "_ssl")
+
+    def __init__(self, ctx: Any) -> None:
+        ssl_ = _lib.SSL_new(ctx._context)
+        if ssl_ == _ffi.NULL:  # pragma: no cover - out of memory
+            _raise_queued(SSL.Error)
+        self._ssl = _ffi.gc(ssl_, _lib.SSL_free)
+        _lib.SSL_set_mode(ssl_, _lib.SSL_MODE_AUTO_RETRY)  # as pyOpenSSL sets it
+        self._into_ssl = _lib.BIO_new(_lib.BIO_s_mem())
+        self._from_ssl = _lib.BIO_new(_lib.BIO_s_mem())
+        if self._into_ssl == _ffi.NULL or self._from_ssl == _ffi.NULL:  # pragma: no cover
+            _raise_queued(SSL.Error)
+        _lib.SSL_set_bio(ssl_, self._into_ssl, self._from_ssl)
+        _lib.SSL_set_connect_state(ssl_)
+
+
+def _raise(ssl_: Any, result: int) -> None:
+    """Raise what pyOpenSSL's ``Connection`` raises for a failed call's ``result``: its
+    ``SysCallError`` for an end without close_notify, else ``Error`` with OpenSSL's queued
+    errors (library, function, reason)."""
+    err = _lib.SSL_get_error(ssl_, result)
+    if err == _lib.SSL_ERROR_SYSCALL and _lib.ERR_peek_error() == 0:
+        raise SSL.SysCallError(-1, "Unexpected EOF")
+    if err == _lib.SSL_ERROR_ZERO_RETURN:
+        raise SSL.ZeroReturnError()
+    _raise_queued(SSL.Error)
+
+
+def connection(ctx: Any, server_hostname: str | None, session: bytes | None) -> Conn:
+    """A client connection in memory-BIO mode; ``session``: a session of
+    :func:`take_session` to offer (the server may decline: then a full handshake; one that
+    does not parse is not offered). ``server_hostname`` is ASCII (IDNA already applied)."""
     assert SSL is not None
-    conn = SSL.Connection(ctx, None)
-    conn.set_connect_state()
+    conn = Conn(ctx)
     if server_hostname is not None:
-        conn.set_tlsext_host_name(server_hostname.encode("ascii"))
+        _lib.SSL_set_tlsext_host_name(conn._ssl, server_hostname.encode("ascii"))
     if session is not None:
-        conn.set_session(session)
+        offer_session(conn, session)
     return conn
 
 
-def take_session(conn: Any) -> Any:
-    """The connection's session, to offer on a later connection; None when there is none.
+def take_session(conn: Any, strip: bool = True) -> bytes | None:
+    """The connection's session as compact bytes, to offer on a later connection
+    (:func:`connection`); None when there is none.
 
-    OpenSSL marks a session not resumable when a connection using it is freed without a
-    shutdown (``ssl_clear_bad_session``); the ``ssl`` module hides that by copying each
-    session it hands out. Here the connection is marked shut down instead (no alert is
-    sent: probes abort their sockets), so a reference is enough."""
-    session = conn.get_session()
-    if session is not None:
-        conn.set_shutdown(_SENT_SHUTDOWN)
-    return session
+    A session object holds the peer's parsed certificate: ~9.8 KB kept per site. Its DER
+    (``i2d_SSL_SESSION``) without the certificate, which resumption does not use (the
+    uptime probe does not verify; the certificate probe makes full handshakes), is a few
+    hundred bytes: the ticket, the master secret, the cipher, the times. Parsing it back
+    when it is offered costs a few microseconds (engine/bench/RESULTS.md, "i15-resume").
+    ``strip``: False when the session is known to hold no certificate (a resumed one)."""
+    sess = _lib.SSL_get_session(conn._ssl)
+    if sess == _ffi.NULL:
+        return None
+    n = _lib.i2d_SSL_SESSION(sess, _ffi.NULL)
+    if n <= 0:  # pragma: no cover - OpenSSL could not encode it
+        _lib.ERR_clear_error()
+        return None
+    buf = _ffi.new("unsigned char[]", n)
+    _lib.i2d_SSL_SESSION(sess, _ffi.new("unsigned char **", buf))
+    der: bytes = _ffi.buffer(buf, n)[:]
+    return without_peer(der) if strip else der
+
+
+def offer_session(conn: Any, der: bytes) -> None:
+    """Offer the session ``der`` (of :func:`take_session`) on ``conn``'s handshake."""
+    with _ffi.from_buffer(der) as data:
+        sess = _lib.d2i_SSL_SESSION(
+            _ffi.NULL, _ffi.new("unsigned char **", _ffi.cast("unsigned char *", data)),
+            len(der))
+    if sess == _ffi.NULL:  # not a session: nothing to offer, a full handshake
+        _lib.ERR_clear_error()
+        return
+    _lib.SSL_set_session(conn._ssl, sess)  # takes its own reference
+    _lib.SSL_SESSION_free(sess)
+
+
+# The session's DER (OpenSSL's ssl/ssl_asn1.c, SSL_SESSION_ASN1): a SEQUENCE whose field
+# ``peer`` is ``[3] EXPLICIT Certificate OPTIONAL``, tag byte 0xA3 (constructed,
+# context-specific 3).
+_SEQUENCE = 0x30
+_PEER = 0xA3
+
+
+def _der_length(der: bytes, i: int) -> tuple[int, int]:
+    """The DER length at ``der[i]``, and where its contents start."""
+    first = der[i]
+    if first < 0x80:
+        return first, i + 1
+    n = first & 0x7F
+    return int.from_bytes(der[i + 1 : i + 1 + n], "big"), i + 1 + n
+
+
+def _der_header(tag: int, length: int) -> bytes:
+    if length < 0x80:
+        return bytes((tag, length))
+    body = length.to_bytes((length.bit_length() + 7) // 8, "big")
+    return bytes((tag, 0x80 | len(body))) + body
+
+
+def without_peer(der: bytes) -> bytes:
+    """``der`` (an encoded session) without its peer certificate; ``der`` itself when it
+    holds none or is not the expected SEQUENCE. Only top-level fields are walked."""
+    if len(der) < 2 or der[0] != _SEQUENCE:
+        return der
+    length, start = _der_length(der, 1)
+    end = start + length
+    if end != len(der):
+        return der
+    i = start
+    while i < end:
+        tag = der[i]
+        length, contents = _der_length(der, i + 1)
+        nxt = contents + length
+        if tag == _PEER:
+            inner = der[start:i] + der[nxt:end]
+            return _der_header(_SEQUENCE, len(inner)) + inner
+        i = nxt
+    return der
+
+
+# One buffer for what every connection sends (read out and copied into a bytes object at
+# once, on the loop's thread): no buffer of _OUT_SIZE allocated per read, as pyOpenSSL's
+# ``bio_read`` does, and no exception when there is nothing to send.
+_OUT_SIZE: Final = 64 * 1024
+_OUT: Any = _ffi.new("char[]", _OUT_SIZE) if _ffi is not None else None
+
+
+def pointer(view: memoryview) -> Any:
+    """A C pointer to ``view``'s bytes, valid while the returned object lives."""
+    return _ffi.from_buffer(view)
+
+
+def feed(conn: Any, ptr: Any, start: int, n: int) -> None:
+    """Give ``conn`` the ``n`` bytes of ciphertext at ``ptr + start`` (a memory BIO takes
+    them all). ``bio_write`` without its checks and its ``from_buffer`` per call."""
+    _lib.BIO_write(conn._into_ssl, ptr + start, n)
+
+
+def handshake(conn: Any) -> bool:
+    """Go on with ``conn``'s handshake: True once it is done, False while it wants the
+    peer's next flight; raises the pyOpenSSL error when it failed. ``do_handshake``
+    without a ``WantReadError`` per flight."""
+    ssl_ = conn._ssl
+    n: int = _lib.SSL_do_handshake(ssl_)
+    if n == 1:
+        return True
+    if _lib.SSL_get_error(ssl_, n) == _lib.SSL_ERROR_WANT_READ:
+        return False
+    _raise(ssl_, n)
+    return False  # pragma: no cover
+
+
+def write(conn: Any, data: bytes) -> None:
+    """Encrypt ``data`` as application data (the memory BIO takes all of it); raises the
+    pyOpenSSL error when OpenSSL refuses."""
+    ssl_ = conn._ssl
+    with _ffi.from_buffer(data) as buf:
+        n: int = _lib.SSL_write(ssl_, buf, len(data))
+    if n <= 0:
+        _raise(ssl_, n)
+
+
+def read_into(conn: Any, ptr: Any, size: int) -> int:
+    """Decrypt at most ``size`` bytes of application data into ``ptr``: the count (> 0),
+    0 when more ciphertext is needed, -1 at the peer's close_notify; raises the pyOpenSSL
+    error otherwise (``SysCallError`` for an end without close_notify).
+
+    ``recv_into`` without its temporary buffer of ``size`` and the copy out of it (per TLS
+    record: ~7 a 100 KB body), and without an exception (``WantReadError``) at the end of
+    what arrived."""
+    ssl_ = conn._ssl
+    n: int = _lib.SSL_read(ssl_, ptr, size)
+    if n > 0:
+        return n
+    err = _lib.SSL_get_error(ssl_, n)
+    if err == _lib.SSL_ERROR_WANT_READ:
+        return 0
+    if err == _lib.SSL_ERROR_ZERO_RETURN:
+        return -1
+    _raise(ssl_, n)
+    return -1  # pragma: no cover
+
+
+def outgoing(conn: Any) -> bytes | None:
+    """Ciphertext ``conn`` has to send (at most 64 KiB: call again while a read is full),
+    or None."""
+    n: int = _lib.BIO_read(conn._from_ssl, _OUT, _OUT_SIZE)
+    if n <= 0:
+        return None
+    data: bytes = _ffi.buffer(_OUT, n)[:]
+    return data
 
 
 def session_reused(conn: Any) -> bool:

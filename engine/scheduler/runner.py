@@ -205,6 +205,7 @@ class Engine:
                 source_address=settings.probe_source_address,
                 allow_private=settings.allow_private_targets,
                 resolver=from_settings(settings, metrics),
+                tls_sessions=settings.tls_sessions,
                 metrics=metrics,
             )
             self._owned_probers.append(http_prober)
@@ -241,7 +242,9 @@ class Engine:
         )
 
         self._checks: dict[int, ScheduledCheck] = {}
-        self._wheel: TimingWheel[int] = TimingWheel(
+        # The checks themselves, each holding its due time (c.due): no index or float of
+        # the wheel's own per check (engine/scheduler/wheel.py).
+        self._wheel: TimingWheel[ScheduledCheck] = TimingWheel(
             tick=WHEEL_TICK, slots=WHEEL_SLOTS, start=time.monotonic()
         )
         # Check id -> its running probe (a task, or the prober's handle of a probe without
@@ -429,17 +432,27 @@ class Engine:
         self._adopted_unfrozen += 1
         if new.configured is not None:
             new.request = self._specs.build(new.configured)
+        # A monitor's two checks share its URL string. They are created together, ids one
+        # apart; URLs are not interned, which cost an entry of the interpreter's table
+        # (~45 B) per monitor, most of which have one enabled check.
+        for sibling_id in (new.id - 1, new.id + 1):
+            sibling = self._checks.get(sibling_id)
+            if sibling is not None and sibling.monitor_id == new.monitor_id:
+                if sibling.url == new.url:
+                    new.url = sibling.url
+                break
         self._checks[new.id] = new
         if old is not None:
-            self._wheel.cancel(old.id)
+            self._wheel.cancel(old)
             self.results.forget(new.id)
         self._schedule(new, soon=new.state.status == PENDING)
 
     def _drop(self, check_id: int) -> None:
         """Forget a deleted, disabled or no longer owned check. A probe of it still running
         finishes without writing anything (it sees it was dropped)."""
-        if self._checks.pop(check_id, None) is not None:
-            self._wheel.cancel(check_id)
+        old = self._checks.pop(check_id, None)
+        if old is not None:
+            self._wheel.cancel(old)
             self.results.forget(check_id)
 
     def _on_notify(self, check_id: int) -> None:
@@ -587,18 +600,14 @@ class Engine:
                     at = alert_at.timestamp() + THRESHOLD_SLACK - wall + mono
                     if at < due:
                         due = max(at, mono)
-        c.due = due
-        self._wheel.schedule(c.id, due)
+        self._wheel.schedule(c, due)  # sets c.due
 
     async def _scheduler(self, stop: asyncio.Event) -> None:
         wheel, checks, ready = self._wheel, self._checks, self._ready
         gauge_at = 0.0
         while not stop.is_set():
             now = time.monotonic()
-            for check_id in wheel.pop_due(now):
-                c = checks.get(check_id)
-                if c is not None:
-                    ready.append(c)
+            ready.extend(wheel.pop_due(now))  # dropped ones were cancelled
             if ready:
                 self._start_ready(now)
             if now >= gauge_at:
@@ -626,8 +635,7 @@ class Engine:
                 continue  # dropped or replaced since it came due
             if check_id in in_flight:
                 # A reload replaced the entry while its previous probe still runs.
-                c.due = now + RETRY_IN_FLIGHT
-                self._wheel.schedule(check_id, c.due)
+                self._wheel.schedule(c, now + RETRY_IN_FLIGHT)
                 continue
             host = c.host
             n = busy.get(host, 0)

@@ -1,32 +1,53 @@
-"""A pure hashed timing wheel: O(1) schedule and cancel keyed by check id.
+"""A pure hashed timing wheel: O(1) schedule and cancel of items that carry their due time.
 
 The engine keeps every scheduled check in one wheel instead of one timer or task per check,
 so 50,000 checks cost 50,000 small dict entries and the scheduler loop does work only for
 the slots that come due.
 
 Layout: ``slots`` buckets of ``tick`` seconds each, a revolution of ``slots * tick`` seconds.
-An item lives in the bucket of its due tick (modulo the revolution) with its exact due time;
-items due more than one revolution ahead simply stay in their bucket until a sweep finds
-them due (the classic "rounds" wheel, with the round implied by the due time). A sweep over
-the buckets from the cursor to ``now`` collects exactly the items whose due time has
-passed, so nothing ever fires early, and sorts them by due time.
+An item lives in the bucket of its due tick (modulo the revolution); its exact due time is
+its own ``due`` attribute, which the wheel keeps while the item is in it. Items due more
+than one revolution ahead simply stay in their bucket until a sweep finds them due (the
+classic "rounds" wheel, with the round implied by the due time). A sweep over the buckets
+from the cursor to ``now`` collects exactly the items whose due time has passed, so nothing
+ever fires early, and sorts them by due time.
 
-Contract:
+Why the item holds its due time (a check's ``ScheduledCheck.due``): the wheel then needs no
+index of its own. An item is in the bucket of its ``due``, or, when it was scheduled
+already due, in the cursor's bucket, where it stays only until the next sweep (the cursor
+moves only in a sweep, and that sweep takes it). Keyed by check ids instead, the wheel kept
+an id -> bucket dict, a float object per item for its due time and, compiled, boxed ids of
+its own: ~115 B per check of the ~900 B an idle monitor costs (engine/bench/RESULTS.md,
+"RSS per idle monitor").
 
-- ``schedule(key, when)`` puts ``key`` in the wheel, replacing any earlier schedule of it.
-- ``cancel(key)`` removes it; True when it was there.
-- ``pop_due(now)`` removes and returns every key with ``when <= now``, in due order (ties in
+Contract (items are hashable; equal items must be the same item, as with identity):
+
+- ``schedule(item, when)`` puts ``item`` in the wheel, replacing any earlier schedule of it,
+  and sets ``item.due = when``.
+- ``item.due`` belongs to the wheel while the item is in it: change it only through
+  ``schedule`` (an item whose ``due`` was changed behind the wheel's back is lost to
+  ``cancel`` and fires at its old time).
+- ``cancel(item)`` removes it; True when it was there.
+- ``pop_due(now)`` removes and returns every item with ``due <= now``, in due order (ties in
   scheduling order). Time is whatever clock the caller uses, as long as it does not run
   backwards (the engine uses the event loop's monotonic clock).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+import itertools
+from collections.abc import Iterator
 from operator import itemgetter
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
-K = TypeVar("K", bound=Hashable)
+
+class Timed(Protocol):
+    """What the wheel holds: a hashable item with a settable due time."""
+
+    due: float
+
+
+K = TypeVar("K", bound=Timed)
 
 _by_due = itemgetter(0)
 
@@ -65,7 +86,7 @@ def first_due(check_id: int, interval: float, now: float) -> float:
 class TimingWheel(Generic[K]):
     """Hashed timing wheel; see the module docstring for the contract."""
 
-    __slots__ = ("_cursor", "_mask", "_slots", "_tick", "_where")
+    __slots__ = ("_count", "_cursor", "_mask", "_slots", "_tick")
 
     def __init__(self, *, tick: float = 0.01, slots: int = 4096, start: float = 0.0) -> None:
         if tick <= 0:
@@ -74,63 +95,73 @@ class TimingWheel(Generic[K]):
             raise ValueError("slots must be a power of two")
         self._tick = tick
         self._mask = slots - 1
-        # One dict per bucket: key -> due time. Dicts keep insertion order, which gives
+        # One dict per bucket, its items as keys: dicts keep insertion order, which gives
         # ties their scheduling order and makes cancel O(1).
-        self._slots: list[dict[K, float]] = [{} for _ in range(slots)]
-        # key -> its bucket (the dict itself: no int object per entry, and O(1) removal).
-        self._where: dict[K, dict[K, float]] = {}
+        self._slots: list[dict[K, None]] = [{} for _ in range(slots)]
+        self._count = 0
         # The first tick not yet fully swept. Buckets of earlier ticks hold only items of
-        # later revolutions.
+        # later revolutions, and items scheduled already due wait in this tick's bucket.
         self._cursor = int(start // tick)
+
+    def _bucket_of(self, item: K) -> dict[K, None] | None:
+        """The bucket holding ``item``, or None when it is not in the wheel."""
+        bucket = self._slots[int(item.due // self._tick) & self._mask]
+        if item in bucket:
+            return bucket
+        bucket = self._slots[self._cursor & self._mask]  # scheduled when already due
+        if item in bucket:
+            return bucket
+        return None
 
     # -- queries ------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._where)
+        return self._count
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._where
+    def __contains__(self, item: K) -> bool:
+        return self._bucket_of(item) is not None
 
     def __iter__(self) -> Iterator[K]:
-        return iter(self._where)
+        return itertools.chain.from_iterable(self._slots)
 
-    def due_time(self, key: K) -> float | None:
-        """When ``key`` is due, or None when it is not scheduled."""
-        bucket = self._where.get(key)
-        return None if bucket is None else bucket[key]
+    def due_time(self, item: K) -> float | None:
+        """When ``item`` is due, or None when it is not scheduled."""
+        return item.due if self._bucket_of(item) is not None else None
 
     # -- changes ------------------------------------------------------------------------
 
-    def schedule(self, key: K, when: float) -> None:
-        """Schedule ``key`` at ``when``, replacing an earlier schedule of the same key."""
-        where = self._where
-        old = where.get(key)
+    def schedule(self, item: K, when: float) -> None:
+        """Schedule ``item`` at ``when`` (``item.due = when``), replacing an earlier schedule
+        of it."""
+        old = self._bucket_of(item)
         if old is not None:
-            del old[key]
+            del old[item]
+        else:
+            self._count += 1
         tick = int(when // self._tick)
         # Something already due goes into the cursor's bucket, the next one swept.
         if tick < self._cursor:
             tick = self._cursor
-        bucket = self._slots[tick & self._mask]
-        bucket[key] = when
-        where[key] = bucket
+        item.due = when
+        self._slots[tick & self._mask][item] = None
 
-    def cancel(self, key: K) -> bool:
-        """Remove ``key``; True when it was scheduled."""
-        bucket = self._where.pop(key, None)
+    def cancel(self, item: K) -> bool:
+        """Remove ``item``; True when it was scheduled."""
+        bucket = self._bucket_of(item)
         if bucket is None:
             return False
-        del bucket[key]
+        del bucket[item]
+        self._count -= 1
         return True
 
     def clear(self) -> None:
         for bucket in self._slots:
             bucket.clear()
-        self._where.clear()
+        self._count = 0
 
     def pop_due(self, now: float) -> list[K]:
-        """Remove and return every key due at or before ``now``, earliest first."""
-        if not self._where:
+        """Remove and return every item due at or before ``now``, earliest first."""
+        if not self._count:
             # Nothing to find; just move the cursor so a later sweep does not walk the gap.
             self._cursor = max(self._cursor, int(now // self._tick))
             return []
@@ -139,7 +170,6 @@ class TimingWheel(Generic[K]):
         if now_tick < start:
             return []
         slots = self._slots
-        where = self._where
         nslots = self._mask + 1
         # Past one revolution every bucket has been visited once; more laps find nothing new.
         last = min(now_tick, start + nslots - 1)
@@ -148,20 +178,23 @@ class TimingWheel(Generic[K]):
             bucket = slots[t & self._mask]
             if not bucket:
                 continue
-            due = [(w, k) for k, w in bucket.items() if w <= now]
+            due: list[tuple[float, K]] = []
+            for item in bucket:
+                when = item.due
+                if when <= now:
+                    due.append((when, item))
             if not due:
                 continue
             if len(due) == len(bucket):
                 bucket.clear()
             else:
-                for _, k in due:
-                    del bucket[k]
-            for _, k in due:
-                del where[k]
+                for _, item in due:
+                    del bucket[item]
+            self._count -= len(due)
             found.extend(due)
         # The bucket of ``now_tick`` may still hold items due later in this tick, so it is
         # swept again next time.
         self._cursor = now_tick
         if len(found) > 1:
             found.sort(key=_by_due)  # stable: ties keep bucket (scheduling) order
-        return [k for _, k in found]
+        return [item for _, item in found]
