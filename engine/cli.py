@@ -86,8 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--dns-ttl", type=int, default=None, metavar="S",
                        help="--names, internet: TTL of its answers (default 300)")
     bench.add_argument("--load-only", action="store_true",
-                       help="http, tls, mixed: only the engine at the scheduled load (no "
-                            "baseline, capacity or limit runs)")
+                       help="http, tls, mixed, internet: only the engine at the scheduled "
+                            "load (no baseline, capacity or limit runs)")
     bench.add_argument("--assertions", type=float, default=None, metavar="SHARE",
                        help="http: what requests and assertions cost (engine/bench/assertions)")
     return p

@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     dns_negative_ttl: float = Field(default=30.0, ge=0, le=3600)
     dns_failure_ttl: float = Field(default=5.0, ge=0, le=600)
     dns_cache_names: int = Field(default=200_000, ge=1, le=10_000_000)
+    # A name's last answer served this long past its TTL while our resolver times out (RFC
+    # 8767 serve-stale; 0: never). Answers about the name (NXDOMAIN, SERVFAIL) are not.
+    dns_serve_stale: float = Field(default=300.0, ge=0, le=86_400)
     # TLS sessions the uptime probes keep to resume (engine/probes/sessions.py): one per
     # HTTPS address, port and name, ~0.5 KB each; 0: every handshake full.
     tls_sessions: int = Field(default=50_000, ge=0, le=10_000_000)

@@ -191,6 +191,7 @@ def test_load_only_is_for_the_engine_scenarios() -> None:
                                   json=True, load_only=True)
 
     assert Options.from_args(args("http")).load_only
+    assert Options.from_args(args("internet")).load_only
     with pytest.raises(BenchError, match="--load-only"):
         Options.from_args(args("webhooks"))
 

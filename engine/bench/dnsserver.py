@@ -80,6 +80,9 @@ class DnsServer:
         self.times: array[float] = array("d")  # wall time of every question (bounded)
         self.asked: array[int] = array("l")  # ... and its (name, type), as an index of _keys
         self._keys: dict[tuple[str, str], int] = {}
+        # Per wall-clock second: [answers sent, the most an answer went out after its
+        # due time (s)]: how far behind the server fell (a reading for the bench).
+        self.seconds: dict[int, list[float]] = {}
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.base_events.Server | None = None
 
@@ -264,10 +267,27 @@ class DnsServer:
     def reply_later(self, send: Any, wire: bytes | None) -> None:
         if wire is None:
             return
+        due = time.time() + self.latency
         if self.latency > 0:
-            asyncio.get_running_loop().call_later(self.latency, send, wire)
+            asyncio.get_running_loop().call_later(self.latency, self._send, send, wire, due)
         else:
-            send(wire)
+            self._send(send, wire, due)
+
+    def _send(self, send: Any, wire: bytes, due: float) -> None:
+        send(wire)
+        now = time.time()
+        row = self.seconds.get(int(now))
+        if row is None:
+            row = self.seconds[int(now)] = [0, 0.0]
+        row[0] += 1
+        if now - due > row[1]:
+            row[1] = now - due
+
+    def timeline(self, start: float, end: float) -> list[list[float]]:
+        """[wall second, answers sent, the latest answer's delay past its due time (ms)]
+        for each second between two wall times that had answers."""
+        return [[sec, row[0], round(row[1] * 1000, 1)]
+                for sec, row in sorted(self.seconds.items()) if start <= sec < end]
 
     async def _tcp_client(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
@@ -326,6 +346,8 @@ async def _serve(cfg: dict[str, Any]) -> None:
             emit("count", queries=server.total_queries(), window=window,
                  names=len({name for name, _ in server.queries}),
                  most_per_name_type=most, name_types=pairs)
+        elif cmd == "timeline":
+            emit("timeline", seconds=server.timeline(float(msg["start"]), float(msg["end"])))
         elif cmd == "set":
             server.latency = float(msg.get("latency_s", server.latency))
             server.ttl = int(msg.get("ttl", server.ttl))

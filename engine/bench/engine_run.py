@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import time
 from array import array
 from datetime import UTC, datetime
@@ -231,7 +232,7 @@ async def _engine(cfg: dict[str, Any]) -> None:
             rss_loaded = rss_bytes()
             scheduled = len(engine)
             emit("loaded", scheduled=scheduled, load_s=round(load_s, 3))
-            await asyncio.sleep(cfg["warmup_s"])
+            warmup = await _warmup_timeline(engine, metrics, cfg["warmup_s"])
             resolver = getattr(getattr(engine, "_http", None), "resolver", None)
             if cfg.get("dns_warm_s") and resolver is not None:
                 # bench --names at capacity: the window describes names already cached (the
@@ -323,9 +324,78 @@ async def _engine(cfg: dict[str, Any]) -> None:
             callgrind_probes=callgrind_probes,
             probes_all=probes_all,
             dns=dns_window,
+            warmup=warmup,
         )
     finally:
         await store.close()
+
+
+def udp_drops(pid: int | str = "self") -> dict[str, int]:
+    """Datagrams the kernel dropped at each of a process's UDP sockets, by inode (their
+    receive buffer was full: the ``drops`` column of /proc/net/udp and udp6). Sockets come
+    and go (c-ares opens new ones): compare two readings with :func:`dropped_since`."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+    drops: dict[str, int] = {}
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii") as fh:
+            next(fh, None)
+            for line in fh:
+                fields = line.split()
+                if len(fields) > 12 and fields[9] in inodes:
+                    drops[fields[9]] = int(fields[-1])
+    return drops
+
+
+def dropped_since(before: dict[str, int], now: dict[str, int]) -> int:
+    """Datagrams dropped between two :func:`udp_drops` readings (a socket new since the
+    first counts from 0; one closed since is not seen: its last drops are lost)."""
+    return sum(n - before.get(inode, 0) for inode, n in now.items() if n > before.get(inode, 0))
+
+
+async def _warmup_timeline(engine: Any, metrics: Any, seconds: float) -> list[list[float]]:
+    """Wait ``seconds`` (the warm-up) and say how the cold start went, one row a second:
+    [seconds since loaded, probes done, in flight, name lookups started, lookups failed by
+    time-out, other lookup failures, the event loop's longest stall (ms: a 20 ms ticker's
+    overshoot), datagrams dropped at this process's full UDP sockets (c-ares's), this
+    process's CPU (share of a core)]. Counts are per second. A reading: it changes nothing
+    in the engine."""
+    loop = asyncio.get_running_loop()
+    dns = getattr(getattr(engine, "_http", None), "resolver", None)
+
+    def counts() -> tuple[float, int, int, int]:
+        failures = dict(dns.failures) if dns is not None else {}
+        timeouts = failures.pop("timeout", 0)
+        return (sum(_counter_values(metrics.probes).values()),
+                dns.lookups if dns is not None else 0, timeouts, sum(failures.values()))
+
+    rows: list[list[float]] = []
+    start = last = loop.time()
+    prev, udp_prev, cpu_prev = counts(), udp_drops(), cpu_seconds()
+    stall = 0.0
+    end = start + seconds
+    while True:
+        now = loop.time()
+        if now >= end:
+            break
+        t = now
+        await asyncio.sleep(min(0.02, end - now))
+        now = loop.time()
+        stall = max(stall, now - t - 0.02)
+        if now - last >= 1.0 or now >= end:
+            cur, udp, cpu = counts(), udp_drops(), cpu_seconds()
+            span = now - last
+            rows.append([round(now - start, 1), round((cur[0] - prev[0]) / span),
+                         engine.in_flight, round((cur[1] - prev[1]) / span),
+                         cur[2] - prev[2], cur[3] - prev[3], round(max(stall, 0.0) * 1000, 1),
+                         dropped_since(udp_prev, udp), round((cpu - cpu_prev) / span, 3)])
+            prev, udp_prev, cpu_prev, last, stall = cur, udp, cpu, now, 0.0
+    return rows
 
 
 class _RssWhenSet(asyncio.Event):

@@ -367,6 +367,15 @@ async def _limits(b: Bench, world: World, certs: WorldCerts) -> dict[str, Any]:
     return out
 
 
+async def _dns_timeline(b: Bench, start: float, end: float) -> list[list[float]] | None:
+    """The DNS server's answers per second and how late the latest went out (its cold start:
+    a server that falls behind makes the resolver time out)."""
+    if b.dns is None:
+        return None
+    b.dns.send(cmd="timeline", start=start, end=end)
+    return list((await b.dns.expect("timeline", 10))["seconds"])
+
+
 def _mean(values: list[float | None]) -> float | None:
     good = [v for v in values if v is not None]
     return round(statistics.fmean(good), 9) if good else None
@@ -441,7 +450,17 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
                    "end": round(res["rss_end"] / 2**20, 1)},
         "gc": res.get("gc"),
         **sampler.window(res["wall_start"], res["wall_end"]),
+        # The cold start, a row a second (engine_run._warmup_timeline says the columns).
+        "warmup_timeline": res.get("warmup"),
+        "dns_server_timeline": await _dns_timeline(b, res["wall_start"] - w.warmup - 2,
+                                                   res["wall_start"]),
     })
+
+    if opts.load_only:
+        # --load-only: the whole world's engine window alone (a what-if in two minutes).
+        rec["load_only"] = True
+        rec["targets"] = targets(rec)
+        return rec
 
     # 2. Only healthy HTTPS monitors, the same HTTPS probes per second.
     https_n = await _only_https(b, world)

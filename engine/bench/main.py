@@ -75,7 +75,7 @@ class Options:
     dns_latency: float = 0.0
     dns_ttl: int = 300
     assertions: float | None = None  # http: the share of monitors with assertions
-    load_only: bool = False  # http, tls, mixed: the engine at the scheduled load, nothing more
+    load_only: bool = False  # http, tls, mixed, internet: the engine at the scheduled load only
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -117,8 +117,8 @@ class Options:
 
 
 def _load_only(value: bool, scenario: str) -> bool:
-    if value and scenario not in ("http", "tls", "mixed"):
-        raise BenchError("--load-only applies to the http, tls and mixed scenarios")
+    if value and scenario not in ("http", "tls", "mixed", "internet"):
+        raise BenchError("--load-only applies to the http, tls, mixed and internet scenarios")
     return value
 
 

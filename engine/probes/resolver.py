@@ -18,9 +18,26 @@ at 30 ms). Here:
   ``malloc_trim``; 0.6-0.7 KB without it), and it answered a refresh from that cache with
   the remaining TTL, so a refreshed answer ended when the old one did;
 * each answer is kept for its TTL (the smallest of its addresses' and CNAMEs'), clamped to
-  ``[min_ttl, max_ttl]``; a name that does not exist for ``negative_ttl``, any other failure
-  (time-out, SERVFAIL, refused, no address, CNAME loop, oversized answer) for
+  ``[min_ttl, max_ttl]``; a name that does not exist for ``negative_ttl``, any other answer
+  that is a failure (SERVFAIL, refused, no address, CNAME loop, oversized answer) for
   ``failure_ttl``, so a broken name costs one query per that time, not one per probe;
+* a time-out says nothing about the name, only that our resolver did not answer in time:
+  c-ares retries it within the lookup (below), and a lookup that still timed out is kept
+  as a failure for at most ``TIMEOUT_TTL`` (1 s), not ``failure_ttl``. A name with a
+  previous good answer is then served that answer instead (serve-stale, RFC 8767), for at
+  most ``serve_stale`` seconds past its TTL, asking again every ``STALE_RECHECK`` s; the
+  same when the resolver refuses the connection ("resolver unreachable"). Failures that
+  are answers about the name (NXDOMAIN, SERVFAIL, ...) are never served stale;
+* c-ares (1.32+) learns each server's time-out from its answers: 5x their recent average,
+  at least 250 ms; the configured ``timeout`` is only its first guess. Behind a resolver
+  20 ms away every try then waited 250 ms (the second 250-500 ms), so any answer later
+  than ~0.75 s was "resolver timed out" whatever ``timeout`` said (measured: a server that
+  answered in 600 ms after twenty answers in 20 ms failed every lookup with ``timeout``
+  2 s, ``tries`` 2). Here a try waits at most ``timeout`` (c-ares's ``maxtimeout``) and
+  c-ares gets the tries its doubling needs to get from 250 ms up to ``timeout``, on top of
+  ``tries`` (:func:`cares_tries`: 5 for 2 s and 2): a lost datagram is asked again after
+  250 ms, a slow server is waited for up to ``timeout`` a try, as the setting says; and
+  c-ares's socket holds 1 MiB of answers (``_CARES_RCVBUF``) for a busy loop to read;
 * one lookup in flight per name: probes of a name being looked up wait for that lookup;
 * an answer whose TTL is over is still served for a tenth of its TTL more (at most
   ``STALE_MAX`` s) while it is looked up again in the background (the one lookup in flight
@@ -29,7 +46,8 @@ at 30 ms). Here:
   Unbound's prefetch does, in the last tenth) would ask 1.11 times per TTL from an
   authoritative server and, behind a caching resolver (most operators'), get the remaining
   TTL back: a second question per TTL and a probe waiting at its end. A stale answer is
-  used for at most that grace, only while its refresh runs; failures are never served stale;
+  used for at most that grace, only while its refresh runs (unless the refresh times out:
+  above); failures are never served stale;
 * at most ``max_names`` names are kept; the least recently used go first (a full cache
   drops the oldest 64th of them at once, see :meth:`ProbeResolver._store`);
 * A and AAAA per ``family``: AF_INET asks A only, AF_INET6 AAAA only, AF_UNSPEC both
@@ -73,6 +91,19 @@ STALE_MAX: Final = 30.0
 _ADDRESS_POOL: Final = 65536
 # CNAMEs followed when diagnosing an answer without addresses.
 _MAX_CNAME_HOPS: Final = 8
+# A lookup that timed out is kept as a failure this long at most (the probes of the name in
+# that second fail at once instead of each waiting for another lookup that times out).
+TIMEOUT_TTL: Final = 1.0
+# Failures of the way to our resolver, not answers about the name: a previous good answer
+# is served stale instead (RFC 8767), asked again after STALE_RECHECK s (its "failure
+# recheck timer").
+_STALE_KINDS: Final = frozenset({"timeout", "unreachable"})
+STALE_RECHECK: Final = 30.0
+# c-ares's least time-out per try (ares_metrics.c, MIN_TIMEOUT_MS), and its receive buffer:
+# the default 208 KiB holds 256 answers, 150 ms of a cold start's 1,700 a second while the
+# loop is busy; a full buffer drops the rest, and each drop is a time-out and a retry.
+_CARES_MIN_TRY: Final = 0.25
+_CARES_RCVBUF: Final = 1 << 20
 
 _WORDS: Final[dict[int, tuple[str, str]]] = {
     pycares.errno.ARES_ENOTFOUND: ("nxdomain", ""),
@@ -156,6 +187,7 @@ class ProbeResolver:
         negative_ttl: float = 30.0,
         failure_ttl: float = 5.0,
         max_names: int = 200_000,
+        serve_stale: float = 300.0,
         metrics: Any = None,
         clock: Callable[[], float] = monotonic,
     ) -> None:
@@ -170,6 +202,10 @@ class ProbeResolver:
         self._negative_ttl = max(0.0, negative_ttl)
         self._failure_ttl = max(0.0, failure_ttl)
         self._max_names = max(1, max_names)
+        self._serve_stale = max(0.0, serve_stale)
+        # Names served stale after a failed lookup -> the end of their serve-stale time
+        # (usually empty; see _stale).
+        self._stale_bound: dict[str, float] = {}
         self._clock = clock
         # Name -> answer, least recently used first: a plain dict's insertion order, an entry
         # moved to the end by deleting and inserting it again (an OrderedDict's links cost
@@ -185,6 +221,7 @@ class ProbeResolver:
         # Counters read by the bench and the metrics (plain ints: one per probe is cheap).
         self.hits = 0
         self.lookups = 0
+        self.served_stale = 0  # failed lookups answered with a previous answer instead
         self.failures: dict[str, int] = {}
         self._m_hits: Any = None
         self._m_lookups: Any = None
@@ -367,6 +404,8 @@ class ProbeResolver:
             return self._failed(host, "no_address", "no address")
         ttl = min(self._max_ttl, max(self._min_ttl, ttl))
         now = self._clock()
+        if self._stale_bound:
+            self._stale_bound.pop(host, None)
         return DnsAnswer(addrs, None, now + ttl, now + ttl + min(STALE_MAX, ttl / 10.0))
 
     async def _cname_loop(self, host: str) -> bool:
@@ -395,12 +434,48 @@ class ProbeResolver:
         return True  # a chain this long ends nowhere useful either
 
     def _failed(self, host: str, kind: str, reason: str) -> DnsAnswer:
+        """What a failed lookup leaves for its waiters and the cache: the failure in words,
+        or, for a time-out or an unreachable resolver, the name's previous answer served
+        stale (:meth:`_stale`). Counted as a failure either way."""
         self.failures[kind] = self.failures.get(kind, 0) + 1
         if self._m_failures is not None:
             self._m_failures.labels(kind=kind).inc()
-        ttl = self._negative_ttl if kind == "nxdomain" else self._failure_ttl
         now = self._clock()
+        if kind in _STALE_KINDS:
+            stale = self._stale(host, now)
+            if stale is not None:
+                return stale
+        if self._stale_bound:
+            self._stale_bound.pop(host, None)
+        if kind == "nxdomain":
+            ttl = self._negative_ttl
+        elif kind == "timeout":
+            ttl = min(self._failure_ttl, TIMEOUT_TTL)
+        else:
+            ttl = self._failure_ttl
         return DnsAnswer([], failure_words(host, reason), now + ttl, now + ttl)
+
+    def _stale(self, host: str, now: float) -> DnsAnswer | None:
+        """Serve-stale (RFC 8767) after a lookup of ``host`` timed out: its last good answer,
+        if the cache still holds one whose TTL ended less than ``serve_stale`` s ago, kept
+        for ``STALE_RECHECK`` s more (no question meanwhile) and then served while looked up
+        again in the background, until that bound; None: fail."""
+        old = self._cache.get(host)
+        if old is None or old.error is not None or self._serve_stale <= 0:
+            return None
+        bounds = self._stale_bound
+        # The first failure after a real answer: that answer's TTL end starts the clock.
+        bound = bounds.get(host, old.expires + self._serve_stale)
+        if now >= bound:
+            bounds.pop(host, None)
+            return None
+        if host not in bounds and len(bounds) >= self._max_names:
+            # Names dropped from the cache meanwhile (least recently used) leave here too.
+            for name in [n for n in bounds if n not in self._cache]:
+                del bounds[name]
+        bounds[host] = bound
+        self.served_stale += 1
+        return DnsAnswer(old.addresses, None, min(now + STALE_RECHECK, bound), bound)
 
     def _store(self, host: str, answer: DnsAnswer) -> None:
         cache = self._cache
@@ -437,26 +512,46 @@ def from_settings(settings: Any, metrics: Any = None) -> ProbeResolver:
         negative_ttl=settings.dns_negative_ttl,
         failure_ttl=settings.dns_failure_ttl,
         max_names=settings.dns_cache_names,
+        serve_stale=settings.dns_serve_stale,
         metrics=metrics,
     )
 
 
-# ares.h's ARES_OPT_QUERY_CACHE: pycares (5.2) neither exposes the option nor its constant.
+# ares.h's ARES_OPT_MAXTIMEOUTMS and ARES_OPT_QUERY_CACHE: pycares (5.2) exposes neither
+# option nor its constant.
+_ARES_OPT_MAXTIMEOUTMS: Final = 1 << 20
 _ARES_OPT_QUERY_CACHE: Final = 1 << 21
 
 
-def _channel(**options: Any) -> pycares.Channel:
+def cares_tries(timeout: float, tries: int) -> int:
+    """c-ares tries for ``tries`` tries of up to ``timeout`` s after c-ares's own short ones:
+    c-ares starts a lookup at its learned time-out (at least 250 ms) and doubles it each
+    try, capped at ``timeout``; the doublings from 250 ms up to ``timeout`` are added (3 for
+    2 s). A lookup then ends within ``cares_tries(...) * timeout`` s."""
+    extra, wait = 0, _CARES_MIN_TRY
+    while wait < timeout and extra < 8:
+        wait *= 2
+        extra += 1
+    return tries + extra
+
+
+def _channel(*, max_timeout: float | None = None, **options: Any) -> pycares.Channel:
     """A ``pycares.Channel`` with c-ares's query cache off (``qcache_max_ttl`` 0, as Node.js
     does since c-ares turned it on by default): this module keeps the answers, per TTL and
-    clamped, and a second cache below it only costs memory (see the module's docstring).
+    clamped, and a second cache below it only costs memory (see the module's docstring);
+    and, with ``max_timeout`` (s), no try waiting longer than that (``maxtimeout``).
 
-    pycares builds the options inside ``Channel()`` and offers no knob, so the call is made
-    with its ``_lib`` (the cffi library it calls c-ares through) seen through a stand-in
-    that adds the option to ``ares_init_options``; everything else passes through, and the
-    real library is put back before this returns. A pycares that takes ``qcache_max_ttl``
-    gets it as an argument; one without ``_lib`` gets c-ares's default, with a warning."""
+    pycares builds the options inside ``Channel()`` and offers no knob for either, so the
+    call is made with its ``_lib`` (the cffi library it calls c-ares through) seen through a
+    stand-in that adds them to ``ares_init_options``; everything else passes through, and
+    the real library is put back before this returns. A pycares that takes
+    ``qcache_max_ttl`` gets it as an argument; one without ``_lib`` gets c-ares's default,
+    with a warning."""
     if "qcache_max_ttl" in inspect.signature(pycares.Channel).parameters:
         options["qcache_max_ttl"] = 0
+        if max_timeout is not None and "maxtimeout" in inspect.signature(
+                pycares.Channel).parameters:
+            options["maxtimeout"] = max_timeout
         return pycares.Channel(**options)
     lib: Any = getattr(pycares, "_lib", None)
     if lib is None or not hasattr(lib, "ares_init_options"):
@@ -470,7 +565,11 @@ def _channel(**options: Any) -> pycares.Channel:
 
         def ares_init_options(self, channel: Any, opts: Any, optmask: int) -> Any:
             opts.qcache_max_ttl = 0
-            return lib.ares_init_options(channel, opts, optmask | _ARES_OPT_QUERY_CACHE)
+            optmask |= _ARES_OPT_QUERY_CACHE
+            if max_timeout is not None:
+                opts.maxtimeout = max(1, round(max_timeout * 1000))
+                optmask |= _ARES_OPT_MAXTIMEOUTMS
+            return lib.ares_init_options(channel, opts, optmask)
 
     setattr(pycares, "_lib", NoQueryCache())  # noqa: B010 - a private name, on purpose
     try:
@@ -497,8 +596,9 @@ class _Cares:
         self._writers: set[int] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._channel = _channel(
-            sock_state_cb=self._sock_state, timeout=timeout, tries=tries,
-            servers=servers or None,
+            sock_state_cb=self._sock_state, timeout=timeout, tries=cares_tries(timeout, tries),
+            max_timeout=timeout, servers=servers or None,
+            socket_receive_buffer_size=_CARES_RCVBUF,
         )
 
     def getaddrinfo(self, host: str, family: int,
