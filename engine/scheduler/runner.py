@@ -71,7 +71,7 @@ from engine.results import KIND_CERTIFICATE, KIND_UPTIME, ResultRow, ResultsSink
 from engine.scheduled import ScheduledCheck, Touch
 from engine.scheduler.calendar import MaintenanceCalendar
 from engine.scheduler.waiting import wait_any
-from engine.scheduler.wheel import TimingWheel, first_due
+from engine.scheduler.wheel import TimingWheel, next_due
 from engine.secretbox import SecretBox
 from engine.settings import Settings
 
@@ -584,7 +584,10 @@ class Engine:
             if interval < MIN_INTERVAL:
                 interval = MIN_INTERVAL  # a tiny time scale must not spin
             wall = time.time()
-            due = first_due(c.id, interval, wall) - wall + mono
+            # c.due is still the due time of the run that just ended (0.0 for a check
+            # never scheduled), in the loop's clock: the wheel sets it only in schedule().
+            last = c.due - mono + wall if c.due else 0.0
+            due = next_due(c.id, interval, wall, last) - wall + mono
             # An alert or a restore may wait (decision_due); only for failing checks and
             # recovering ones: no call for the others.
             if c.kind == UPTIME and (
