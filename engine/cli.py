@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
                             "(default 0; internet 0.02)")
     bench.add_argument("--dns-ttl", type=int, default=None, metavar="S",
                        help="--names, internet: TTL of its answers (default 300)")
+    bench.add_argument("--warmup-intervals", type=int, default=None, metavar="N",
+                       help="internet: whole intervals before the window starts (default 2: "
+                            "the cold start's interval, then one to catch up from it)")
     bench.add_argument("--load-only", action="store_true",
                        help="http, tls, mixed, internet: only the engine at the scheduled "
                             "load (no baseline, capacity or limit runs)")

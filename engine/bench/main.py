@@ -76,6 +76,7 @@ class Options:
     dns_ttl: int = 300
     assertions: float | None = None  # http: the share of monitors with assertions
     load_only: bool = False  # http, tls, mixed, internet: the engine at the scheduled load only
+    warmup_intervals: int = 2  # internet: whole intervals before the window starts
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -113,7 +114,19 @@ class Options:
             dns_ttl=int(dns_ttl) if dns_ttl is not None else 300,
             assertions=_share(getattr(args, "assertions", None), scenario),
             load_only=_load_only(bool(getattr(args, "load_only", False)), scenario),
+            warmup_intervals=_warmup_intervals(getattr(args, "warmup_intervals", None),
+                                               scenario),
         )
+
+
+def _warmup_intervals(value: int | None, scenario: str) -> int:
+    if value is None:
+        return 2
+    if scenario != "internet":
+        raise BenchError("--warmup-intervals is for the internet scenario")
+    if not 1 <= value <= 10:
+        raise BenchError("--warmup-intervals must be between 1 and 10")
+    return int(value)
 
 
 def _load_only(value: bool, scenario: str) -> bool:
