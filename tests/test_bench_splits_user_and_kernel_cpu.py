@@ -67,9 +67,15 @@ def test_traced_runs_are_indexed_with_their_figures(
     assert orjson.loads(lines[0])["requests"] == 200
 
 
-def _busy() -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 20\n"
+async def _trace_busy(tmp_path: Path) -> None:
+    """kernelprof.trace for 1 s of a process that opens and closes files, as "busy"."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 20\n"
                              "while time.time() < end: open('/dev/null').close()\n"])
+    try:
+        await kernelprof.trace(Procs(tmp_path), proc.pid, 1.0, "busy", None)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
@@ -78,12 +84,7 @@ async def test_strace_counts_the_system_calls_of_a_running_process(
 ) -> None:
     monkeypatch.setenv(kernelprof.ENV_STRACE, str(tmp_path))
     monkeypatch.delenv(kernelprof.ENV_PERF, raising=False)
-    proc = _busy()
-    try:
-        await kernelprof.trace(Procs(tmp_path), proc.pid, 1.0, "busy", None)
-    finally:
-        proc.kill()
-        proc.wait()
+    await _trace_busy(tmp_path)
     summary = (tmp_path / "busy.strace").read_text()
     if "calls" not in summary:
         pytest.skip(f"strace could not attach here: {summary[:200]!r}")
@@ -107,12 +108,7 @@ async def test_perf_profiles_a_running_process_and_divides_its_time_per_operatio
 ) -> None:
     monkeypatch.setenv(kernelprof.ENV_PERF, str(tmp_path))
     monkeypatch.delenv(kernelprof.ENV_STRACE, raising=False)
-    proc = _busy()
-    try:
-        await kernelprof.trace(Procs(tmp_path), proc.pid, 1.0, "busy", None)
-    finally:
-        proc.kill()
-        proc.wait()
+    await _trace_busy(tmp_path)
     if not (tmp_path / "busy.data").exists():
         pytest.skip("perf record could not attach here")
     stat = (tmp_path / "busy.stat").read_text()
