@@ -29,6 +29,14 @@ async def target(ctx: ssl.SSLContext) -> HttpTarget:
     return await HttpTarget(ssl_context=ctx).start()
 
 
+async def ticketless_target(certs: TlsCerts) -> HttpTarget:
+    """A TLS 1.2 server that issues no session ticket (and keeps no session cache)."""
+    ctx = certs.server_context()
+    ctx.options |= ssl.OP_NO_TICKET
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    return await target(ctx)
+
+
 @pytest.fixture(params=["1.2", "1.3"])
 async def site(request: pytest.FixtureRequest, certs: TlsCerts) -> AsyncIterator[HttpTarget]:
     ctx = certs.server_context()
@@ -82,10 +90,7 @@ async def test_without_sessions_kept_every_handshake_is_full(
 
 async def test_a_server_that_issues_no_ticket_gets_a_full_handshake(certs: TlsCerts) -> None:
     """The ssl module's layer keeps only sessions with a ticket (``has_ticket``)."""
-    ctx = certs.server_context()
-    ctx.options |= ssl.OP_NO_TICKET
-    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-    site = await target(ctx)
+    site = await ticketless_target(certs)
     try:
         prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True,
                             tls_layer="ssl")
@@ -118,10 +123,7 @@ async def test_a_server_that_declines_the_offered_session_gets_full_handshakes(
     """pyOpenSSL does not tell whether a session holds a ticket: its layer keeps each
     session, and once the server declined the one offered (here: no ticket, no cache),
     offers none on the next probe. Every handshake is full; every probe succeeds."""
-    ctx = certs.server_context()
-    ctx.options |= ssl.OP_NO_TICKET
-    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-    site = await target(ctx)
+    site = await ticketless_target(certs)
     try:
         prober = HttpProber(timeout=3.0, user_agent=USER_AGENT, allow_private=True,
                             tls_layer="pyopenssl")
