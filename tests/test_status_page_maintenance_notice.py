@@ -14,18 +14,19 @@ from engine.maintenance_windows import Window
 from engine.timefmt import fmt, utcnow
 
 
+async def _monitor(store: Store, account_id: int, host: str, alias: str) -> Any:
+    """An HTTPS monitor of ``host`` checked every 30 s, alerting at once."""
+    return await store.create_monitor(
+        account_id, url=f"https://{host}/", scheme="https", host=host, port="", alias=alias,
+        interval=30, notification_threshold=0, certificate_interval=3600, monitor_limit=1000)
+
+
 async def test_current_and_upcoming_windows_are_announced(
     store: Store, account: tuple[Any, str], status_page_url: str
 ) -> None:
     acc, _ = account
-    m = await store.create_monitor(
-        acc.id, url="https://example.com/", scheme="https", host="example.com", port="",
-        alias="Shop", interval=30, notification_threshold=0, certificate_interval=3600,
-        monitor_limit=1000)
-    other = await store.create_monitor(
-        acc.id, url="https://example.org/", scheme="https", host="example.org", port="",
-        alias="Blog", interval=30, notification_threshold=0, certificate_interval=3600,
-        monitor_limit=1000)
+    m = await _monitor(store, acc.id, "example.com", "Shop")
+    other = await _monitor(store, acc.id, "example.org", "Blog")
     now = utcnow().replace(microsecond=0)
     async with aiohttp.ClientSession(base_url=status_page_url) as s:
         async with s.get(f"/{m.identifier}") as r:
@@ -65,10 +66,7 @@ async def test_the_30_day_uptime_leaves_maintenance_out(
     store: Store, account: tuple[Any, str], status_page_url: str
 ) -> None:
     acc, _ = account
-    m = await store.create_monitor(
-        acc.id, url="https://example.com/", scheme="https", host="example.com", port="",
-        alias="Shop", interval=30, notification_threshold=0, certificate_interval=3600,
-        monitor_limit=1000)
+    m = await _monitor(store, acc.id, "example.com", "Shop")
     cid = m.checks["uptime"].id
     now = utcnow()
     async with store.pool.acquire() as conn:
@@ -107,10 +105,7 @@ async def test_a_days_bar_leaves_maintenance_out(
     """An outage 40 days ago (outside the 30-day figure, inside the 90 bars) that fell in a
     window declared beforehand: its day's bar shows full uptime, as the 30-day figure would."""
     acc, _ = account
-    m = await store.create_monitor(
-        acc.id, url="https://example.com/", scheme="https", host="example.com", port="",
-        alias="Shop", interval=30, notification_threshold=0, certificate_interval=3600,
-        monitor_limit=1000)
+    m = await _monitor(store, acc.id, "example.com", "Shop")
     cid = m.checks["uptime"].id
     now = utcnow()
     noon = now.replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=40)
