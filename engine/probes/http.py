@@ -492,14 +492,14 @@ class _Target:
             authority, target = url[start:slash], url[slash:]
             if not _plain_target(target):
                 return False
+        if not authority.isascii():
+            return False
         host, colon, port_text = authority.partition(":")
-        if (not host or not host.isascii() or host[-1].isdigit()
-                or host.strip(_NAME_CHARS)):
+        if not host or host[-1].isdigit() or host.strip(_NAME_CHARS):
             return False
         if not colon:
             port, host_header = default, host
-        elif (0 < len(port_text) <= 5 and port_text.isascii() and port_text.isdigit()
-              and port_text[0] != "0"):
+        elif 0 < len(port_text) <= 5 and port_text.isdigit() and port_text[0] != "0":
             port = int(port_text)
             if port > 65535:
                 return False

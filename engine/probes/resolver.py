@@ -49,7 +49,8 @@ at 30 ms). Here:
   used for at most that grace, only while its refresh runs (unless the refresh times out:
   above); failures are never served stale;
 * at most ``max_names`` names are kept; the least recently used go first (a full cache
-  drops the oldest 64th of them at once, see :meth:`ProbeResolver._store`);
+  drops the oldest 64th of them at once, see :meth:`ProbeResolver._store`; a hit counts as
+  a use once the cache is three quarters full, see ``_recency_from``);
 * A and AAAA per ``family``: AF_INET asks A only, AF_INET6 AAAA only, AF_UNSPEC both
   (the probes' family follows their source address, :func:`engine.probes._net.source_family`).
 
@@ -202,6 +203,13 @@ class ProbeResolver:
         self._negative_ttl = max(0.0, negative_ttl)
         self._failure_ttl = max(0.0, failure_ttl)
         self._max_names = max(1, max_names)
+        # A hit moves its name to the end (most recently used) only while the cache is at
+        # least three quarters full. Below that nothing is dropped before a quarter of
+        # max_names more names come in, and every name used meanwhile is moved then: the
+        # names left in front are the ones not used since, the least recently used. The
+        # move (a delete and an insert, and every so often the dict's rebuild) was ~1.7k of
+        # the ~3.2k instructions of a hit (callgrind, compiled, 10,000 names).
+        self._recency_from = (3 * self._max_names) // 4
         self._serve_stale = max(0.0, serve_stale)
         # Names served stale after a failed lookup -> the end of their serve-stale time
         # (usually empty; see _stale).
@@ -258,8 +266,9 @@ class ProbeResolver:
             if host not in self._inflight:
                 self._inflight[host] = []
                 self._start(host)
-        del cache[host]  # to the end: the most recently used
-        cache[sys.intern(host)] = answer
+        if len(cache) >= self._recency_from:
+            del cache[host]  # to the end: the most recently used
+            cache[sys.intern(host)] = answer
         self.hits += 1
         if self._m_hits is not None:
             self._m_hits.value += 1
