@@ -150,8 +150,9 @@ _AUTHORITIES: Final = 1024
 # A path (and query) that urlsplit leaves as it is after an authority of the plain form:
 # printable ASCII without "#", and no "?" at its very end (urlsplit drops an empty query).
 _PLAIN_TARGET: Final = re.compile(r"/[\x21-\x22\x24-\x7e]*(?<!\?)")
-# The characters of a host name in the API's normalised form (_PLAIN_URL's host).
-_NAME_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789.-"
+# The characters of a host name in the API's normalised form (_PLAIN_URL's host); a set:
+# ``issuperset`` checked a name in ~half the time ``str.strip`` with these took.
+_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 # The API's normalised URL form (see _Target._plain); anything else takes urlsplit.
 _PLAIN_URL: Final = re.compile(
     r"(https?)://([a-z0-9.-]+)(?::([0-9]{1,5}))?(/[\x21-\x22\x24-\x3e\x40-\x7e]*)?"
@@ -495,7 +496,7 @@ class _Target:
         if not authority.isascii():
             return False
         host, colon, port_text = authority.partition(":")
-        if not host or host[-1].isdigit() or host.strip(_NAME_CHARS):
+        if not host or host[-1].isdigit() or not _NAME_CHARS.issuperset(host):
             return False
         if not colon:
             port, host_header = default, host
