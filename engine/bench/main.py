@@ -630,9 +630,7 @@ def _like_for_like() -> dict[str, Any]:
     by IP literal 100 monitors share each of the 100 addresses, so at the defaults
     (``per_host_limit`` 8, ``max_in_flight`` 1,000) literals ran 800 probes at once and
     names 1,000, and the target's queue made every probe by name longer. Both now run
-    ``per_host_limit`` x 100 (800): the literals' limit, the names' cap. (Room for 1,000 on
-    the 100 addresses, ``per_host_limit`` 10, was tried first: the literal windows then
-    kept their engine only 0.78-0.84 busy against the names' 0.98, engine/bench/RESULTS.md.)"""
+    ``per_host_limit`` x 100 (800): the literals' limit, the names' cap."""
     from engine.settings import Settings
 
     per_host = int(Settings.model_fields["per_host_limit"].default)
