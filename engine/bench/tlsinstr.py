@@ -87,28 +87,15 @@ async def _probe_cases(cases: list[dict[str, Any]], n: int, warmup: int) -> list
     """Each case's ``n`` measured probes, instrumented and dumped on their own."""
     from engine.bench.tlscompare import make_prober
 
-    loop = asyncio.get_running_loop()
     out = []
     for case in cases:
         prober = make_prober("pyopenssl", case["mode"] == "resumed")
         if prober._tls_layer != "pyopenssl":
             raise SystemExit("tlsinstr measures the pyOpenSSL layer; it is not available")
-
-        async def run(count: int, prober: Any = prober, url: str = case["url"]) -> int:
-            failed = 0
-            for _ in range(count):
-                fut: asyncio.Future[Any] = loop.create_future()
-                prober.start(loop, url, _set, fut)
-                outcome = await fut
-                if outcome.status_code != 200:
-                    failed += 1
-                    print("probe failed:", outcome.error, file=sys.stderr)
-            return failed
-
-        await run(warmup)
+        await _run(prober, case["url"], warmup)
         h0, r0 = prober.tls_handshakes, prober.tls_resumed
         await callgrind.instrument(True)
-        failed = await run(n)
+        failed = await _run(prober, case["url"], n)
         await callgrind.instrument(False)
         await _dump(case["name"])
         out.append({"name": case["name"], "failed": failed,
@@ -118,9 +105,27 @@ async def _probe_cases(cases: list[dict[str, Any]], n: int, warmup: int) -> list
     return out
 
 
-def _set(fut: asyncio.Future[Any], outcome: Any) -> None:
-    if not fut.done():
-        fut.set_result(outcome)
+async def _run(prober: Any, url: str, n: int) -> int:
+    """``n`` probes of ``url`` one after the other, as the engine runs them (``start`` with
+    a callback, which starts the next: no task or future per probe); how many failed."""
+    loop = asyncio.get_running_loop()
+    finished: asyncio.Future[None] = loop.create_future()
+    state = {"left": n, "failed": 0}
+
+    def done(_: None, outcome: Any) -> None:
+        if outcome.status_code != 200:
+            state["failed"] += 1
+            print("probe failed:", outcome.error, file=sys.stderr)
+        state["left"] -= 1
+        if state["left"] > 0:
+            prober.start(loop, url, done, None)
+        elif not finished.done():
+            finished.set_result(None)
+
+    if n > 0:
+        prober.start(loop, url, done, None)
+        await finished
+    return state["failed"]
 
 
 async def _dump(name: str) -> None:
