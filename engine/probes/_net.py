@@ -624,21 +624,20 @@ class ClientConn:
 
     # -- the pyOpenSSL layer (engine/probes/openssl_layer.py) -----------------------------
     # The same steps as above; bytes move through OpenSSL's C calls straight between the
-    # prober's buffers and the BIOs (openssl_layer's feed, read_into, outgoing), reads go on
-    # until OpenSSL wants more ciphertext.
+    # prober's buffers and OpenSSL (openssl_layer's receive, read_into, outgoing), reads go
+    # on until OpenSSL wants more ciphertext.
 
     def _o_received(self, nbytes: int) -> None:
         tls = self._tls
-        ptr = openssl_layer.pointer(self._rview)
-        # Fed a record's worth at a time, as above (a memory BIO keeps its peak capacity).
-        for start in range(0, nbytes, _BIO_CHUNK):
-            openssl_layer.feed(tls, ptr, start, min(_BIO_CHUNK, nbytes - start))
-            if self.handshaken:
-                self._o_decrypt()
-            else:
-                self._o_handshake()
-            if self.done or self._tls is None:
-                return
+        # OpenSSL reads the ciphertext where the reactor put it (openssl_layer.receive: no
+        # copy into a BIO, no feeding a record's worth at a time), until it wants more.
+        openssl_layer.receive(tls, openssl_layer.pointer(self._rview), nbytes)
+        if self.handshaken:
+            self._o_decrypt()
+        else:
+            self._o_handshake()
+        if not self.done and self._tls is not None:
+            openssl_layer.settle(tls)  # the shared buffer is the next read's
 
     def _o_flush(self) -> None:
         tls = self._tls
