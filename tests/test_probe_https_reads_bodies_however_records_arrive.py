@@ -22,6 +22,7 @@ from engine import USER_AGENT
 from engine.probes import openssl_layer
 from engine.probes.http import TLS_LAYERS, HttpProber
 from engine.probes.request import RequestSpec
+from engine.probes.sessions import TlsSessions
 from tests.targets import TlsCerts
 
 KEYWORD = b"<<the end of the body>>"
@@ -190,6 +191,28 @@ async def test_at_most_1_mib_of_a_body_is_read(
             assert plain.total_ms < 4000
     finally:
         await prober.aclose()
+
+
+async def test_a_resumed_tls_1_2_session_is_kept_without_encoding_it_again(
+    certs: TlsCerts,
+) -> None:
+    """A TLS 1.2 resumption without a new ticket keeps the session offered (its DER, the
+    same object); TLS 1.3 issues new tickets, so a new DER is kept each time."""
+    for version, same in (("1.2", True), ("1.3", False)):
+        prober = prober_for("pyopenssl")
+        try:
+            async with tls_site(certs, version) as port:
+                key = TlsSessions.key("127.0.0.1", port, "localhost")
+                kept = []
+                for _ in range(3):
+                    out = await prober.probe(f"https://localhost:{port}/length")
+                    assert out.status_code == 200, out
+                    kept.append(prober._sessions.get(key))
+                assert prober.tls_resumed == 2
+                assert all(k is not None for k in kept)
+                assert (kept[2] is kept[1]) is same, version
+        finally:
+            await prober.aclose()
 
 
 def test_ciphertext_left_unread_is_copied_before_its_buffer_is_reused(

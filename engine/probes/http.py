@@ -1075,8 +1075,12 @@ class _Probe:
             if conn.offered_session and not resumed:
                 sessions.drop(key)
                 return
-            # A resumed session came from the cache: it holds no certificate to strip.
-            der = openssl_layer.take_session(tls, strip=not resumed)
+            # Resumed without a new ticket (TLS 1.2): the session is the DER offered, kept
+            # again as it is, not encoded again.
+            der = sessions.get(key) if resumed and openssl_layer.same_session(tls) else None
+            if der is None:
+                # A resumed session came from the cache: it holds no certificate to strip.
+                der = openssl_layer.take_session(tls, strip=not resumed)
             if der is not None:
                 sessions.keep(key, der, self.t0)
             return
