@@ -159,6 +159,9 @@ async def test_records_split_anywhere_are_read_whole(
                 out = await prober.probe(url, body_spec())
                 assert out.status_code == 200 and out.error is None, (path, out)
                 assert out.assertion_error is None, (path, out)  # KEYWORD, at the very end
+                # The phases are all there: connect, handshake, first byte, total.
+                assert out.connect_ms is not None and out.tls_ms is not None, out
+                assert out.ttfb_ms is not None and 0 < out.ttfb_ms <= out.total_ms, out
                 plain = await prober.probe(url)  # no assertion: no body callback
                 assert plain.status_code == 200 and plain.error is None, (path, plain)
             # Every probe after the first resumed (TLS 1.3 through the ssl module: none).

@@ -385,6 +385,7 @@ class ClientConn:
         "notify",
         "offered_session",
         "t_connected",
+        "t_first",
         "t_tls",
         "transport",
     )
@@ -405,6 +406,9 @@ class ClientConn:
         self.connect_error: str | None = None
         self.t_connected: float | None = None
         self.t_tls: float | None = None
+        # When the first byte of the answer (plaintext) arrived; set by the subclass's
+        # on_data, or before it by the TLS layer that hands on several records at once.
+        self.t_first: float | None = None
         self.done = False
         self.error: str | None = None
         self.handshaken = False
@@ -670,21 +674,41 @@ class ClientConn:
             self._o_decrypt()  # what came with the server's last flight, if anything
 
     def _o_decrypt(self) -> None:
+        """Decrypt what OpenSSL has into the plaintext buffer, record after record, and
+        hand it to on_data when the buffer is full or OpenSSL wants more ciphertext: one
+        call (and one parse) per socket read rather than per TLS record. ``t_first`` is
+        taken as the first record is decrypted, as it was when each record was handed on."""
+        if self.done:
+            return
         tls = self._tls
         pview = self._pview
         size = len(pview)
         ptr = openssl_layer.pointer(pview)
-        while not self.done:
+        filled = 0
+        while True:
             try:
-                n = openssl_layer.read_into(tls, ptr, size)
+                n = openssl_layer.read_into(tls, ptr + filled if filled else ptr, size - filled)
             except openssl_layer.Error as exc:
-                self.on_lost(openssl_layer.as_ssl_error(exc))
+                if filled:
+                    self.on_data(pview[:filled])
+                if not self.done:
+                    self.on_lost(openssl_layer.as_ssl_error(exc))
+                return
+            if n > 0:
+                if self.t_first is None:
+                    self.t_first = perf_counter()
+                filled += n
+                if filled < size:
+                    continue
+            if filled:
+                self.on_data(pview[:filled])
+                filled = 0
+            if self.done:
                 return
             if n == 0:
                 break  # more ciphertext needed
             if n < 0:
                 self.on_lost(None)  # close_notify
                 return
-            self.on_data(pview[:n])
         # TLS 1.3 post-handshake messages (a KeyUpdate) can require an answer.
         self._o_flush()

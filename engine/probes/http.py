@@ -228,7 +228,6 @@ class _HttpConn(ClientConn):
         "redirecting",
         "request",
         "status",
-        "t_first",
         "t_sent",
     )
 
@@ -258,7 +257,6 @@ class _HttpConn(ClientConn):
         self.locator: _Locator | None = None
         self.chunk: memoryview | None = None
         self.t_sent: float | None = None
-        self.t_first: float | None = None
         self.parser: HttpResponseParser | None = HttpResponseParser(self)
 
     # -- ClientConn hooks -------------------------------------------------------------------

@@ -254,7 +254,7 @@ def without_peer(der: bytes) -> bytes:
 # once, on the loop's thread): no buffer of _OUT_SIZE allocated per read, as pyOpenSSL's
 # ``bio_read`` does, and no exception when there is nothing to send.
 _OUT_SIZE: Final = 64 * 1024
-_OUT: Any = _ffi.new("char[]", _OUT_SIZE) if _ffi is not None else None
+_OUT: Final[Any] = _ffi.new("char[]", _OUT_SIZE) if _ffi is not None else None
 
 
 # Pointers to the prober's buffers, made once: by id() of the view, with the view (so the
