@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 
 # Both read buffers are shared by all connections of one prober. That is safe because the
 # event loop calls get_buffer(), reads into the buffer and calls buffer_updated()
-# synchronously, and each buffer_updated() consumes the bytes before returning.
-READ_BUFFER_SIZE: Final = 64 * 1024
+# synchronously, and each buffer_updated() consumes the bytes before returning. 256 KiB: a
+# 100 KB page that has arrived is one read and, over TLS, one pass of the decrypting loop
+# (64 KiB took two of each: a recv, a BIO over the bytes, a flush check, a parse).
+READ_BUFFER_SIZE: Final = 256 * 1024
 # Largest piece of ciphertext handed to a connection's incoming memory BIO at once: one
 # maximal TLS record (16 KiB of plaintext plus header, padding and tag).
 _BIO_CHUNK: Final = 16 * 1024 + 512
