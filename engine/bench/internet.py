@@ -741,15 +741,16 @@ def table(rec: dict[str, Any]) -> str:
     by_round = rec.get("https_vs_s_time_rounds") or {}
     for mode in ("new_www", "reuse_www"):
         fig, rat = figs.get(mode) or {}, by_round.get(mode) or {}
-        row(f"  s_time -{mode}: rounds min-max (spread)",
-            f"{_fmt(fig.get('min'), 's')}-{_fmt(fig.get('max'), 's')} "
-            f"({_fmt(fig.get('spread'))}, {fig.get('n')} rounds)")
-        row(f"  probe vs -{mode}: before / after / rounds",
+        row(f"  -{mode} rounds: min-max (spread, n)",
+            f"{_fmt(fig.get('min'), 's')} - {_fmt(fig.get('max'), 's')} "
+            f"({_fmt(fig.get('spread'))}, {fig.get('n')})")
+        row(f"  probe vs -{mode}: before/after/each",
             f"{_fmt(rat.get('before'))}x / {_fmt(rat.get('after'))}x / "
             + ", ".join(f"{_fmt(v)}" for v in rat.get("rounds") or []))
     sl = (rec.get("https_only") or {}).get("slice_cpu_s_per_probe") or {}
-    row("HTTPS-only window's quarters: CPU a probe",
-        f"{_fmt(sl.get('min'), 's')}-{_fmt(sl.get('max'), 's')} (spread {_fmt(sl.get('spread'))})")
+    row("HTTPS-only window in quarters: CPU a probe",
+        f"{_fmt(sl.get('min'), 's')} - {_fmt(sl.get('max'), 's')} "
+        f"(spread {_fmt(sl.get('spread'))})")
     for note in rec.get("notes") or []:
         lines.append(f"  note: {note}")
     lines += _targets_text(rec.get("targets") or [])
