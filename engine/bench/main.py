@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
+from cryptography.fernet import Fernet
 
 from engine.bench import SCENARIOS, callgrind, kernelprof, layout, profile, report
 from engine.bench.certs import CertFiles, make_certs
@@ -171,21 +172,23 @@ class Bench:
         self.seq = 0  # numbers the callgrind files of a run
         self.dns: Child | None = None  # the DNS server child (--names)
         self.dns_address: str | None = None
+        self.secret_key = Fernet.generate_key().decode("ascii")
 
     async def __aenter__(self) -> Bench:
         from engine.bench.procs import pin_pid
         from engine.db.store import Store
-        from engine.secretbox import KEY_FILE, SecretBox
+        from engine.secretbox import SecretBox
 
         # Before anything is started: the embedded server inherits this affinity.
         pin_pid(0, self.other_cpus)
         self.progress.phase("starting a fresh database", 5)
         try:
             await self.db.start()
-            # The key of the children's settings (data_dir below): one key per run.
+            # One key per run, given to the children's settings too: none generates its
+            # own, so none warns of it (an operator's warning, noise in a bench).
             self.store = await Store.connect(
                 self.db.dsn, min_size=1, max_size=4,
-                secrets=SecretBox(key_file=self.workdir / "data" / KEY_FILE))
+                secrets=SecretBox(self.secret_key.encode("ascii")))
         except BaseException:
             await self._release()
             raise
@@ -264,6 +267,7 @@ class Bench:
             "ca_bundle": str(self.cert_files().ca),
             "base_url": "http://127.0.0.1:8080",
             "log_level": "WARNING",
+            "secret_key": self.secret_key,
         }
         if self.dns_address is not None:
             values["dns_servers"] = self.dns_address
