@@ -124,3 +124,26 @@ def test_the_engine_window_in_slices_and_halves() -> None:
     assert bracket.halves(slices[:3]) == []  # an odd count has no halves
     assert bracket.spread(s["cpu_s_per_probe"] for s in slices)["spread"] == pytest.approx(
         0.1 / 0.825, abs=1e-4)
+
+
+def test_the_rounds_before_wait_for_the_database_to_settle_within_a_limit() -> None:
+    import asyncio
+
+    from engine.bench.internet import Sampler
+
+    sampler = Sampler(lambda: {}, lambda: None)
+    # The database used 0.5 cores, then went quiet: 0.05 cores over the last 2 s.
+    for i in range(9):
+        sampler.samples.append((100.0 + 0.5 * i, {}, {"database": 0.5 * min(i, 4) * 0.5
+                                                      + 0.025 * max(0, i - 4)}))
+    assert sampler.recent_cores("database", 2.0) == pytest.approx(0.05)
+    assert sampler.recent_cores("database", 10.0) is None  # not sampled that long
+    assert sampler.recent_cores("nginx", 2.0) is None
+    assert asyncio.run(sampler.settle("database", 0.1, 2.0, 5.0)) == 0.0
+    # Still busy: waits its limit and no more.
+    assert asyncio.run(sampler.settle("database", 0.01, 2.0, 1.0)) == pytest.approx(1.0,
+                                                                                   abs=0.6)
+    # Not sampled at all (a database elsewhere): no wait.
+    elsewhere = Sampler(lambda: {}, lambda: None)
+    elsewhere.samples.append((100.0, {}, {"nginx": 1.0}))
+    assert asyncio.run(elsewhere.settle("database", 0.1, 2.0, 5.0)) == 0.0
