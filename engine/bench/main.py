@@ -367,9 +367,12 @@ async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
 
 async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
                       python: str | None = None, dns_warm_s: float | None = None,
-                      settings: dict[str, Any] | None = None) -> dict[str, Any]:
+                      settings: dict[str, Any] | None = None,
+                      slices: int = 1) -> dict[str, Any]:
     """``dns_warm_s``: how long the child waits for its resolver to hold every name before
-    the window (default: 60 s with the bench's DNS server); ``settings``: extra settings."""
+    the window (default: 60 s with the bench's DNS server); ``settings``: extra settings;
+    ``slices``: the window is read at the end of each of that many equal parts too (the
+    result's ``slices``: cumulative seconds, CPU seconds and probes)."""
     cg_out = _callgrind_path(b, w)
     if dns_warm_s is None:
         dns_warm_s = 60.0 if b.dns_address is not None else 0.0
@@ -378,7 +381,8 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
            "warmup_s": w.warmup, "duration_s": w.duration, "load_timeout_s": 300,
            "dns_warm_s": dns_warm_s,
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
-           "cprofile": _cprofile_path(b, w), "callgrind": cg_out is not None}
+           "cprofile": _cprofile_path(b, w), "callgrind": cg_out is not None,
+           "slices": slices}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus,
                                 prefix=callgrind.wrapper(cg_out) if cg_out else None,
                                 python=python)
