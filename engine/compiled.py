@@ -39,6 +39,7 @@ from pathlib import Path
 MODULES: tuple[str, ...] = (
     "engine.probes.reactor",
     "engine.probes._net",
+    "engine.probes.openssl_layer",
     "engine.probes.http",
     "engine.probes.tls",
     "engine.probes.sessions",

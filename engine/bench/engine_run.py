@@ -320,7 +320,19 @@ async def _engine(cfg: dict[str, Any]) -> None:
             split0 = cpu_split()
             profiler = _cprofile_start(cfg)
             recorder.recording = gc_timer.on = True
-            in_flight_seen = await _in_flight_during(engine, cfg["duration_s"])
+            # Probes in flight, read four times a second beside the slices (names against
+            # literals like with like).
+            seen_task = asyncio.create_task(_in_flight_during(engine, cfg["duration_s"]))
+            # The window in equal slices, each read at its end (cumulative seconds, CPU
+            # seconds, probes): how steady the engine's CPU per probe was inside the window.
+            marks: list[list[float]] = []
+            slices = max(1, int(cfg.get("slices") or 1))
+            for i in range(slices):
+                await asyncio.sleep(max(0.0, t0 + cfg["duration_s"] * (i + 1) / slices
+                                        - loop.time()))
+                marks.append([round(loop.time() - t0, 3), round(cpu_seconds() - cpu0, 6),
+                              sum(_delta(_counter_values(metrics.probes), probes0).values())])
+            in_flight_seen = await seen_task
             recorder.recording = gc_timer.on = False
             _cprofile_stop(profiler, cfg)
             cpu1, t1, wall1 = cpu_seconds(), loop.time(), time.time()
@@ -386,6 +398,7 @@ async def _engine(cfg: dict[str, Any]) -> None:
             probes_all=probes_all,
             dns=dns_window,
             warmup=warmup,
+            slices=marks,
         )
     finally:
         await store.close()

@@ -22,36 +22,37 @@ the time):
 2. The engine over the healthy HTTPS monitors only (a quarter of them at a quarter of the
    interval: the same HTTPS probes per second as in 1), after one whole interval: its CPU
    per probe is ``https_cpu_s_per_probe`` (scheduling, DNS cache, TLS, body, results: all
-   an HTTPS probe costs the engine).
+   an HTTPS probe costs the engine), read in slices too. Bracketing it, right before and
+   right after, rounds of ``openssl s_time`` (engine/bench/bracket.py says why): each round
+   ``-new`` and ``-reuse``, handshakes only and with ``-www`` of a page of the world's mean
+   body size (what a probe does: a handshake, a GET, the whole body read), against each TLS
+   server kind of the same nginx, pinned to the engine's core. The HTTPS probe is held to
+   the issue's targets (1.0x ``-new``, 1.2x ``-reuse``, and the two weighted by its share
+   of resumed handshakes against the ``-www`` figures) by the median over the rounds.
 3. The naive baseline (engine/bench/baseline.py) on the same URLs and names: one task per
    monitor, aiohttp with its default DNS cache, through aiodns to the same server.
 4. Memory per in-flight HTTPS probe (the engine's prober holding K probes whose answer
    never comes, through nginx).
-5. The limits: ``wrk -H 'Connection: close'`` against the plain-HTTP site, ``openssl s_time
-   -new`` and ``-reuse`` against each TLS server kind (handshakes only), and the same with
-   ``-www`` of a page of the world's mean body size (what a probe does: a handshake, a GET,
-   the whole body read), all pinned to the engine's core. The HTTPS probe is held to the
-   issue's targets (1.0x ``-new``, 1.2x ``-reuse``) weighted by its share of resumed
-   handshakes, against the ``-www`` figures.
+5. The plain-HTTP limit: ``wrk -H 'Connection: close'`` against the plain-HTTP site, pinned
+   to the engine's core.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from engine.bench import layout, report
+from engine.bench import bracket, layout, report
 from engine.bench.certs import WorldCerts, make_world_certs
 from engine.bench.database import seed_monitors
 from engine.bench.limits import run_s_time, run_wrk
 from engine.bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
-from engine.bench.stats import per, ratio, summary_ms
+from engine.bench.stats import per, ratio, summary_ms, time_wait_sockets
 from engine.bench.world import (
     ADDRESS,
     BODY_BYTES,
@@ -72,6 +73,25 @@ INTERVAL_S = 60
 HTTPS_SHARE_SCALE = 4  # step 2: a quarter of the HTTPS monitors at a quarter of the interval
 _SAMPLES = 3  # distinct reason words kept per kind
 MEAN_BODY = sum(BODY_BYTES) // 2  # the world's mean body (uniform sizes)
+# s_time rounds on each side of the HTTPS-only window (--quick: one, after it), each run of a
+# round ``-time 1`` (s_time counts whole seconds: a run lasts 1-2 s; its CPU and its
+# connections are both counted exactly, so CPU per connection does not depend on it).
+S_TIME_ROUNDS = 2
+S_TIME_RUN_S = 1.0
+# What each s_time run of a round does: (mode, -reuse, -www of the mean page).
+S_TIME_MODES = (("new", False, False), ("reuse", True, False), ("new_www", False, True),
+                ("reuse_www", True, True))
+# The kinds each mode runs against, whose mean is the mode's figure: without -www, s_time
+# -reuse resumes TLS 1.2 only (it takes its session before a TLS 1.3 ticket arrives;
+# i15-resume's section), so it is not run against TLS 1.3 (its figure there is None).
+S_TIME_MEANS = {"new": SERVER_KINDS,
+                "reuse": tuple(k for k in SERVER_KINDS if k.startswith("tls12")),
+                "new_www": SERVER_KINDS, "reuse_www": SERVER_KINDS}
+HTTPS_SLICES = 4  # the HTTPS-only window read in quarters too
+# Before the first s_time rounds: the database below this many cores over 2 s (the HTTPS
+# window's writes take ~0.04), waiting at most so long.
+DB_SETTLED_CORES = 0.1
+DB_SETTLE_LIMIT_S = 20.0
 
 
 async def scenario_internet(b: Bench) -> dict[str, Any]:
@@ -167,6 +187,32 @@ class Sampler:
         while True:
             self.samples.append((time.time(), self._cores(), self._processes()))
             await asyncio.sleep(0.5)
+
+    def recent_cores(self, name: str, seconds: float) -> float | None:
+        """Cores process group ``name`` used over the last ``seconds`` of samples (None
+        until there are two samples that far apart)."""
+        if not self.samples:
+            return None
+        last = self.samples[-1]
+        first = next((s for s in reversed(self.samples) if last[0] - s[0] >= seconds), None)
+        if first is None or name not in last[2] or name not in first[2]:
+            return None
+        return (last[2][name] - first[2][name]) / (last[0] - first[0])
+
+    async def settle(self, name: str, below: float, seconds: float, limit: float) -> float:
+        """Wait, at most ``limit`` seconds, until ``name`` used fewer than ``below`` cores
+        over the last ``seconds`` (not at all when it is not sampled: a database elsewhere);
+        the seconds waited."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        while loop.time() - start < limit:
+            if self.samples and name not in self.samples[-1][2]:
+                break
+            used = self.recent_cores(name, seconds)
+            if used is not None and used < below:
+                break
+            await asyncio.sleep(0.5)  # the next sample; a bounded poll of a reading
+        return round(loop.time() - start, 1)
 
     def window(self, start: float, end: float) -> dict[str, Any]:
         """Core busy shares and the processes' cores used between two wall times."""
@@ -344,29 +390,102 @@ async def _baseline(b: Bench, world: World, interval: float, timeout: float) -> 
         await b.procs.stop(child)
 
 
-async def _limits(b: Bench, world: World, certs: WorldCerts) -> dict[str, Any]:
+async def _limits(b: Bench, world: World) -> dict[str, Any]:
     """wrk (Connection: close) against the plain-HTTP site (no think time, a 100 KB body:
-    the world's mean), and s_time -new / -reuse per TLS server kind, handshakes only and
-    fetching the world's mean body (``-www``, no think time) from the same nginx."""
+    the world's mean)."""
     seconds = 1.0 if b.opts.quick else 3.0
-    out: dict[str, Any] = {"wrk": None, "s_time": {}}
     b.progress.phase("limit: wrk -H 'Connection: close' (plain HTTP)", seconds)
     wrk = await run_wrk(b.procs, f"http://{ADDRESS['http']}:{world.http_port}/w/0/102400",
                         seconds=seconds, connections=50, cpus=b.engine_cpus,
                         headers=["Connection: close"])
-    out["wrk"] = wrk.to_dict() if wrk is not None else None
+    return {"wrk": wrk.to_dict() if wrk is not None else None}
+
+
+async def _s_time_round(b: Bench, world: World, certs: WorldCerts, sampler: Sampler,
+                        side: str, reverse: bool) -> dict[str, Any]:
+    """One round of s_time runs (every mode of S_TIME_MODES against every TLS server kind,
+    ``reverse``: the kinds in the other order, so that a drift inside a round does not
+    always fall on the same kind), pinned to the engine's core: per mode and kind the CPU
+    per connection, the connections and how many resumed; the machine around it (the
+    cores' busy shares, the world's processes, TIME_WAIT sockets at its start and end)."""
     page = f"/w/0/{MEAN_BODY}"
-    for kind in SERVER_KINDS:
-        runs = {}
-        for reuse, www in ((False, None), (True, None), (False, page), (True, page)):
-            mode = ("reuse" if reuse else "new") + ("" if www is None else "_www")
-            b.progress.phase(f"limit: openssl s_time -{mode} ({kind})", seconds)
-            tool = await run_s_time(b.procs, ADDRESS[kind], world.https_port, seconds=seconds,
-                                    cpus=b.engine_cpus, cafile=certs.ca, reuse=reuse, www=www)
-            runs[mode] = None if tool is None else {
-                **tool.to_dict(), "cpu_s_per_op": per(tool.cpu_s, tool.operations)}
-        out["s_time"][kind] = runs
+    kinds = SERVER_KINDS[::-1] if reverse else SERVER_KINDS
+    cpu: dict[str, dict[str, float | None]] = {m[0]: {} for m in S_TIME_MODES}
+    ops: dict[str, dict[str, int]] = {m[0]: {} for m in S_TIME_MODES}
+    resumed: dict[str, dict[str, int | None]] = {m[0]: {} for m in S_TIME_MODES}
+    wall0, tw0 = time.time(), time_wait_sockets()
+    for kind in kinds:
+        for mode, reuse, www in S_TIME_MODES:
+            if kind not in S_TIME_MEANS[mode]:
+                continue
+            b.progress.phase(f"limit: openssl s_time -{mode} ({kind}), {side} the HTTPS "
+                             "window", S_TIME_RUN_S + 0.5)
+            tool = await run_s_time(b.procs, ADDRESS[kind], world.https_port,
+                                    seconds=S_TIME_RUN_S, cpus=b.engine_cpus, cafile=certs.ca,
+                                    reuse=reuse, www=page if www else None)
+            cpu[mode][kind] = None if tool is None else per(tool.cpu_s, tool.operations)
+            ops[mode][kind] = 0 if tool is None else tool.operations
+            resumed[mode][kind] = None if tool is None else tool.resumed
+    wall1 = time.time()
+    return {"side": side, "wall": [round(wall0, 3), round(wall1, 3)],
+            "time_wait": [tw0, time_wait_sockets()], "cpu_s_per_op": cpu,
+            "operations": ops, "resumed": resumed, **sampler.window(wall0, wall1)}
+
+
+async def _s_time_rounds(b: Bench, world: World, certs: WorldCerts, sampler: Sampler,
+                         side: str, count: int) -> list[dict[str, Any]]:
+    """``count`` rounds; the kinds' order alternates, mirrored after the window (before:
+    forward, reversed; after: reversed, forward)."""
+    first = side == "after"
+    return [await _s_time_round(b, world, certs, sampler, side, (i % 2 == 0) == first)
+            for i in range(count)]
+
+
+def s_time_figures(https: float | None, share: float | None, rounds: list[dict[str, Any]],
+                   halves: list[float | None] | None = None) -> dict[str, Any]:
+    """The record's s_time figures and the HTTPS probe's ratios to them (``https``: its CPU
+    per probe; ``share``: its resumed share; ``halves``: its CPU per probe in each half of
+    its window) from the rounds bracketing its window: each mode's figure is the median
+    over rounds of the round's mean over its kinds (S_TIME_MEANS), each kind's the median
+    of its runs."""
+    figs = bracket.aggregate(rounds, S_TIME_MEANS, SERVER_KINDS)
+    new, reuse = figs["new"]["by_kind"], figs["reuse"]["by_kind"]
+    new_www, reuse_www = figs["new_www"]["median"], figs["reuse_www"]["median"]
+    out: dict[str, Any] = {
+        "s_time_new_cpu_s": new,
+        "s_time_reuse_cpu_s": reuse,
+        # The engine's HTTPS probes spread evenly over the four kinds: against the kinds' mean.
+        "https_vs_s_time_new": ratio(https, figs["new"]["median"]),
+        "https_vs_s_time_new_by_kind": {k: ratio(https, v) for k, v in new.items()},
+        "https_vs_s_time_reuse": ratio(https, figs["reuse"]["median"]),
+        # Like with like: s_time fetching the world's mean page, full and resumed, weighted
+        # by the HTTPS window's resumed share and by the issue's targets (1.0x -new, 1.2x
+        # -reuse).
+        "s_time_www_path": f"/w/0/{MEAN_BODY}",
+        "s_time_new_www_cpu_s": new_www,
+        "s_time_reuse_www_cpu_s": reuse_www,
+        "https_vs_s_time_new_www": ratio(https, new_www),
+        "https_vs_s_time_reuse_www": ratio(https, reuse_www),
+        "https_vs_s_time_www_targets": (
+            ratio(https, (1 - share) * new_www + share * 1.2 * reuse_www)
+            if share is not None and new_www is not None and reuse_www is not None
+            else None),
+        # Every round's figures, their spread, and the ratio to each side and each round.
+        "s_time_figures": figs,
+        "https_vs_s_time_rounds": bracket.ratios(https, figs, halves or []),
+    }
     return out
+
+
+def s_time_by_kind(figs: dict[str, Any], rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per TLS server kind and s_time mode: the median CPU per connection over the rounds,
+    and the connections made and resumed in all of them."""
+    return {kind: {mode: {"cpu_s_per_op": figs[mode]["by_kind"][kind],
+                          "operations": sum(r["operations"][mode].get(kind) or 0
+                                            for r in rounds),
+                          "resumed": sum(r["resumed"][mode].get(kind) or 0 for r in rounds)}
+                   for mode, _, _ in S_TIME_MODES}
+            for kind in SERVER_KINDS}
 
 
 async def _dns_timeline(b: Bench, start: float, end: float) -> list[list[float]] | None:
@@ -378,9 +497,52 @@ async def _dns_timeline(b: Bench, start: float, end: float) -> list[list[float]]
     return list((await b.dns.expect("timeline", 10))["seconds"])
 
 
-def _mean(values: list[float | None]) -> float | None:
-    good = [v for v in values if v is not None]
-    return round(statistics.fmean(good), 9) if good else None
+async def https_window(b: Bench, world: World, certs: WorldCerts, sampler: Sampler,
+                       extra: dict[str, Any]) -> dict[str, Any]:
+    """Step 2: the engine over a quarter of the healthy HTTPS monitors at a quarter of the
+    interval (its checks alone enabled), with rounds of s_time right before and right after
+    it (``--quick``: one round, after): the record's ``https_only``,
+    ``https_cpu_s_per_probe``, ``s_time_rounds`` and the s_time figures and ratios."""
+    from engine.bench.main import Window, _run_engine
+
+    https_n = await _only_https(b, world)
+    # s_time runs as fast as nginx lets it and pays for each wait, so a database still
+    # writing or vacuuming the first window's results on nginx's core would make the
+    # rounds before dearer than those after (a busy loop there: +10-19 %).
+    settled = 0.0
+    if not b.opts.quick:
+        b.progress.phase("waiting for the database to settle", DB_SETTLE_LIMIT_S)
+        settled = await sampler.settle("database", DB_SETTLED_CORES, 2.0, DB_SETTLE_LIMIT_S)
+    rounds = await _s_time_rounds(b, world, certs, sampler, "before",
+                                  0 if b.opts.quick else S_TIME_ROUNDS)
+    ts2 = b.opts.time_scale / HTTPS_SHARE_SCALE
+    # As long as the first window: at 10 s, two runs of the same tree read 802 and 952 us a
+    # probe, and the ratios to s_time moved with them.
+    w2 = Window("engine, HTTPS only", INTERVAL_S * ts2 + 1.0, b.opts.duration, ts2)
+    res2 = await _run_engine(b, w2, dns_warm_s=0.0, settings=extra, slices=HTTPS_SLICES)
+    time_wait = time_wait_sockets()
+    rounds += await _s_time_rounds(b, world, certs, sampler, "after",
+                                   1 if b.opts.quick else S_TIME_ROUNDS)
+    p2 = sum(res2["probes"].values())
+    failed2 = sum(v for k, v in res2["probes"].items() if not k.endswith(",ok"))
+    tls2 = res2.get("tls") or {}
+    slices = bracket.slice_costs(res2.get("slices") or [])
+    only = {
+        **sampler.window(res2["wall_start"], res2["wall_end"]),
+        "monitors": https_n, "interval_s": INTERVAL_S * ts2,
+        "probes_per_s": per(p2, res2["seconds"], 2), "not_ok": failed2,
+        "cpu_s_per_probe": per(res2["cpu_s"], p2),
+        "lateness_ms": res2["lateness_ms"],
+        "tls_resumed_ratio": per(tls2.get("resumed"), tls2.get("handshakes"), 4),
+        # The window in quarters: how steady the engine's own figure was.
+        "slices": slices,
+        "slice_cpu_s_per_probe": bracket.spread(s["cpu_s_per_probe"] for s in slices),
+        "time_wait_at_end": time_wait,
+        "database_settle_s": settled,
+    }
+    https = per(res2["cpu_s"], p2)
+    return {"https_only": only, "https_cpu_s_per_probe": https, "s_time_rounds": rounds,
+            **s_time_figures(https, only["tls_resumed_ratio"], rounds, bracket.halves(slices))}
 
 
 async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
@@ -469,25 +631,8 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
         rec["targets"] = targets(rec)
         return rec
 
-    # 2. Only healthy HTTPS monitors, the same HTTPS probes per second.
-    https_n = await _only_https(b, world)
-    ts2 = opts.time_scale / HTTPS_SHARE_SCALE
-    # As long as the first window: at 10 s, two runs of the same tree read 802 and 952 us a
-    # probe, and the ratios to s_time moved with them.
-    w2 = Window("engine, HTTPS only", INTERVAL_S * ts2 + 1.0, opts.duration, ts2)
-    res2 = await _run_engine(b, w2, dns_warm_s=0.0, settings=extra)
-    p2 = sum(res2["probes"].values())
-    failed2 = sum(v for k, v in res2["probes"].items() if not k.endswith(",ok"))
-    tls2 = res2.get("tls") or {}
-    rec["https_only"] = {
-        **sampler.window(res2["wall_start"], res2["wall_end"]),
-        "monitors": https_n, "interval_s": INTERVAL_S * ts2,
-        "probes_per_s": per(p2, res2["seconds"], 2), "not_ok": failed2,
-        "cpu_s_per_probe": per(res2["cpu_s"], p2),
-        "lateness_ms": res2["lateness_ms"],
-        "tls_resumed_ratio": per(tls2.get("resumed"), tls2.get("handshakes"), 4),
-    }
-    rec["https_cpu_s_per_probe"] = per(res2["cpu_s"], p2)
+    # 2. Only healthy HTTPS monitors, the same HTTPS probes per second, bracketed by s_time.
+    rec.update(await https_window(b, world, certs, sampler, extra))
 
     # 3. The naive baseline on the same names.
     timeout = float(b.settings()["probe_timeout"])
@@ -526,38 +671,14 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
     rec["https_inflight_bytes"] = inflight["bytes_per_probe"]
     rec["https_inflight_detail"] = inflight
 
-    # 5. The limits.
-    limits = await _limits(b, world, certs)
+    # 5. The plain-HTTP limit.
+    limits = await _limits(b, world)
+    limits["s_time"] = s_time_by_kind(rec["s_time_figures"], rec["s_time_rounds"])
     rec["limits"] = limits
     wrk = limits["wrk"]
     rec["limit_tool"] = "wrk / openssl s_time"
     rec["limit_per_s"] = wrk["per_s"] if wrk else None
     rec["limit_http_cpu_s_per_op"] = per(wrk["cpu_s"], wrk["operations"]) if wrk else None
-    new = {k: (v["new"] or {}).get("cpu_s_per_op") for k, v in limits["s_time"].items()}
-    reuse = {k: (v["reuse"] or {}).get("cpu_s_per_op") for k, v in limits["s_time"].items()}
-    rec["s_time_new_cpu_s"] = new
-    rec["s_time_reuse_cpu_s"] = reuse
-    https = rec["https_cpu_s_per_probe"]
-    # The engine's HTTPS probes spread evenly over the four kinds: against the kinds' mean.
-    rec["https_vs_s_time_new"] = ratio(https, _mean(list(new.values())))
-    rec["https_vs_s_time_new_by_kind"] = {k: ratio(https, v) for k, v in new.items()}
-    rec["https_vs_s_time_reuse"] = ratio(
-        https, _mean([reuse[k] for k in SERVER_KINDS if k.startswith("tls12")]))
-    # Like with like: s_time fetching the world's mean page, full and resumed, weighted by
-    # the HTTPS window's resumed share and by the issue's targets (1.0x -new, 1.2x -reuse).
-    new_www = _mean([(v.get("new_www") or {}).get("cpu_s_per_op")
-                     for v in limits["s_time"].values()])
-    reuse_www = _mean([(v.get("reuse_www") or {}).get("cpu_s_per_op")
-                       for v in limits["s_time"].values()])
-    rec["s_time_www_path"] = f"/w/0/{MEAN_BODY}"
-    rec["s_time_new_www_cpu_s"] = new_www
-    rec["s_time_reuse_www_cpu_s"] = reuse_www
-    rec["https_vs_s_time_new_www"] = ratio(https, new_www)
-    rec["https_vs_s_time_reuse_www"] = ratio(https, reuse_www)
-    share = rec["https_only"].get("tls_resumed_ratio")
-    rec["https_vs_s_time_www_targets"] = (
-        ratio(https, (1 - share) * new_www + share * 1.2 * reuse_www)
-        if share is not None and new_www is not None and reuse_www is not None else None)
     rec["ratio_vs_limit"] = rec["https_vs_s_time_new"]
     with contextlib.suppress(Exception):
         rec["nginx_pids"] = server.pids()
@@ -654,6 +775,20 @@ def table(rec: dict[str, Any]) -> str:
         f"{_fmt(rec.get('https_vs_s_time_new_www'))}x / "
         f"{_fmt(rec.get('https_vs_s_time_reuse_www'))}x / "
         f"{_fmt(rec.get('https_vs_s_time_www_targets'))}x")
+    figs = rec.get("s_time_figures") or {}
+    by_round = rec.get("https_vs_s_time_rounds") or {}
+    for mode in ("new_www", "reuse_www"):
+        fig, rat = figs.get(mode) or {}, by_round.get(mode) or {}
+        row(f"  -{mode} rounds: min-max (spread, n)",
+            f"{_fmt(fig.get('min'), 's')} - {_fmt(fig.get('max'), 's')} "
+            f"({_fmt(fig.get('spread'))}, {fig.get('n')})")
+        row(f"  probe vs -{mode}: before/after/each",
+            f"{_fmt(rat.get('before'))}x / {_fmt(rat.get('after'))}x / "
+            + ", ".join(f"{_fmt(v)}" for v in rat.get("rounds") or []))
+    sl = (rec.get("https_only") or {}).get("slice_cpu_s_per_probe") or {}
+    row("HTTPS-only window in quarters: CPU a probe",
+        f"{_fmt(sl.get('min'), 's')} - {_fmt(sl.get('max'), 's')} "
+        f"(spread {_fmt(sl.get('spread'))})")
     for note in rec.get("notes") or []:
         lines.append(f"  note: {note}")
     lines += _targets_text(rec.get("targets") or [])

@@ -193,4 +193,5 @@ async def run_s_time(
     # The tools' own wall time: s_time prints whole seconds only.
     return ToolRun(f"openssl s_time {mode}{'' if www is None else ' -www ' + www} x{len(runs)}",
                    handshakes, max(r.wall_s for r in runs), sum(r.cpu_s for r in runs), 0,
+                   user_s=sum(r.user_s for r in runs), sys_s=sum(r.sys_s for r in runs),
                    resumed=resumed)

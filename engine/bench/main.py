@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
+from cryptography.fernet import Fernet
 
 from engine.bench import SCENARIOS, callgrind, kernelprof, layout, profile, report
 from engine.bench.certs import CertFiles, make_certs
@@ -199,21 +200,23 @@ class Bench:
         self.dns: Child | None = None  # the DNS server child (--names)
         self.dns_address: str | None = None
         self.by_names = False  # --names: the monitors point at host names now
+        self.secret_key = Fernet.generate_key().decode("ascii")
 
     async def __aenter__(self) -> Bench:
         from engine.bench.procs import pin_pid
         from engine.db.store import Store
-        from engine.secretbox import KEY_FILE, SecretBox
+        from engine.secretbox import SecretBox
 
         # Before anything is started: the embedded server inherits this affinity.
         pin_pid(0, self.other_cpus)
         self.progress.phase("starting a fresh database", 5)
         try:
             await self.db.start()
-            # The key of the children's settings (data_dir below): one key per run.
+            # One key per run, given to the children's settings too: none generates its
+            # own, so none warns of it (an operator's warning, noise in a bench).
             self.store = await Store.connect(
                 self.db.dsn, min_size=1, max_size=4,
-                secrets=SecretBox(key_file=self.workdir / "data" / KEY_FILE))
+                secrets=SecretBox(self.secret_key.encode("ascii")))
         except BaseException:
             await self._release()
             raise
@@ -292,6 +295,7 @@ class Bench:
             "ca_bundle": str(self.cert_files().ca),
             "base_url": "http://127.0.0.1:8080",
             "log_level": "WARNING",
+            "secret_key": self.secret_key,
         }
         if self.dns_address is not None:
             values["dns_servers"] = self.dns_address
@@ -399,11 +403,13 @@ async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
 async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
                       python: str | None = None, dns_warm_s: float | None = None,
                       settings: dict[str, Any] | None = None,
-                      dns_prewarm: bool = False) -> dict[str, Any]:
+                      slices: int = 1, dns_prewarm: bool = False) -> dict[str, Any]:
     """``dns_warm_s``: how long the child waits for its resolver to hold every name before
     the window (default: 60 s with the bench's DNS server); ``settings``: extra settings;
-    ``dns_prewarm``: the child looks every name up itself before that wait (a rate too low
-    for its probes to have asked for every name by then)."""
+    ``slices``: the window is read at the end of each of that many equal parts too (the
+    result's ``slices``: cumulative seconds, CPU seconds and probes); ``dns_prewarm``: the
+    child looks every name up itself before that wait (a rate too low for its probes to
+    have asked for every name by then)."""
     cg_out = _callgrind_path(b, w)
     if dns_warm_s is None:
         dns_warm_s = 60.0 if b.dns_address is not None else 0.0
@@ -413,7 +419,7 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
            "dns_warm_s": dns_warm_s,
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
            "cprofile": _cprofile_path(b, w), "callgrind": cg_out is not None,
-           "dns_prewarm": dns_prewarm}
+           "slices": slices, "dns_prewarm": dns_prewarm}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus,
                                 prefix=callgrind.wrapper(cg_out) if cg_out else None,
                                 python=python)

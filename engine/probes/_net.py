@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 
 # Both read buffers are shared by all connections of one prober. That is safe because the
 # event loop calls get_buffer(), reads into the buffer and calls buffer_updated()
-# synchronously, and each buffer_updated() consumes the bytes before returning.
-READ_BUFFER_SIZE: Final = 64 * 1024
+# synchronously, and each buffer_updated() consumes the bytes before returning. 256 KiB: a
+# 100 KB page that has arrived is one read and, over TLS, one pass of the decrypting loop
+# (64 KiB took two of each: a recv, a BIO over the bytes, a flush check, a parse).
+READ_BUFFER_SIZE: Final = 256 * 1024
 # Largest piece of ciphertext handed to a connection's incoming memory BIO at once: one
 # maximal TLS record (16 KiB of plaintext plus header, padding and tag).
 _BIO_CHUNK: Final = 16 * 1024 + 512
@@ -385,6 +387,7 @@ class ClientConn:
         "notify",
         "offered_session",
         "t_connected",
+        "t_first",
         "t_tls",
         "transport",
     )
@@ -405,6 +408,9 @@ class ClientConn:
         self.connect_error: str | None = None
         self.t_connected: float | None = None
         self.t_tls: float | None = None
+        # When the first byte of the answer (plaintext) arrived; set by the subclass's
+        # on_data, or before it by the TLS layer that hands on several records at once.
+        self.t_first: float | None = None
         self.done = False
         self.error: str | None = None
         self.handshaken = False
@@ -624,21 +630,20 @@ class ClientConn:
 
     # -- the pyOpenSSL layer (engine/probes/openssl_layer.py) -----------------------------
     # The same steps as above; bytes move through OpenSSL's C calls straight between the
-    # prober's buffers and the BIOs (openssl_layer's feed, read_into, outgoing), reads go on
-    # until OpenSSL wants more ciphertext.
+    # prober's buffers and OpenSSL (openssl_layer's receive, read_into, outgoing), reads go
+    # on until OpenSSL wants more ciphertext.
 
     def _o_received(self, nbytes: int) -> None:
         tls = self._tls
-        ptr = openssl_layer.pointer(self._rview)
-        # Fed a record's worth at a time, as above (a memory BIO keeps its peak capacity).
-        for start in range(0, nbytes, _BIO_CHUNK):
-            openssl_layer.feed(tls, ptr, start, min(_BIO_CHUNK, nbytes - start))
-            if self.handshaken:
-                self._o_decrypt()
-            else:
-                self._o_handshake()
-            if self.done or self._tls is None:
-                return
+        # OpenSSL reads the ciphertext where the reactor put it (openssl_layer.receive: no
+        # copy into a BIO, no feeding a record's worth at a time), until it wants more.
+        openssl_layer.receive(tls, openssl_layer.pointer(self._rview), nbytes)
+        if self.handshaken:
+            self._o_decrypt()
+        else:
+            self._o_handshake()
+        if not self.done and self._tls is not None:
+            openssl_layer.settle(tls)  # the shared buffer is the next read's
 
     def _o_flush(self) -> None:
         tls = self._tls
@@ -671,21 +676,41 @@ class ClientConn:
             self._o_decrypt()  # what came with the server's last flight, if anything
 
     def _o_decrypt(self) -> None:
+        """Decrypt what OpenSSL has into the plaintext buffer, record after record, and
+        hand it to on_data when the buffer is full or OpenSSL wants more ciphertext: one
+        call (and one parse) per socket read rather than per TLS record. ``t_first`` is
+        taken as the first record is decrypted, as it was when each record was handed on."""
+        if self.done:
+            return
         tls = self._tls
         pview = self._pview
         size = len(pview)
         ptr = openssl_layer.pointer(pview)
-        while not self.done:
+        filled = 0
+        while True:
             try:
-                n = openssl_layer.read_into(tls, ptr, size)
+                n = openssl_layer.read_into(tls, ptr + filled if filled else ptr, size - filled)
             except openssl_layer.Error as exc:
-                self.on_lost(openssl_layer.as_ssl_error(exc))
+                if filled:
+                    self.on_data(pview[:filled])
+                if not self.done:
+                    self.on_lost(openssl_layer.as_ssl_error(exc))
+                return
+            if n > 0:
+                if self.t_first is None:
+                    self.t_first = perf_counter()
+                filled += n
+                if filled < size:
+                    continue
+            if filled:
+                self.on_data(pview[:filled])
+                filled = 0
+            if self.done:
                 return
             if n == 0:
                 break  # more ciphertext needed
             if n < 0:
                 self.on_lost(None)  # close_notify
                 return
-            self.on_data(pview[:n])
         # TLS 1.3 post-handshake messages (a KeyUpdate) can require an answer.
         self._o_flush()

@@ -81,9 +81,11 @@ What we found:
   trap is ``ssl_shutdown_timeout``: ``close()`` waits up to 30 s for the peer's
   close_notify, keeping everything alive. Probes ``abort()`` instead.
 * Doing TLS in the protocol over ``ssl.MemoryBIO`` (``_net.ClientConn``) removes the
-  per-connection buffer: ciphertext and plaintext go through the prober's two 64 KiB buffers.
-  A memory BIO never gives capacity back, so ciphertext is fed one TLS record at a time
-  (fed 64 KiB at once, the 200 KB case held 119 KiB per probe).
+  per-connection buffer: ciphertext and plaintext go through the prober's two buffers (now
+  256 KiB). A memory BIO never gives capacity back, so ciphertext is fed one TLS record at a
+  time (fed 64 KiB at once, the 200 KB case held 119 KiB per probe). The pyOpenSSL layer
+  (the default since) feeds no BIO: OpenSSL reads the ciphertext in the prober's buffer
+  through a read-only memory BIO (``openssl_layer.receive``).
 * What remains (~43 KiB; a plain-HTTP in-flight probe is 5.6 KiB) is OpenSSL's own state: the
   SSL object (~10 KiB before the handshake), key share and transcript while it runs, then
   the peer chain, cipher contexts and TLS 1.3 session tickets. The ``ssl`` module offers no
@@ -232,7 +234,6 @@ class _HttpConn(ClientConn):
         "redirecting",
         "request",
         "status",
-        "t_first",
         "t_sent",
     )
 
@@ -262,7 +263,6 @@ class _HttpConn(ClientConn):
         self.locator: _Locator | None = None
         self.chunk: memoryview | None = None
         self.t_sent: float | None = None
-        self.t_first: float | None = None
         self.parser: HttpResponseParser | None = HttpResponseParser(self)
 
     # -- ClientConn hooks -------------------------------------------------------------------
@@ -1135,8 +1135,12 @@ class _Probe:
             if conn.offered_session and not resumed:
                 sessions.drop(key)
                 return
-            # A resumed session came from the cache: it holds no certificate to strip.
-            der = openssl_layer.take_session(tls, strip=not resumed)
+            # Resumed without a new ticket (TLS 1.2): the session is the DER offered, kept
+            # again as it is, not encoded again.
+            der = sessions.get(key) if resumed and openssl_layer.same_session(tls) else None
+            if der is None:
+                # A resumed session came from the cache: it holds no certificate to strip.
+                der = openssl_layer.take_session(tls, strip=not resumed)
             if der is not None:
                 sessions.keep(key, der, self.t0)
             return

@@ -14,6 +14,11 @@ module (its verification against the system trust store is decisions.md's).
 
 Only this module touches pyOpenSSL's internals (``OpenSSL._util.lib`` and a connection's
 ``_ssl``), for what the library does not wrap: whether a handshake resumed.
+
+Compiled with mypyc (engine/compiled.py): the probe's connection calls these functions a
+dozen times per probe and per socket read; interpreted, each call cost ~2-3k instructions
+of frame set-up beside the C call it makes. The bindings it calls per read are bound once,
+as ``Final`` names (compiled: C statics, no lookup of ``_lib`` and its attribute per call).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ _NEEDED: Final = (
     "SSL_set_tlsext_host_name", "SSL_get_session", "i2d_SSL_SESSION", "d2i_SSL_SESSION",
     "SSL_set_session", "SSL_SESSION_free", "BIO_write", "BIO_read", "SSL_do_handshake",
     "SSL_write", "SSL_read", "SSL_session_reused", "SSL_CTX_set1_curves_list",
+    "BIO_new_mem_buf", "BIO_set_mem_eof_return", "BIO_get_mem_data",
 )
 MISSING: Final = (
     () if _lib is None else tuple(n for n in _NEEDED if not hasattr(_lib, n))
@@ -49,17 +55,37 @@ AVAILABLE = SSL is not None and not MISSING
 
 _GROUPS = b"X25519:P-256:X448:P-384:P-521"
 
+
+class _Never(Exception):
+    """Stands for pyOpenSSL's errors where it is not installed (never raised)."""
+
+
 if SSL is not None:
     WantReadError: type[Exception] = SSL.WantReadError
     ZeroReturnError: type[Exception] = SSL.ZeroReturnError
     Error: type[Exception] = SSL.Error
     SysCallError: type[Exception] = SSL.SysCallError
 else:  # pragma: no cover
-
-    class _Never(Exception):
-        pass
-
     WantReadError = ZeroReturnError = Error = SysCallError = _Never
+
+
+def _binding(name: str) -> Any:
+    return getattr(_lib, name, None)
+
+
+# The bindings called per socket read or per record, bound once (see the module's doc).
+_SSL_read: Final[Any] = _binding("SSL_read")
+_SSL_get_error: Final[Any] = _binding("SSL_get_error")
+_SSL_set_bio: Final[Any] = _binding("SSL_set_bio")
+_SSL_do_handshake: Final[Any] = _binding("SSL_do_handshake")
+_BIO_read: Final[Any] = _binding("BIO_read")
+_BIO_write: Final[Any] = _binding("BIO_write")
+_BIO_new_mem_buf: Final[Any] = _binding("BIO_new_mem_buf")
+_BIO_set_mem_eof_return: Final[Any] = _binding("BIO_set_mem_eof_return")
+_BIO_get_mem_data: Final[Any] = _binding("BIO_get_mem_data")
+_NULL: Final[Any] = getattr(_ffi, "NULL", None)
+_WANT_READ: Final[int] = getattr(_lib, "SSL_ERROR_WANT_READ", 2)
+_ZERO_RETURN: Final[int] = getattr(_lib, "SSL_ERROR_ZERO_RETURN", 6)
 
 
 def client_context() -> Any:
@@ -89,9 +115,13 @@ class Conn:
     here). Driven only by this module's functions; the ``SSL`` object owns the BIOs and
     holds a reference to the context's ``SSL_CTX``."""
 
-    __slots__ = ("_from_ssl", "_into_ssl", "_ssl")
+    __slots__ = ("_from_ssl", "_into_ssl", "_offered", "_ssl", "copying")
 
     def __init__(self, ctx: Any) -> None:
+        # The session offered (an SSL_SESSION pointer, owned by the SSL), or None.
+        self._offered: Any = None
+        # True once ciphertext is copied into a BIO of the connection's own (see receive).
+        self.copying = False
         ssl_ = _lib.SSL_new(ctx._context)
         if ssl_ == _ffi.NULL:  # pragma: no cover - out of memory
             _raise_queued(SSL.Error)
@@ -130,7 +160,7 @@ def connection(ctx: Any, server_hostname: str | None, session: bytes | None) -> 
     return conn
 
 
-def take_session(conn: Any, strip: bool = True) -> bytes | None:
+def take_session(conn: Conn, strip: bool = True) -> bytes | None:
     """The connection's session as compact bytes, to offer on a later connection
     (:func:`connection`); None when there is none.
 
@@ -153,7 +183,7 @@ def take_session(conn: Any, strip: bool = True) -> bytes | None:
     return without_peer(der) if strip else der
 
 
-def offer_session(conn: Any, der: bytes) -> None:
+def offer_session(conn: Conn, der: bytes) -> None:
     """Offer the session ``der`` (of :func:`take_session`) on ``conn``'s handshake."""
     with _ffi.from_buffer(der) as data:
         sess = _lib.d2i_SSL_SESSION(
@@ -164,6 +194,16 @@ def offer_session(conn: Any, der: bytes) -> None:
         return
     _lib.SSL_set_session(conn._ssl, sess)  # takes its own reference
     _lib.SSL_SESSION_free(sess)
+    conn._offered = sess
+
+
+def same_session(conn: Conn) -> bool:
+    """Whether ``conn``'s session is still the one :func:`offer_session` gave it: a resumed
+    TLS 1.2 handshake without a new ticket. Its DER is then the one offered, and need not
+    be encoded again (OpenSSL makes a new session object for any new ticket, and for every
+    TLS 1.3 one)."""
+    offered = conn._offered
+    return offered is not None and _lib.SSL_get_session(conn._ssl) == offered
 
 
 # The session's DER (OpenSSL's ssl/ssl_asn1.c, SSL_SESSION_ASN1): a SEQUENCE whose field
@@ -214,35 +254,87 @@ def without_peer(der: bytes) -> bytes:
 # once, on the loop's thread): no buffer of _OUT_SIZE allocated per read, as pyOpenSSL's
 # ``bio_read`` does, and no exception when there is nothing to send.
 _OUT_SIZE: Final = 64 * 1024
-_OUT: Any = _ffi.new("char[]", _OUT_SIZE) if _ffi is not None else None
+_OUT: Final[Any] = _ffi.new("char[]", _OUT_SIZE) if _ffi is not None else None
+
+
+# Pointers to the prober's buffers, made once: by id() of the view, with the view (so the
+# id stays its own). A few probers per process; bounded for the tests, which make many.
+_POINTERS: dict[int, tuple[memoryview, Any]] = {}
+_MAX_POINTERS: Final = 16
 
 
 def pointer(view: memoryview) -> Any:
-    """A C pointer to ``view``'s bytes, valid while the returned object lives."""
-    return _ffi.from_buffer(view)
+    """A C pointer to ``view``'s bytes (kept for later calls with the same view)."""
+    known = _POINTERS.get(id(view))
+    if known is not None:
+        return known[1]
+    ptr = _ffi.from_buffer(view)
+    if len(_POINTERS) >= _MAX_POINTERS:
+        _POINTERS.clear()
+    _POINTERS[id(view)] = (view, ptr)
+    return ptr
 
 
-def feed(conn: Any, ptr: Any, start: int, n: int) -> None:
-    """Give ``conn`` the ``n`` bytes of ciphertext at ``ptr + start`` (a memory BIO takes
-    them all). ``bio_write`` without its checks and its ``from_buffer`` per call."""
-    _lib.BIO_write(conn._into_ssl, ptr + start, n)
+def receive(conn: Conn, ptr: Any, n: int) -> None:
+    """Make the ``n`` bytes of ciphertext at ``ptr`` what ``conn`` reads next.
+
+    Not copied: a read-only memory BIO over them becomes the connection's read BIO (the
+    previous one, read to its end, is freed). A memory BIO that owns its data copied every
+    byte in (after zeroing the room for it) and out again, and cleansed its buffer when
+    freed: ~0.2 M of a resumed probe's ~2 M instructions with a 100 KB body (callgrind,
+    engine/bench/RESULTS.md, "i15-resumed"), and it kept its largest size for good.
+
+    The caller drives ``conn`` (:func:`handshake`, :func:`read_into`) until it wants more
+    ciphertext, or ends the connection, before the bytes at ``ptr`` change; then it calls
+    :func:`settle`. OpenSSL reads a record's header and then its body, and keeps a partial
+    record in its own buffer, so a connection that wants more has read every byte."""
+    if conn.copying:
+        _BIO_write(conn._into_ssl, ptr, n)
+        return
+    bio = _BIO_new_mem_buf(ptr, n)
+    if bio == _NULL:  # pragma: no cover - out of memory
+        raise MemoryError("BIO_new_mem_buf failed")
+    _BIO_set_mem_eof_return(bio, -1)  # at its end: "retry", not the peer's EOF
+    _SSL_set_bio(conn._ssl, bio, conn._from_ssl)  # frees the previous read BIO
+    conn._into_ssl = bio
 
 
-def handshake(conn: Any) -> bool:
+def settle(conn: Conn) -> None:
+    """After :func:`receive`'s bytes were read: if any are left unread (which OpenSSL's
+    reads, as :func:`receive` says, never leave), copy them into a memory BIO of the
+    connection's own, which takes all ciphertext from then on."""
+    if conn.copying:
+        return
+    into = conn._into_ssl
+    n: int = _BIO_get_mem_data(into, _NULL)
+    if n <= 0:
+        return
+    rest = _ffi.new("char **")
+    _BIO_get_mem_data(into, rest)
+    bio = _lib.BIO_new(_lib.BIO_s_mem())
+    if bio == _ffi.NULL:  # pragma: no cover - out of memory
+        raise MemoryError("BIO_new failed")
+    _BIO_write(bio, rest[0], n)
+    _SSL_set_bio(conn._ssl, bio, conn._from_ssl)
+    conn._into_ssl = bio
+    conn.copying = True
+
+
+def handshake(conn: Conn) -> bool:
     """Go on with ``conn``'s handshake: True once it is done, False while it wants the
     peer's next flight; raises the pyOpenSSL error when it failed. ``do_handshake``
     without a ``WantReadError`` per flight."""
     ssl_ = conn._ssl
-    n: int = _lib.SSL_do_handshake(ssl_)
+    n: int = _SSL_do_handshake(ssl_)
     if n == 1:
         return True
-    if _lib.SSL_get_error(ssl_, n) == _lib.SSL_ERROR_WANT_READ:
+    if _SSL_get_error(ssl_, n) == _WANT_READ:
         return False
     _raise(ssl_, n)
     return False  # pragma: no cover
 
 
-def write(conn: Any, data: bytes) -> None:
+def write(conn: Conn, data: bytes) -> None:
     """Encrypt ``data`` as application data (the memory BIO takes all of it); raises the
     pyOpenSSL error when OpenSSL refuses."""
     ssl_ = conn._ssl
@@ -252,7 +344,7 @@ def write(conn: Any, data: bytes) -> None:
         _raise(ssl_, n)
 
 
-def read_into(conn: Any, ptr: Any, size: int) -> int:
+def read_into(conn: Conn, ptr: Any, size: int) -> int:
     """Decrypt at most ``size`` bytes of application data into ``ptr``: the count (> 0),
     0 when more ciphertext is needed, -1 at the peer's close_notify; raises the pyOpenSSL
     error otherwise (``SysCallError`` for an end without close_notify).
@@ -261,29 +353,29 @@ def read_into(conn: Any, ptr: Any, size: int) -> int:
     record: ~7 a 100 KB body), and without an exception (``WantReadError``) at the end of
     what arrived."""
     ssl_ = conn._ssl
-    n: int = _lib.SSL_read(ssl_, ptr, size)
+    n: int = _SSL_read(ssl_, ptr, size)
     if n > 0:
         return n
-    err = _lib.SSL_get_error(ssl_, n)
-    if err == _lib.SSL_ERROR_WANT_READ:
+    err: int = _SSL_get_error(ssl_, n)
+    if err == _WANT_READ:
         return 0
-    if err == _lib.SSL_ERROR_ZERO_RETURN:
+    if err == _ZERO_RETURN:
         return -1
     _raise(ssl_, n)
     return -1  # pragma: no cover
 
 
-def outgoing(conn: Any) -> bytes | None:
+def outgoing(conn: Conn) -> bytes | None:
     """Ciphertext ``conn`` has to send (at most 64 KiB: call again while a read is full),
     or None."""
-    n: int = _lib.BIO_read(conn._from_ssl, _OUT, _OUT_SIZE)
+    n: int = _BIO_read(conn._from_ssl, _OUT, _OUT_SIZE)
     if n <= 0:
         return None
     data: bytes = _ffi.buffer(_OUT, n)[:]
     return data
 
 
-def session_reused(conn: Any) -> bool:
+def session_reused(conn: Conn) -> bool:
     """Whether the handshake resumed the offered session."""
     return bool(_lib.SSL_session_reused(conn._ssl))
 

@@ -83,8 +83,8 @@ _STREAM_NONBLOCK: Final = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
 # Events taken per wake-up; more stay ready in the epoll for the next one.
 MAX_EVENTS: Final = 1024
 # Reads of one connection per event before the other callbacks of the loop get their turn
-# (1 MiB with the probes' 64 KiB buffers).
-READS_PER_EVENT: Final = 16
+# (1 MiB with the probes' 256 KiB buffers).
+READS_PER_EVENT: Final = 4
 
 
 class Endpoint(Protocol):
