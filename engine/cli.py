@@ -91,6 +91,15 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--load-only", action="store_true",
                        help="http, tls, mixed, internet: only the engine at the scheduled "
                             "load (no baseline, capacity or limit runs)")
+    bench.add_argument("--names-cost", type=int, default=None, metavar="PAIRS",
+                       help="http --names: only PAIRS interleaved pairs of capacity windows, "
+                            "names against IP literals, with the same probes in flight")
+    bench.add_argument("--rate", type=float, default=None, metavar="PER_S",
+                       help="http, tls: probes a second asked in the capacity windows "
+                            "(default 30000; tls 8000); lower under UPWATCH_BENCH_CALLGRIND")
+    bench.add_argument("--probe-timeout", type=float, default=None, metavar="S",
+                       help="the engine's probe timeout (default 10; --quick 2); longer "
+                            "under UPWATCH_BENCH_CALLGRIND")
     bench.add_argument("--assertions", type=float, default=None, metavar="SHARE",
                        help="http: what requests and assertions cost (engine/bench/assertions)")
     return p

@@ -45,6 +45,7 @@ MODULES: tuple[str, ...] = (
     "engine.probes.sessions",
     "engine.probes.outcome",
     "engine.probes.request",
+    "engine.probes.resolver",
     "engine.scheduler.runner",
     "engine.scheduled",
     "engine.scheduler.wheel",

@@ -314,3 +314,29 @@ async def test_unsettled_counts_failed_names_and_lookups_in_flight(dns: DnsServe
         await res(f"nx-a.{ZONE}", 80)
     assert res.unsettled() == 1 and len(res) == 2  # the failure is cached, and counted
     await res.aclose()
+
+
+async def test_uses_count_for_recency_once_the_cache_is_three_quarters_full(
+        dns: DnsServer) -> None:
+    """Below three quarters of max_names nothing can be dropped soon, so a hit does not move
+    its name (a delete and an insert per probe by name); from there on it does, so the
+    names dropped first are the ones not used since the cache passed that mark."""
+    dns.ttl = 0
+    res = resolver(dns, max_names=8, min_ttl=300)
+    for i in range(5):
+        await res(f"m{i}.{ZONE}", 80)
+    await res(f"m0.{ZONE}", 80)  # 5 of 8 names: a hit, not a move
+    for i in range(5, 8):
+        await res(f"m{i}.{ZONE}", 80)
+    await res(f"m1.{ZONE}", 80)  # 8 of 8: moved to the end
+    assert dns.total_queries() == 8
+    await res(f"m8.{ZONE}", 80)  # one too many: the front goes, m0 (unused since the mark)
+    await res(f"m9.{ZONE}", 80)  # and then m2, not m1
+    assert len(res) == 8
+    for name in ("m1", "m3", "m9"):
+        await res(f"{name}.{ZONE}", 80)
+    assert dns.total_queries() == 10
+    for name in ("m0", "m2"):
+        await res(f"{name}.{ZONE}", 80)
+        assert dns.queries[(f"{name}.{ZONE}", "A")] == 2
+    await res.aclose()

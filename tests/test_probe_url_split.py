@@ -102,3 +102,76 @@ def test_the_plain_target_check_answers_as_its_pattern(target: str) -> None:
 @pytest.mark.parametrize("target", ["/", "/a?b", "/?", "/a b", "/a#b", "/\x7f", "/é", "/a?"])
 def test_the_plain_target_check_on_its_edges(target: str) -> None:
     assert _plain_target(target) == (_PLAIN_TARGET.fullmatch(target) is not None)
+
+
+NAMED = [
+    "http://m1.names.test:18080/m/1",
+    "https://m12.names.test/m/12?a=b",
+    "http://m1.names.test:80/p",
+    "https://m1.names.test:443/p",
+    "http://m1.names.test:08080/p",
+    "http://m1.names.test:0/p",
+    "http://m1.names.test:65536/p",
+    "http://m1.names.test:123456/p",
+    "http://m1.names.test:/p",
+    "http://m1.names.test:8o/p",
+    "http://m1.names.test:\u0668/p",
+    "http://host1/p",
+    "http://a..b/p",
+    "http://-/p",
+    "http://M1.names.test/p",
+    "http://m1.names.test",
+    "http://m1.names.test?x/y",
+    "http://m1.names.test/p?",
+    "http://m1.names.test/p#f",
+    "http://m1.names.test/p q",
+    "http://m1.n\u00e4mes.test/p",
+    "http://m_1.names.test/p",
+    "http://user@m1.names.test/p",
+]
+
+
+def _fields(t: _Target) -> tuple[object, ...]:
+    return (t.tls, t.ip, t.host, t.port, t.host_header, t.target)
+
+
+def _named(url: str) -> tuple[object, ...] | None:
+    """What the name splitter alone makes of ``url`` (None: not its form)."""
+    t = _Target("http://x/")
+    return _fields(t) if t._named(url) else None
+
+
+@pytest.mark.parametrize("url", URLS + NAMED)
+def test_names_split_by_string_methods_as_by_the_pattern(url: str) -> None:
+    """The name splitter (every probe by name runs it: the prober keeps 1,024 authorities
+    split, not one per monitor) takes only URLs of the plain form and splits them as the
+    pattern and urlsplit do."""
+    named = _named(url)
+    if named is None:
+        return
+    m = _PLAIN_URL.match(url)
+    assert m is not None, url
+    assert named == _split("general", url) == _split("plain", url)
+
+
+def test_the_name_splitter_takes_the_bench_and_api_forms() -> None:
+    for url in ("http://m1.names.test:18080/m/1", "https://example.com/", "https://a-b.example/x?y"):
+        assert _named(url) is not None, url
+
+
+@given(
+    st.sampled_from(["http://", "https://"]),
+    st.text(alphabet="abz09.-_AZ:/?#@ \u00e4\u0668", min_size=1, max_size=14),
+    st.text(alphabet="az09/?#%. ", max_size=8),
+)
+def test_the_name_splitter_never_disagrees(scheme: str, authority: str, rest: str) -> None:
+    url = scheme + authority + rest
+    named = _named(url)
+    if named is not None:
+        assert _PLAIN_URL.match(url) is not None, url
+        assert named == _split("plain", url) == _split("general", url), url
+    try:
+        fields: object = _fields(_Target(url))
+    except ProbeFailure as exc:
+        fields = f"failure: {exc}"
+    assert fields == _split("general", url) or _PLAIN_URL.match(url) is None, url

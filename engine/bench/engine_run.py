@@ -144,6 +144,61 @@ def _counter_values(counter: Any) -> dict[str, float]:
     return out
 
 
+def answered(probes: dict[str, float]) -> float:
+    """Probes that got an answer (outcome ok or degraded) in ``{"kind,outcome": count}``;
+    failures (time-outs among them) are not: under callgrind a probe that timed out in the
+    engine's queue costs little and says nothing of what an answered one costs."""
+    return sum(v for k, v in probes.items() if k.rpartition(",")[2] in ("ok", "degraded"))
+
+
+async def _in_flight_during(engine: Any, seconds: float) -> tuple[float | None, int | None]:
+    """Sleep ``seconds`` while reading the engine's probes in flight four times a second:
+    (mean, max) of the readings (like with like: names against literals at capacity)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    seen: list[int] = []
+    while True:
+        left = end - loop.time()
+        if left <= 0:
+            break
+        await asyncio.sleep(min(0.25, left))
+        seen.append(engine.in_flight)
+    if not seen:
+        return None, None
+    return round(sum(seen) / len(seen), 1), max(seen)
+
+
+async def _prewarm(resolver: Any, engine: Any, at_once: int = 200) -> None:
+    """Look every scheduled check's host name up before the window (``bench --names-cost``
+    at a rate lower than the monitors at 30 s: its probes would otherwise meet names not yet
+    asked for, and the window would count lookups, not the cached steady state). At most
+    ``at_once`` lookups in flight, as the bench's DNS server answers a few thousand a
+    second; bounded by the lookups' own time-outs."""
+    from engine.probes._net import ip_literal
+
+    hosts = sorted({c.host for c in engine._checks.values() if ip_literal(c.host) is None})
+    for i in range(0, len(hosts), at_once):
+        batch = [h for h in hosts[i:i + at_once] if resolver.cached(h) is None]
+        if batch:
+            await asyncio.wait_for(_look_up_all(resolver, batch), 60)
+
+
+async def _look_up_all(resolver: Any, hosts: list[str]) -> None:
+    """Look ``hosts`` up at once; returns when every lookup has answered."""
+    done = asyncio.get_running_loop().create_future()
+    left = len(hosts)
+
+    def one(_answer: Any, _ms: float) -> None:
+        nonlocal left
+        left -= 1
+        if left == 0 and not done.done():
+            done.set_result(None)
+
+    for h in hosts:
+        resolver.lookup(h, one)
+    await done
+
+
 def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0)}
 
@@ -234,6 +289,8 @@ async def _engine(cfg: dict[str, Any]) -> None:
             emit("loaded", scheduled=scheduled, load_s=round(load_s, 3))
             warmup = await _warmup_timeline(engine, metrics, cfg["warmup_s"])
             resolver = getattr(getattr(engine, "_http", None), "resolver", None)
+            if cfg.get("dns_prewarm") and resolver is not None:
+                await _prewarm(resolver, engine)
             if cfg.get("dns_warm_s") and resolver is not None:
                 # bench --names at capacity: the window describes names already cached (the
                 # steady state: TTLs are longer than any window), not the cold start. Cached
@@ -263,6 +320,9 @@ async def _engine(cfg: dict[str, Any]) -> None:
             split0 = cpu_split()
             profiler = _cprofile_start(cfg)
             recorder.recording = gc_timer.on = True
+            # Probes in flight, read four times a second beside the slices (names against
+            # literals like with like).
+            seen_task = asyncio.create_task(_in_flight_during(engine, cfg["duration_s"]))
             # The window in equal slices, each read at its end (cumulative seconds, CPU
             # seconds, probes): how steady the engine's CPU per probe was inside the window.
             marks: list[list[float]] = []
@@ -272,6 +332,7 @@ async def _engine(cfg: dict[str, Any]) -> None:
                                         - loop.time()))
                 marks.append([round(loop.time() - t0, 3), round(cpu_seconds() - cpu0, 6),
                               sum(_delta(_counter_values(metrics.probes), probes0).values())])
+            in_flight_seen = await seen_task
             recorder.recording = gc_timer.on = False
             _cprofile_stop(profiler, cfg)
             cpu1, t1, wall1 = cpu_seconds(), loop.time(), time.time()
@@ -287,13 +348,14 @@ async def _engine(cfg: dict[str, Any]) -> None:
                           "resumed": getattr(http, "tls_resumed", 0) - tls0[1],
                           "sessions_kept": len(getattr(http, "_sessions", ()))}
             in_flight = engine.in_flight
-            callgrind_probes = None
+            callgrind_probes = callgrind_answered = None
             if cg_probes0 is not None:
                 await callgrind.instrument(False)
                 # Both counts are taken as a switch returns: each switch's own lag is then
                 # on both sides of the span.
-                callgrind_probes = sum(
-                    _delta(_counter_values(metrics.probes), cg_probes0).values())
+                cg_delta = _delta(_counter_values(metrics.probes), cg_probes0)
+                callgrind_probes = sum(cg_delta.values())
+                callgrind_answered = answered(cg_delta)
         finally:
             stop.set()
             outbox_stop.set()
@@ -330,6 +392,9 @@ async def _engine(cfg: dict[str, Any]) -> None:
             gc=gc_timer.to_dict(t1 - t0),
             write_capacity=capacity,
             callgrind_probes=callgrind_probes,
+            callgrind_answered=callgrind_answered,
+            in_flight_mean=in_flight_seen[0],
+            in_flight_max=in_flight_seen[1],
             probes_all=probes_all,
             dns=dns_window,
             warmup=warmup,

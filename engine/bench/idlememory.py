@@ -173,8 +173,9 @@ def measure(monitors: int) -> str:
     rt.add_container(f"{type(cache).__name__} (its table)", [cache])
     for name, answer in cache.items():
         rt.add("DnsAnswer", answer)
+        # Compiled, DnsAnswer keeps its floats unboxed in the object (no __slots__ then).
         rt.add("floats", *(getattr(answer, f, None) for f in ("expires", "stale_until", "grace")
-                           if f in type(answer).__slots__))
+                           if f in getattr(type(answer), "__slots__", ())))
         rt.add("address list (shared)", answer.addresses)
         if id(name) not in hosts:
             rt.add("key str (a copy of the check's host)", name)

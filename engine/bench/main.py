@@ -78,6 +78,11 @@ class Options:
     assertions: float | None = None  # http: the share of monitors with assertions
     load_only: bool = False  # http, tls, mixed, internet: the engine at the scheduled load only
     warmup_intervals: int = 2  # internet: whole intervals before the window starts
+    # http --names: only this many interleaved pairs of capacity windows, names against
+    # IP literals (no load window, baseline or limit tool); None: the full run.
+    names_cost: int | None = None
+    rate: float | None = None  # http, tls: probes a second asked at capacity (None: default)
+    probe_timeout: float | None = None  # the engine's probe timeout (None: 10 s, quick 2 s)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -117,7 +122,29 @@ class Options:
             load_only=_load_only(bool(getattr(args, "load_only", False)), scenario),
             warmup_intervals=_warmup_intervals(getattr(args, "warmup_intervals", None),
                                                scenario),
+            names_cost=_names_cost_pairs(getattr(args, "names_cost", None), names),
+            rate=_positive(getattr(args, "rate", None), "--rate", 1_000_000.0),
+            probe_timeout=_positive(getattr(args, "probe_timeout", None), "--probe-timeout",
+                                    300.0),
         )
+
+
+def _names_cost_pairs(value: int | None, names: bool) -> int | None:
+    if value is None:
+        return None
+    if not names:
+        raise BenchError("--names-cost needs --names")
+    if not 1 <= value <= 20:
+        raise BenchError("--names-cost must be between 1 and 20 pairs")
+    return int(value)
+
+
+def _positive(value: float | None, flag: str, most: float) -> float | None:
+    if value is None:
+        return None
+    if not 0 < value <= most:
+        raise BenchError(f"{flag} must be above 0 and at most {most:g}")
+    return float(value)
 
 
 def _warmup_intervals(value: int | None, scenario: str) -> int:
@@ -172,6 +199,7 @@ class Bench:
         self.seq = 0  # numbers the callgrind files of a run
         self.dns: Child | None = None  # the DNS server child (--names)
         self.dns_address: str | None = None
+        self.by_names = False  # --names: the monitors point at host names now
         self.secret_key = Fernet.generate_key().decode("ascii")
 
     async def __aenter__(self) -> Bench:
@@ -262,7 +290,7 @@ class Bench:
             "data_dir": str(self.workdir / "data"),
             "allow_private_targets": True,
             "time_scale": self.opts.time_scale,
-            "probe_timeout": 2.0 if quick else 10.0,
+            "probe_timeout": self.opts.probe_timeout or (2.0 if quick else 10.0),
             "slow_threshold_ms": 500 if quick else 3000,
             "ca_bundle": str(self.cert_files().ca),
             "base_url": "http://127.0.0.1:8080",
@@ -318,11 +346,18 @@ def _load_window(b: Bench, name: str) -> Window:
 
 def _capacity_window(b: Bench, name: str, demand_per_s: float) -> Window:
     """The same monitors at an interval so short that they ask for ``demand_per_s`` probes
-    a second, more than one core can do: what gets done is the capacity."""
+    a second, more than one core can do: what gets done is the capacity. ``--rate`` asks
+    for that many instead, also fewer than the monitors at 30 s (then the interval is
+    longer than 30 s): under callgrind the engine runs some twenty times slower, and probes
+    asked for faster than it runs them would wait in its queue and time out."""
     opts = b.opts
+    if opts.rate is not None:
+        demand_per_s = opts.rate
     interval = max(0.05, opts.monitors / demand_per_s)  # 0.05 s: the engine's floor
+    scale = interval / INTERVAL_S
     return Window(name, 0.5 if opts.quick else 3.0,
-                  min(opts.duration, 1.5 if opts.quick else 10.0), min(1.0, interval / INTERVAL_S))
+                  min(opts.duration, 1.5 if opts.quick else 10.0),
+                  scale if opts.rate is not None else min(1.0, scale))
 
 
 def _profile_window(b: Bench, child: Child, w: Window) -> asyncio.Task[Any] | None:
@@ -368,11 +403,13 @@ async def _finish_profile(task: asyncio.Task[Any] | None) -> None:
 async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
                       python: str | None = None, dns_warm_s: float | None = None,
                       settings: dict[str, Any] | None = None,
-                      slices: int = 1) -> dict[str, Any]:
+                      slices: int = 1, dns_prewarm: bool = False) -> dict[str, Any]:
     """``dns_warm_s``: how long the child waits for its resolver to hold every name before
     the window (default: 60 s with the bench's DNS server); ``settings``: extra settings;
     ``slices``: the window is read at the end of each of that many equal parts too (the
-    result's ``slices``: cumulative seconds, CPU seconds and probes)."""
+    result's ``slices``: cumulative seconds, CPU seconds and probes); ``dns_prewarm``: the
+    child looks every name up itself before that wait (a rate too low for its probes to
+    have asked for every name by then)."""
     cg_out = _callgrind_path(b, w)
     if dns_warm_s is None:
         dns_warm_s = 60.0 if b.dns_address is not None else 0.0
@@ -382,7 +419,7 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
            "dns_warm_s": dns_warm_s,
            "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
            "cprofile": _cprofile_path(b, w), "callgrind": cg_out is not None,
-           "slices": slices}
+           "slices": slices, "dns_prewarm": dns_prewarm}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus,
                                 prefix=callgrind.wrapper(cg_out) if cg_out else None,
                                 python=python)
@@ -407,6 +444,10 @@ async def _run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
         text = cg_out.read_text(errors="replace") if cg_out.exists() else ""
         ir, n = callgrind.total_instructions(text), res.get("callgrind_probes")
         res["instructions_per_probe"] = round(ir / n) if ir and n else None
+        answered = res.get("callgrind_answered")
+        res["instructions_per_answered_probe"] = round(ir / answered) if ir and answered else None
+        res["callgrind_unanswered"] = (n - answered) if n is not None and answered is not None \
+            else None
     return res
 
 
@@ -509,7 +550,12 @@ def _engine_figures(res: dict[str, Any], kind: str) -> dict[str, Any]:
     ok = probes.get(f"{kind},ok", 0.0)
     extra = {}
     if res.get("instructions_per_probe") is not None:  # UPWATCH_BENCH_CALLGRIND
-        extra["instructions_per_probe"] = res["instructions_per_probe"]
+        for key in ("instructions_per_probe", "instructions_per_answered_probe",
+                    "callgrind_probes", "callgrind_unanswered"):
+            extra[key] = res.get(key)
+    if res.get("in_flight_mean") is not None:
+        extra["in_flight_mean"] = res["in_flight_mean"]
+        extra["in_flight_max"] = res.get("in_flight_max")
     return extra | {
         "probes": total,
         "probes_per_s": per(total, res["seconds"], 2),
@@ -585,6 +631,104 @@ def _dns_figures(res: dict[str, Any], count: dict[str, Any] | int,
     }
 
 
+def _like_for_like() -> dict[str, Any]:
+    """Settings of both sides of a names/literals pair: by name every monitor is its own host,
+    by IP literal 100 monitors share each of the 100 addresses, so at the defaults
+    (``per_host_limit`` 8, ``max_in_flight`` 1,000) literals ran 800 probes at once and
+    names 1,000, and the target's queue made every probe by name longer. Both now run
+    ``per_host_limit`` x 100 (800): the literals' limit, the names' cap."""
+    from engine.settings import Settings
+
+    per_host = int(Settings.model_fields["per_host_limit"].default)
+    return {"max_in_flight": per_host * len(layout.HEALTHY_HOSTS)}
+
+
+def _pair_orders(pairs: int) -> list[list[str]]:
+    """The order of the windows in each names/literals pair: literals first in even pairs,
+    names first in odd ones, so that neither side always runs after the other."""
+    return [["literals", "names"] if i % 2 == 0 else ["names", "literals"]
+            for i in range(pairs)]
+
+
+async def _names_pair(b: Bench, account_id: int, ports: layout.Ports, i: int, demand: float,
+                      which: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Pair ``i`` of capacity windows, (names, literals) figures, in the order
+    :func:`_pair_orders` gives, both with :func:`_like_for_like` settings. With ``--rate``
+    the names side's child looks its names up before its window."""
+    opts = b.opts
+    figs: dict[str, dict[str, Any]] = {}
+    for by in _pair_orders(i + 1)[i]:
+        by_name = by == "names"
+        if b.by_names != by_name:
+            await _point_monitors(b, account_id,
+                                  layout.monitor_urls(opts.monitors, ports, names=by_name))
+            b.by_names = by_name
+        label = "engine at capacity" if by_name else "engine at capacity, IP literals"
+        w = _capacity_window(b, label + which, demand)
+        # The literal side has no name to wait for: with the default wait (for every name
+        # to be cached, at most 60 s) its child ran 60 s at capacity before its window,
+        # ~600,000 result rows into the database that shares the targets' core.
+        res = await _run_engine(b, w, settings=_like_for_like(),
+                                dns_warm_s=None if by_name else 0.0,
+                                dns_prewarm=by_name and opts.rate is not None)
+        fig = _engine_figures(res, "uptime")
+        if by_name:
+            fig.update(_dns_figures(res, await b.dns_count(res["wall_start"], res["wall_end"]),
+                                    opts.dns_ttl))
+        fig["in_flight_at_end"] = res.get("in_flight_at_end")
+        figs[by] = fig
+    return figs["names"], figs["literals"]
+
+
+_PAIR_KEYS = ("probes_per_cpu_s", "cpu_s_per_probe", "user_s_per_probe", "sys_s_per_probe",
+              "cpu_utilization", "probes_per_s", "error_rate", "in_flight_mean",
+              "in_flight_max", "instructions_per_probe", "instructions_per_answered_probe",
+              "callgrind_probes", "callgrind_unanswered", "dns_queries",
+              "dns_lookups_in_window", "dns_cache_hit_ratio")
+
+
+async def _names_cost(b: Bench, account_id: int, ports: layout.Ports,
+                      rec: dict[str, Any]) -> dict[str, Any]:
+    """``--names-cost PAIRS``: only interleaved capacity pairs, names against IP literals,
+    the same probes in flight both ways: CPU per probe (probes per CPU second) and, under
+    ``UPWATCH_BENCH_CALLGRIND``, user-space instructions per answered probe."""
+    opts = b.opts
+    pairs = opts.names_cost or 1
+    rate = opts.rate if opts.rate is not None else 30_000.0
+    rec.update(mode="names_cost", rate_asked_per_s=rate,
+               probe_timeout_s=b.settings()["probe_timeout"], settings=_like_for_like(),
+               loadavg_start=[round(x, 2) for x in os.getloadavg()])
+    rows: list[dict[str, Any]] = []
+    for i in range(pairs):
+        nfig, lfig = await _names_pair(b, account_id, ports, i, rate,
+                                       f" ({i + 1} of {pairs})")
+        row: dict[str, Any] = {"order": _pair_orders(i + 1)[i],
+                               "names": {k: nfig.get(k) for k in _PAIR_KEYS if k in nfig},
+                               "literals": {k: lfig.get(k) for k in _PAIR_KEYS if k in lfig},
+                               "cpu_ratio": ratio(lfig["probes_per_cpu_s"],
+                                                  nfig["probes_per_cpu_s"])}
+        if nfig.get("instructions_per_answered_probe") is not None:
+            row["instructions_ratio"] = ratio(nfig["instructions_per_answered_probe"],
+                                              lfig.get("instructions_per_answered_probe"))
+        rows.append(row)
+    rec["pairs"] = rows
+    cpu = [r["cpu_ratio"] for r in rows if r["cpu_ratio"] is not None]
+    rec["names_cost_vs_literals_pairs"] = [r["cpu_ratio"] for r in rows]
+    rec["names_cost_vs_literals"] = round(statistics.median(cpu), 3) if cpu else None
+    ins = [r["instructions_ratio"] for r in rows if r.get("instructions_ratio") is not None]
+    if ins:
+        rec["names_instructions_vs_literals_pairs"] = ins
+        rec["names_instructions_vs_literals"] = round(statistics.median(ins), 4)
+    rec["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    rec["targets"] = [report.target("names vs IP literals, CPU per probe at capacity (issue 15)",
+                                    rec["names_cost_vs_literals"], "<=", 1.15, "x")]
+    if ins:
+        rec["targets"].append(report.target(
+            "names vs IP literals, instructions per answered probe (issue 15)",
+            rec["names_instructions_vs_literals"], "<=", 1.15, "x"))
+    return rec
+
+
 async def _switch_to_hostile(b: Bench, account_id: int, ports: layout.Ports) -> None:
     """Point every tenth monitor at a slow, hanging or refusing target."""
     n = b.opts.monitors
@@ -630,6 +774,9 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
                            "interval_s": load.interval, "time_scale": load.time_scale}
     if names:
         rec.update(names=True, dns_latency_s=opts.dns_latency, dns_ttl_s=opts.dns_ttl)
+        b.by_names = True
+    if opts.names_cost is not None:
+        return await _names_cost(b, account.id, ports, rec)
 
     # 1. The engine at the scheduled load (N monitors at 30 s, x time scale).
     if names:
@@ -703,20 +850,18 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
         demand = 8000.0 if tls else 30_000.0
         cap_runs: list[dict[str, Any]] = []
         literal_runs: list[dict[str, Any]] = []
+        cap_w = _capacity_window(b, "engine at capacity", demand)
         for i in range(1 if opts.quick else LIMIT_PAIRS):
             which = "" if opts.quick else f" ({i + 1} of {LIMIT_PAIRS})"
-            cap_w = _capacity_window(b, "engine at capacity" + which, demand)
-            cap_res = await _run_engine(b, cap_w)
-            cap_runs.append(_engine_figures(cap_res, kind))
             if names:
-                cap_runs[-1].update(_dns_figures(cap_res, await b.dns_count(
-                    cap_res["wall_start"], cap_res["wall_end"]), opts.dns_ttl))
-                cap_runs[-1]["in_flight_at_end"] = cap_res.get("in_flight_at_end")
-                # The same targets by IP literal, right after: names against literals.
-                await _point_monitors(b, account.id, layout.monitor_urls(n, ports))
-                lit_w = _capacity_window(b, "engine at capacity, IP literals" + which, demand)
-                literal_runs.append(_engine_figures(await _run_engine(b, lit_w), kind))
-                await _point_monitors(b, account.id, layout.monitor_urls(n, ports, names=True))
+                # The same targets by IP literal beside each names window, the order turning
+                # each pair (literals, names, names, literals, ...), the same probes in flight.
+                nfig, lfig = await _names_pair(b, account.id, ports, i, demand, which)
+                cap_runs.append(nfig)
+                literal_runs.append(lfig)
+            else:
+                cap_runs.append(_engine_figures(await _run_engine(
+                    b, _capacity_window(b, "engine at capacity" + which, demand)), kind))
             tool = await _run_limit(b, ports, tls=tls, quick=opts.quick, which=which)
             if tool is None:
                 tool_absent = True
@@ -754,6 +899,10 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             rec["names_cost_vs_literals_pairs"] = cost
             good = [c for c in cost if c is not None]
             rec["names_cost_vs_literals"] = round(statistics.median(good), 3) if good else None
+            rec["names_vs_literals_order"] = _pair_orders(len(literal_runs))
+            rec["names_vs_literals_in_flight_mean"] = [
+                [c.get("in_flight_mean"), lit.get("in_flight_mean")]
+                for c, lit in zip(cap_runs, literal_runs, strict=True)]
         if "instructions_per_probe" in cfig:  # UPWATCH_BENCH_CALLGRIND
             rec["capacity"]["runs_instructions_per_probe"] = [
                 c.get("instructions_per_probe") for c in cap_runs]

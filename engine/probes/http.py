@@ -152,6 +152,10 @@ _AUTHORITIES: Final = 1024
 # A path (and query) that urlsplit leaves as it is after an authority of the plain form:
 # printable ASCII without "#", and no "?" at its very end (urlsplit drops an empty query).
 _PLAIN_TARGET: Final = re.compile(r"/[\x21-\x22\x24-\x7e]*(?<!\?)")
+# The characters of a host name in the API's normalised form (_PLAIN_URL's host); a set:
+# ``issuperset`` checks a name in ~60% of the time ``str.strip`` with these takes
+# (about as many instructions: ~1.8k against ~2k for a 15-character name).
+_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 # The API's normalised URL form (see _Target._plain); anything else takes urlsplit.
 _PLAIN_URL: Final = re.compile(
     r"(https?)://([a-z0-9.-]+)(?::([0-9]{1,5}))?(/[\x21-\x22\x24-\x3e\x40-\x7e]*)?"
@@ -448,14 +452,70 @@ class _Target:
 
     __slots__ = ("host", "host_header", "ip", "port", "target", "tls")
 
+    tls: bool
+    ip: str | None  # the canonical IP literal, None for a host name
+    host: str
+    port: int
+    host_header: str
+    target: str
+
     def __init__(self, url: str, general: bool = False) -> None:
         """Split ``url``; ``general``: with urlsplit even when the plain form matches (tests
         compare the two)."""
-        m = None if general else _PLAIN_URL.match(url)
-        if m is not None:
-            self._plain(m)
-        else:
+        if general:
             self._general(url)
+        elif not self._named(url):
+            m = _PLAIN_URL.match(url)
+            if m is not None:
+                self._plain(m)
+            else:
+                self._general(url)
+
+    def _named(self, url: str) -> bool:
+        """The plain form with a host name (not an IP literal) split by string methods, or
+        False (nothing set) for anything else. By name every monitor is an authority of its
+        own, more than the prober keeps split (_AUTHORITIES), so this runs on every probe of
+        every name: ~5.7k instructions compiled (a third of them the host's characters)
+        where the pattern and ``_plain`` took ~8.2k (callgrind, 10,000 names).
+        It accepts only what ``_PLAIN_URL`` does, and splits it as ``_plain`` would (a test
+        compares the three ways): a lower-case host of ``[a-z0-9.-]`` not ending in a digit
+        (so no IP literal), an optional port of 1-5 decimal digits without a leading zero
+        (``_plain`` writes the number back into the Host header: "08080" becomes "8080"),
+        and a path and query that :func:`_plain_target` admits."""
+        if url.startswith("http://"):
+            tls, start, default = False, 7, 80
+        elif url.startswith("https://"):
+            tls, start, default = True, 8, 443
+        else:
+            return False
+        slash = url.find("/", start)
+        if slash < 0:
+            authority, target = url[start:], "/"
+        else:
+            authority, target = url[start:slash], url[slash:]
+            if not _plain_target(target):
+                return False
+        if not authority.isascii():
+            return False
+        host, colon, port_text = authority.partition(":")
+        if not host or host[-1].isdigit() or not _NAME_CHARS.issuperset(host):
+            return False
+        if not colon:
+            port, host_header = default, host
+        elif 0 < len(port_text) <= 5 and port_text.isdigit() and port_text[0] != "0":
+            port = int(port_text)
+            if port > 65535:
+                return False
+            host_header = host if port == default else authority
+        else:
+            return False
+        self.tls = tls
+        self.ip = None
+        self.host = host
+        self.port = port
+        self.host_header = host_header
+        self.target = target
+        return True
 
     def _plain(self, m: re.Match[str]) -> None:
         """The API's normalised form, split without ``urlsplit`` (about 1 us instead of 15:
@@ -688,7 +748,7 @@ class HttpProber:
                     hop, rest = known
                     return hop, b"GET " + target.encode("ascii") + rest
         hop = _Target(url)  # raises ProbeFailure
-        rest = b" HTTP/1.1\r\nHost: %s%s" % (hop.host_header.encode("ascii"), self._tail)
+        rest = b" HTTP/1.1\r\nHost: " + hop.host_header.encode("ascii") + self._tail
         if slash > 0 and len(self._authorities) < _AUTHORITIES:
             m = _PLAIN_URL.match(url)
             if m is not None and m.start(4) == slash:

@@ -13,8 +13,8 @@ at 30 ms). Here:
   resolver and against c-ares with its own event thread (``aiodns``' default):
   docs/design.md, "Name lookups";
 * c-ares's own query cache (on by default since c-ares 1.31) is turned off
-  (:func:`_channel`): it kept every response message besides our entry, ~2.2 KB of RSS per
-  name asked for A only and ~2.8-3.4 KB for A and AAAA (10,000 names, after
+  (engine/probes/cares_channel.py): it kept every response message besides our entry,
+  ~2.2 KB of RSS per name asked for A only and ~2.8-3.4 KB for A and AAAA (10,000 names, after
   ``malloc_trim``; 0.6-0.7 KB without it), and it answered a refresh from that cache with
   the remaining TTL, so a refreshed answer ended when the old one did;
 * each answer is kept for its TTL (the smallest of its addresses' and CNAMEs'), clamped to
@@ -49,7 +49,8 @@ at 30 ms). Here:
   used for at most that grace, only while its refresh runs (unless the refresh times out:
   above); failures are never served stale;
 * at most ``max_names`` names are kept; the least recently used go first (a full cache
-  drops the oldest 64th of them at once, see :meth:`ProbeResolver._store`);
+  drops the oldest 64th of them at once, see :meth:`ProbeResolver._store`; a hit counts as
+  a use once the cache is three quarters full, see ``_recency_from``);
 * A and AAAA per ``family``: AF_INET asks A only, AF_INET6 AAAA only, AF_UNSPEC both
   (the probes' family follows their source address, :func:`engine.probes._net.source_family`).
 
@@ -66,7 +67,6 @@ not exist, else ``DNS lookup failed: <name> (<reason>)`` with reason ``resolver 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import logging
 import socket
@@ -78,6 +78,7 @@ from typing import Any, Final
 import pycares
 
 from engine.probes._net import ProbeFailure, short
+from engine.probes.cares_channel import channel as _channel
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +203,13 @@ class ProbeResolver:
         self._negative_ttl = max(0.0, negative_ttl)
         self._failure_ttl = max(0.0, failure_ttl)
         self._max_names = max(1, max_names)
+        # A hit moves its name to the end (most recently used) only while the cache is at
+        # least three quarters full. Below that nothing is dropped before a quarter of
+        # max_names more names come in, and every name used meanwhile is moved then: the
+        # names left in front are the ones not used since, the least recently used. The
+        # move (a delete and an insert, and every so often the dict's rebuild) was ~1.7k of
+        # the ~3.2k instructions of a hit (callgrind, compiled, 10,000 names).
+        self._recency_from = (3 * self._max_names) // 4
         self._serve_stale = max(0.0, serve_stale)
         # Names served stale after a failed lookup -> the end of their serve-stale time
         # (usually empty; see _stale).
@@ -258,8 +266,9 @@ class ProbeResolver:
             if host not in self._inflight:
                 self._inflight[host] = []
                 self._start(host)
-        del cache[host]  # to the end: the most recently used
-        cache[sys.intern(host)] = answer
+        if len(cache) >= self._recency_from:
+            del cache[host]  # to the end: the most recently used
+            cache[sys.intern(host)] = answer
         self.hits += 1
         if self._m_hits is not None:
             self._m_hits.value += 1
@@ -517,12 +526,6 @@ def from_settings(settings: Any, metrics: Any = None) -> ProbeResolver:
     )
 
 
-# ares.h's ARES_OPT_MAXTIMEOUTMS and ARES_OPT_QUERY_CACHE: pycares (5.2) exposes neither
-# option nor its constant.
-_ARES_OPT_MAXTIMEOUTMS: Final = 1 << 20
-_ARES_OPT_QUERY_CACHE: Final = 1 << 21
-
-
 def cares_tries(timeout: float, tries: int) -> int:
     """c-ares tries for ``tries`` tries of up to ``timeout`` s after c-ares's own short ones:
     c-ares starts a lookup at its learned time-out (at least 250 ms) and doubles it each
@@ -533,49 +536,6 @@ def cares_tries(timeout: float, tries: int) -> int:
         wait *= 2
         extra += 1
     return tries + extra
-
-
-def _channel(*, max_timeout: float | None = None, **options: Any) -> pycares.Channel:
-    """A ``pycares.Channel`` with c-ares's query cache off (``qcache_max_ttl`` 0, as Node.js
-    does since c-ares turned it on by default): this module keeps the answers, per TTL and
-    clamped, and a second cache below it only costs memory (see the module's docstring);
-    and, with ``max_timeout`` (s), no try waiting longer than that (``maxtimeout``).
-
-    pycares builds the options inside ``Channel()`` and offers no knob for either, so the
-    call is made with its ``_lib`` (the cffi library it calls c-ares through) seen through a
-    stand-in that adds them to ``ares_init_options``; everything else passes through, and
-    the real library is put back before this returns. A pycares that takes
-    ``qcache_max_ttl`` gets it as an argument; one without ``_lib`` gets c-ares's default,
-    with a warning."""
-    if "qcache_max_ttl" in inspect.signature(pycares.Channel).parameters:
-        options["qcache_max_ttl"] = 0
-        if max_timeout is not None and "maxtimeout" in inspect.signature(
-                pycares.Channel).parameters:
-            options["maxtimeout"] = max_timeout
-        return pycares.Channel(**options)
-    lib: Any = getattr(pycares, "_lib", None)
-    if lib is None or not hasattr(lib, "ares_init_options"):
-        log.warning("pycares %s: cannot turn c-ares's query cache off",
-                    getattr(pycares, "__version__", "?"))
-        return pycares.Channel(**options)
-
-    class NoQueryCache:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(lib, name)
-
-        def ares_init_options(self, channel: Any, opts: Any, optmask: int) -> Any:
-            opts.qcache_max_ttl = 0
-            optmask |= _ARES_OPT_QUERY_CACHE
-            if max_timeout is not None:
-                opts.maxtimeout = max(1, round(max_timeout * 1000))
-                optmask |= _ARES_OPT_MAXTIMEOUTMS
-            return lib.ares_init_options(channel, opts, optmask)
-
-    setattr(pycares, "_lib", NoQueryCache())  # noqa: B010 - a private name, on purpose
-    try:
-        return pycares.Channel(**options)
-    finally:
-        setattr(pycares, "_lib", lib)  # noqa: B010
 
 
 class _AresFailed(Exception):
@@ -660,7 +620,9 @@ class _Cares:
 
         return fut, done
 
-    def _sock_state(self, fd: int, readable: bool, writable: bool) -> None:
+    def _sock_state(self, fd: int, readable: int, writable: int) -> None:
+        # ``readable``/``writable`` come from c-ares as ints (0/1): compiled code checks
+        # a parameter's type, and ``bool`` refused them.
         loop = self.loop
         if readable and fd not in self._readers:
             loop.add_reader(fd, self._process, fd, pycares.ARES_SOCKET_BAD)
