@@ -453,15 +453,17 @@ async def _warmup_timeline(engine: Any, metrics: Any, seconds: float) -> list[li
     prev, udp_prev, cpu_prev = counts(), udp_drops(), cpu_seconds()
     stall = 0.0
     end = start + seconds
-    while True:
-        now = loop.time()
-        if now >= end:
-            break
-        t = now
-        await asyncio.sleep(min(0.02, end - now))
+    # The end is judged once per pass, after the sleep, by the reading that writes the last
+    # row: a second clock read at the top of the loop could pass the end after a pass that
+    # did not, and the last row was lost (a loaded CI machine did).
+    done = False
+    while not done:
+        t = loop.time()
+        await asyncio.sleep(max(0.0, min(0.02, end - t)))
         now = loop.time()
         stall = max(stall, now - t - 0.02)
-        if now - last >= 1.0 or now >= end:
+        done = now >= end
+        if now - last >= 1.0 or done:
             cur, udp, cpu = counts(), udp_drops(), cpu_seconds()
             span = now - last
             rows.append([round(now - start, 1), round((cur[0] - prev[0]) / span),
