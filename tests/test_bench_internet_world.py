@@ -278,3 +278,19 @@ def test_the_dns_server_answers_world_names_as_dnspython_would() -> None:
             assert [(rr.address, rrset.ttl) for rr in rrset] == [(https.address, 300)]
     assert server.queries[(https.host, "A")] == 3  # names are counted in lower case
     assert server.queries[(https.host, "AAAA")] == 1
+
+
+def test_the_bytes_a_cached_name_holds_are_counted_compiled_or_not() -> None:
+    # Compiled, DnsAnswer has no __slots__ (its floats are unboxed): the bench's reading
+    # once failed there, five minutes into a run.
+    from types import SimpleNamespace
+
+    from engine.bench.internet import python_bytes_per_name
+    from engine.probes.resolver import DnsAnswer
+
+    shared = ["127.0.0.1"]
+    res = SimpleNamespace(_cache={f"n{i}.example": DnsAnswer(shared, None, 10.0, 12.0)
+                                  for i in range(100)})
+    per_name = python_bytes_per_name(res)
+    assert per_name is not None and 60 < per_name < 1000
+    assert python_bytes_per_name(SimpleNamespace(_cache={})) is None

@@ -853,8 +853,11 @@ def python_bytes_per_name(res: Any) -> float | None:
     if not cache:
         return None
     seen: dict[int, int] = {}
+    # Compiled, DnsAnswer has no __slots__: its floats live unboxed in the object (in its
+    # getsizeof), and only its object fields point elsewhere.
+    fields = getattr(type(next(iter(cache.values()))), "__slots__", ("addresses", "error"))
     for key, answer in cache.items():
-        for obj in (key, answer, *(getattr(answer, f) for f in type(answer).__slots__)):
+        for obj in (key, answer, *(getattr(answer, f) for f in fields)):
             if obj is not None:
                 seen[id(obj)] = sys.getsizeof(obj)
     return round((sys.getsizeof(cache) + sum(seen.values())) / len(cache), 1)
