@@ -28,7 +28,11 @@ def _round(side: str, scale: float, *, missing: str | None = None) -> dict[str, 
                      for k in kinds}
         if missing is not None and mode == "reuse_www":
             cpu[mode][missing] = None
-    return {"side": side, "cpu_s_per_op": cpu,
+    # A third of each figure in user time, the rest in the kernel.
+    split = {part: {m: {k: None if v is None else v * share for k, v in by.items()}
+                    for m, by in cpu.items()}
+             for part, share in (("user_s_per_op", 1 / 3), ("sys_s_per_op", 2 / 3))}
+    return {"side": side, "cpu_s_per_op": cpu, **split,
             "operations": {m: dict.fromkeys(ks, 100) for m, ks in S_TIME_MEANS.items()},
             "resumed": {m: {k: (100 if "reuse" in m else 0) for k in ks}
                         for m, ks in S_TIME_MEANS.items()}}
@@ -107,6 +111,10 @@ def test_the_record_keeps_its_keys_computed_from_the_medians() -> None:
         [0.85e-3 / (1.05 * 0.75e-3), 0.95e-3 / (1.25 * 0.75e-3)], abs=1e-3)
     assert r["spread"] == pytest.approx((r["rounds"][0] - r["rounds"][3]) / r["ratio"],
                                         abs=0.01)
+    # User and kernel time apart, medians over the rounds as the whole.
+    parts = rec["s_time_user_sys_s"]
+    assert parts["user"]["reuse_www"] == pytest.approx(reuse_www / 3)
+    assert parts["sys"]["reuse_www"] == pytest.approx(reuse_www * 2 / 3)
     totals = s_time_by_kind(rec["s_time_figures"], rounds)
     assert totals["tls13-ecdsa"]["reuse_www"]["operations"] == 400
     assert totals["tls13-ecdsa"]["reuse"] == {"cpu_s_per_op": None, "operations": 0,

@@ -411,6 +411,8 @@ async def _s_time_round(b: Bench, world: World, certs: WorldCerts, sampler: Samp
     page = f"/w/0/{MEAN_BODY}"
     kinds = SERVER_KINDS[::-1] if reverse else SERVER_KINDS
     cpu: dict[str, dict[str, float | None]] = {m[0]: {} for m in S_TIME_MODES}
+    user: dict[str, dict[str, float | None]] = {m[0]: {} for m in S_TIME_MODES}
+    system: dict[str, dict[str, float | None]] = {m[0]: {} for m in S_TIME_MODES}
     ops: dict[str, dict[str, int]] = {m[0]: {} for m in S_TIME_MODES}
     resumed: dict[str, dict[str, int | None]] = {m[0]: {} for m in S_TIME_MODES}
     wall0, tw0 = time.time(), time_wait_sockets()
@@ -424,11 +426,14 @@ async def _s_time_round(b: Bench, world: World, certs: WorldCerts, sampler: Samp
                                     seconds=S_TIME_RUN_S, cpus=b.engine_cpus, cafile=certs.ca,
                                     reuse=reuse, www=page if www else None)
             cpu[mode][kind] = None if tool is None else per(tool.cpu_s, tool.operations)
+            user[mode][kind] = None if tool is None else per(tool.user_s, tool.operations)
+            system[mode][kind] = None if tool is None else per(tool.sys_s, tool.operations)
             ops[mode][kind] = 0 if tool is None else tool.operations
             resumed[mode][kind] = None if tool is None else tool.resumed
     wall1 = time.time()
     return {"side": side, "wall": [round(wall0, 3), round(wall1, 3)],
             "time_wait": [tw0, time_wait_sockets()], "cpu_s_per_op": cpu,
+            "user_s_per_op": user, "sys_s_per_op": system,
             "operations": ops, "resumed": resumed, **sampler.window(wall0, wall1)}
 
 
@@ -470,6 +475,12 @@ def s_time_figures(https: float | None, share: float | None, rounds: list[dict[s
             ratio(https, (1 - share) * new_www + share * 1.2 * reuse_www)
             if share is not None and new_www is not None and reuse_www is not None
             else None),
+        # User and kernel time apart (medians over rounds as above): where the probe's
+        # surplus over s_time lies.
+        "s_time_user_sys_s": {part: {m: f["median"] for m, f in bracket.aggregate(
+            [{"side": r.get("side"), "cpu_s_per_op": r.get(f"{part}_s_per_op") or {}}
+             for r in rounds], S_TIME_MEANS, SERVER_KINDS).items()}
+            for part in ("user", "sys")},
         # Every round's figures, their spread, and the ratio to each side and each round.
         "s_time_figures": figs,
         "https_vs_s_time_rounds": bracket.ratios(https, figs, halves or []),
@@ -532,6 +543,8 @@ async def https_window(b: Bench, world: World, certs: WorldCerts, sampler: Sampl
         "monitors": https_n, "interval_s": INTERVAL_S * ts2,
         "probes_per_s": per(p2, res2["seconds"], 2), "not_ok": failed2,
         "cpu_s_per_probe": per(res2["cpu_s"], p2),
+        "user_s_per_probe": per(res2.get("user_s"), p2),
+        "sys_s_per_probe": per(res2.get("sys_s"), p2),
         "lateness_ms": res2["lateness_ms"],
         "tls_resumed_ratio": per(tls2.get("resumed"), tls2.get("handshakes"), 4),
         # The window in quarters: how steady the engine's own figure was.
@@ -775,6 +788,12 @@ def table(rec: dict[str, Any]) -> str:
         f"{_fmt(rec.get('https_vs_s_time_new_www'))}x / "
         f"{_fmt(rec.get('https_vs_s_time_reuse_www'))}x / "
         f"{_fmt(rec.get('https_vs_s_time_www_targets'))}x")
+    parts = rec.get("s_time_user_sys_s") or {}
+    only = rec.get("https_only") or {}
+    row("user / kernel CPU: HTTPS probe; s_time -reuse -www",
+        f"{_fmt(only.get('user_s_per_probe'), 's')} / {_fmt(only.get('sys_s_per_probe'), 's')}; "
+        f"{_fmt((parts.get('user') or {}).get('reuse_www'), 's')} / "
+        f"{_fmt((parts.get('sys') or {}).get('reuse_www'), 's')}")
     figs = rec.get("s_time_figures") or {}
     by_round = rec.get("https_vs_s_time_rounds") or {}
     for mode in ("new_www", "reuse_www"):
