@@ -7,14 +7,13 @@ TLS 1.3 server that implements only another group still answers: it asks for tha
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine import USER_AGENT
-from engine.bench.tlscompare import _free_port, make_cert, wait_port
+from engine.bench.tlscompare import make_cert, s_server, wait_port
 from engine.probes import openssl_layer
 from engine.probes.http import TLS_LAYERS, HttpProber
 
@@ -53,15 +52,10 @@ def test_the_client_hello_carries_one_key_share_for_p256() -> None:
 @pytest.fixture(params=["X25519", "P-256"])
 def tls13_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[int]:
     """``openssl s_server -www``, TLS 1.3 only, implementing only the group of the param."""
-    exe = shutil.which("openssl")
-    if exe is None:
+    if shutil.which("openssl") is None:
         pytest.skip("needs the openssl command")
     cert, key = make_cert(tmp_path, "ec")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [exe, "s_server", "-quiet", "-www", "-tls1_3", "-groups", request.param,
-         "-accept", f"127.0.0.1:{port}", "-cert", str(cert), "-key", str(key)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, port = s_server(["-www", "-tls1_3", "-groups", request.param], cert, key)
     try:
         wait_port(port)
         yield port

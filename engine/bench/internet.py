@@ -804,7 +804,7 @@ def table(rec: dict[str, Any]) -> str:
         row(f"  probe vs -{mode}: before/after/each",
             f"{_fmt(rat.get('before'))}x / {_fmt(rat.get('after'))}x / "
             + ", ".join(f"{_fmt(v)}" for v in rat.get("rounds") or []))
-    sl = (rec.get("https_only") or {}).get("slice_cpu_s_per_probe") or {}
+    sl = only.get("slice_cpu_s_per_probe") or {}
     row("HTTPS-only window in quarters: CPU a probe",
         f"{_fmt(sl.get('min'), 's')} - {_fmt(sl.get('max'), 's')} "
         f"(spread {_fmt(sl.get('spread'))})")

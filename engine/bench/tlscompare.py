@@ -80,6 +80,22 @@ def wait_port(port: int, limit: float = 10.0) -> None:
             time.sleep(0.05)
 
 
+def s_server(options: list[str], cert: Path, key: Path, *, core: int | None = None,
+             cwd: Path | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """``openssl s_server -quiet`` with ``options`` on a free loopback port (pinned to
+    ``core`` when given), and that port; the caller waits for it (:func:`wait_port`) and
+    ends the process."""
+    port = _free_port()
+    proc = subprocess.Popen(  # noqa: S603 - our own arguments
+        [openssl(), "s_server", "-quiet", *options,
+         "-accept", f"127.0.0.1:{port}", "-cert", str(cert), "-key", str(key)],
+        cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    if core is not None:
+        os.sched_setaffinity(proc.pid, {core})
+    return proc, port
+
+
 def start_servers(directory: Path, names: list[str], core: int) -> tuple[
         dict[str, int], list[subprocess.Popen[bytes]]]:
     ports: dict[str, int] = {}
@@ -88,13 +104,7 @@ def start_servers(directory: Path, names: list[str], core: int) -> tuple[
     for name in names:
         kind, proto = SERVERS[name]
         cert, key = certs[kind]
-        port = _free_port()
-        proc = subprocess.Popen(  # noqa: S603 - our own arguments
-            [openssl(), "s_server", "-quiet", "-www", proto,
-             "-accept", f"127.0.0.1:{port}", "-cert", str(cert), "-key", str(key)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        os.sched_setaffinity(proc.pid, {core})
+        proc, port = s_server(["-www", proto], cert, key, core=core)
         procs.append(proc)
         ports[name] = port
     for port in ports.values():

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench import callgrind
-from engine.bench.tlscompare import _free_port, make_cert, openssl, wait_port
+from engine.bench.tlscompare import make_cert, openssl, s_server, wait_port
 
 PROTOCOLS = {"1.2": "-tls1_2", "1.3": "-tls1_3"}
 # glibc's thresholds above which memcpy and memset use "rep movsb"/"rep stosb", raised past
@@ -77,14 +77,8 @@ def start_servers(directory: Path, protocols: list[str], key: str, core: int) ->
     ports: dict[str, int] = {}
     procs: list[subprocess.Popen[bytes]] = []
     for proto in protocols:
-        port = _free_port()
-        proc = subprocess.Popen(  # noqa: S603 - our own arguments
-            [openssl(), "s_server", "-quiet", "-WWW", PROTOCOLS[proto],
-             "-accept", f"127.0.0.1:{port}", "-cert", str(cert), "-key", str(keyfile)],
-            cwd=directory, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        os.sched_setaffinity(proc.pid, {core})
+        proc, port = s_server(["-WWW", PROTOCOLS[proto]], cert, keyfile, core=core,
+                              cwd=directory)
         procs.append(proc)
         ports[proto] = port
     for port in ports.values():
