@@ -196,6 +196,21 @@ def test_load_only_is_for_the_engine_scenarios() -> None:
         Options.from_args(args("webhooks"))
 
 
+def test_https_only_is_for_the_internet_scenario() -> None:
+    import argparse
+
+    from engine.bench.main import BenchError, Options
+
+    def args(scenario: str, https_only: bool) -> argparse.Namespace:
+        return argparse.Namespace(scenario=scenario, monitors=None, duration=None, quick=True,
+                                  json=True, https_only=https_only)
+
+    assert Options.from_args(args("internet", True)).https_only
+    assert not Options.from_args(args("internet", False)).https_only
+    with pytest.raises(BenchError, match="--https-only"):
+        Options.from_args(args("http", True))
+
+
 def test_the_world_dns_fast_path_counts_questions_per_name_and_type_too() -> None:
     import time
 

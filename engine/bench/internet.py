@@ -580,6 +580,13 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
     }
     checks = n + kinds["badcert"]
 
+    if opts.https_only:
+        # --https-only: step 2 alone, against s_time (the HTTPS ratios in two minutes; the
+        # sessions are made in the window's own warm-up).
+        rec["https_only_run"] = True
+        rec.update(await https_window(b, world, certs, sampler, extra))
+        return rec
+
     # 1. The engine over the whole world, after whole intervals (--warmup-intervals, 2): the
     # first is the cold start, where every name is looked up, every TLS handshake is full
     # and every check makes its first transition (pending -> ok), each probe dearer than in

@@ -110,7 +110,11 @@ async def _perf(procs: Procs, pid: int, seconds: float, out_dir: Path, stem: str
         raise RuntimeError("perf is not installed (Debian: apt-get install linux-perf)")
     data = _path(out_dir, f"{stem}.data")
     secs = str(max(1, round(seconds)))
-    record = [exe, "record", "-g", "-F", str(SAMPLE_HZ), "-p", str(pid), "-o", str(data),
+    # UPWATCH_BENCH_PERF_CALLGRAPH=dwarf: stacks through code built without frame pointers
+    # (libpython, OpenSSL, libc), at the cost of a much larger data file.
+    graph = os.environ.get(ENV_PERF + "_CALLGRAPH")
+    stacks = ["--call-graph", graph] if graph else ["-g"]
+    record = [exe, "record", *stacks, "-F", str(SAMPLE_HZ), "-p", str(pid), "-o", str(data),
               "--", "sleep", secs]
     timeout = seconds + 60
     await asyncio.gather(

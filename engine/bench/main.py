@@ -78,6 +78,7 @@ class Options:
     assertions: float | None = None  # http: the share of monitors with assertions
     load_only: bool = False  # http, tls, mixed, internet: the engine at the scheduled load only
     warmup_intervals: int = 2  # internet: whole intervals before the window starts
+    https_only: bool = False  # internet: only the HTTPS-only window and its s_time rounds
     # http --names: only this many interleaved pairs of capacity windows, names against
     # IP literals (no load window, baseline or limit tool); None: the full run.
     names_cost: int | None = None
@@ -120,6 +121,7 @@ class Options:
             dns_ttl=int(dns_ttl) if dns_ttl is not None else 300,
             assertions=_share(getattr(args, "assertions", None), scenario),
             load_only=_load_only(bool(getattr(args, "load_only", False)), scenario),
+            https_only=_https_only(bool(getattr(args, "https_only", False)), scenario),
             warmup_intervals=_warmup_intervals(getattr(args, "warmup_intervals", None),
                                                scenario),
             names_cost=_names_cost_pairs(getattr(args, "names_cost", None), names),
@@ -155,6 +157,12 @@ def _warmup_intervals(value: int | None, scenario: str) -> int:
     if not 1 <= value <= 10:
         raise BenchError("--warmup-intervals must be between 1 and 10")
     return int(value)
+
+
+def _https_only(value: bool, scenario: str) -> bool:
+    if value and scenario != "internet":
+        raise BenchError("--https-only is for the internet scenario")
+    return value
 
 
 def _load_only(value: bool, scenario: str) -> bool:
