@@ -478,6 +478,13 @@ class ClientConn:
         return self._tls
 
     @property
+    def tls12_only(self) -> bool:
+        """Whether the connection offered a TLS 1.2 session and TLS 1.2 alone
+        (openssl_layer.connection)."""
+        tls = self._tls
+        return tls is not None and bool(tls.tls12_only)
+
+    @property
     def session_reused(self) -> bool:
         """Whether the TLS handshake resumed the offered session, in either layer (False
         without TLS or before the handshake)."""

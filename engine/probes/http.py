@@ -1077,10 +1077,18 @@ class _Probe:
             self._count_handshake(resumed)
             if conn.error is None and self.prober._sessions.limit:
                 self._keep_session(conn, resumed)
+        tls12_only = conn.tls12_only  # before _settle releases the TLS connection
         _settle(conn, out, self.t_start)
         if conn.connect_error is not None:
             self.last_error = conn.connect_error
             self._guarded(self._connect)  # the next address
+        elif conn.error is not None and not conn.handshaken and tls12_only:
+            # The handshake offered TLS 1.2 alone, to resume a TLS 1.2 session
+            # (openssl_layer.connection), and failed: the server may have gone TLS
+            # 1.3-only. The same address again, offering every version, no session.
+            self._drop_session()
+            self.next_addr -= 1
+            self._guarded(self._connect)
         elif conn.error is not None:
             self._fail(conn.error)
         elif not conn.redirecting:
@@ -1106,6 +1114,18 @@ class _Probe:
         if m is not None:
             m[1 if resumed else 0].value += 1
 
+    def _session_key(self) -> int | None:
+        """The key of the hop's TLS session (address, port, SNI); None before a connect."""
+        hop = self.hop
+        if hop is None or self.out.remote_ip is None:
+            return None
+        return TlsSessions.key(self.out.remote_ip, hop.port, hop.host if hop.ip is None else None)
+
+    def _drop_session(self) -> None:
+        key = self._session_key()
+        if key is not None:
+            self.prober._sessions.drop(key)
+
     def _keep_session(self, conn: _HttpConn, resumed: bool) -> None:
         """Keep the connection's TLS session for the next probe of the same address.
 
@@ -1121,12 +1141,11 @@ class _Probe:
         tickets may come after it (always in TLS 1.3, where a session taken at once has
         none: the "naive TLS 1.3 resumption" of issue 15, a full handshake plus the
         session's cost). The session the server issued last replaces the one resumed."""
-        hop = self.hop
-        if hop is None or self.out.remote_ip is None:
+        key = self._session_key()
+        if key is None:
             return
         prober = self.prober
         sessions = prober._sessions
-        key = TlsSessions.key(self.out.remote_ip, hop.port, hop.host if hop.ip is None else None)
         tls = conn.tls_connection
         if tls is not None:
             # pyOpenSSL: TLS 1.3 sessions too. No has_ticket: a server that declined the
