@@ -124,7 +124,11 @@ def client_context() -> Any:
     # TLS_AES_128_GCM_SHA256 is the suite every TLS 1.3 server must implement (RFC 8446,
     # 9.1). The TLS 1.2 list leaves out the PSK and SRP suites, which a client without
     # their credentials never sends but filtered out of every ClientHello it built.
-    ctx.set_tls13_ciphersuites(_TLS13_SUITES)
+    # Through the binding, not Context.set_tls13_ciphersuites: pyOpenSSL has that only
+    # since 25.2, and this layer asks for 25.0. Without the binding, OpenSSL's order.
+    suites13 = getattr(_lib, "SSL_CTX_set_ciphersuites", None)
+    if suites13 is not None and suites13(ctx._context, _TLS13_SUITES) != 1:  # pragma: no cover
+        raise RuntimeError("OpenSSL refused the TLS 1.3 cipher suites")
     ctx.set_cipher_list(_TLS12_SUITES)
     return ctx
 
