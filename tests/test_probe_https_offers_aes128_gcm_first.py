@@ -18,26 +18,14 @@ from engine import USER_AGENT
 from engine.bench.tlscompare import make_cert, s_server, wait_port
 from engine.probes import openssl_layer
 from engine.probes.http import HttpProber
+from tests.client_hello import cipher_suites, client_hello
 
 TLS_AES_128_GCM_SHA256 = 0x1301
 ECDHE_ECDSA_AES128_GCM_SHA256, ECDHE_RSA_AES128_GCM_SHA256 = 0xC02B, 0xC02F
-SCSV = 0x00FF  # TLS_EMPTY_RENEGOTIATION_INFO_SCSV, sent beside the suites
-
-
-def cipher_suites(hello: bytes) -> list[int]:
-    p = 5 + 4 + 2 + 32
-    p += 1 + hello[p]
-    n = int.from_bytes(hello[p:p + 2], "big")
-    body = hello[p + 2:p + 2 + n]
-    return [int.from_bytes(body[i:i + 2], "big") for i in range(0, n, 2)]
 
 
 def hello_of(ctx: SSL.Context) -> bytes:
-    conn = openssl_layer.Conn(ctx)
-    assert openssl_layer.handshake(conn) is False
-    hello = openssl_layer.outgoing(conn)
-    assert hello is not None and hello[0] == 0x16
-    return hello
+    return client_hello(openssl_layer.Conn(ctx))
 
 
 def test_the_client_hello_offers_openssls_suites_with_aes128_gcm_first() -> None:

@@ -14,39 +14,14 @@ import pytest
 
 from engine import USER_AGENT
 from engine.bench.tlscompare import make_cert, s_server, wait_port
-from engine.probes import openssl_layer
 from engine.probes.http import TLS_LAYERS, HttpProber
+from tests.client_hello import key_share_groups, probe_hello
 
 SECP256R1, X25519 = 0x0017, 0x001D
 
 
-def key_share_groups(hello: bytes) -> list[int]:
-    """The groups of the key_share extension (RFC 8446, 4.2.8) of a ClientHello record."""
-    p = 5 + 4 + 2 + 32  # record and handshake headers, legacy_version, random
-    p += 1 + hello[p]  # legacy_session_id
-    p += 2 + int.from_bytes(hello[p:p + 2], "big")  # cipher_suites
-    p += 1 + hello[p]  # legacy_compression_methods
-    end = p + 2 + int.from_bytes(hello[p:p + 2], "big")
-    p += 2
-    while p < end:
-        kind = int.from_bytes(hello[p:p + 2], "big")
-        size = int.from_bytes(hello[p + 2:p + 4], "big")
-        body, p = hello[p + 4:p + 4 + size], p + 4 + size
-        if kind == 0x0033:
-            groups, q = [], 2
-            while q < len(body):
-                groups.append(int.from_bytes(body[q:q + 2], "big"))
-                q += 4 + int.from_bytes(body[q + 2:q + 4], "big")
-            return groups
-    return []
-
-
 def test_the_client_hello_carries_one_key_share_for_p256() -> None:
-    conn = openssl_layer.connection(openssl_layer.client_context(), "example.com", None)
-    assert openssl_layer.handshake(conn) is False  # wants the server's answer
-    hello = openssl_layer.outgoing(conn)
-    assert hello is not None and hello[0] == 0x16  # a handshake record
-    assert key_share_groups(hello) == [SECP256R1]
+    assert key_share_groups(probe_hello(None, "example.com")) == [SECP256R1]
 
 
 @pytest.fixture(params=["X25519", "P-256"])

@@ -19,8 +19,8 @@ from engine import USER_AGENT
 from engine.probes import openssl_layer
 from engine.probes.http import HttpProber
 from engine.probes.sessions import TlsSessions
+from tests.client_hello import key_share_groups, probe_hello, supported_versions
 from tests.targets import HttpTarget, TlsCerts
-from tests.test_probe_https_offers_one_cheap_key_share import key_share_groups
 
 TLS12, TLS13 = ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3
 
@@ -50,33 +50,6 @@ def kept_session(prober: HttpProber, site: HttpTarget) -> Any:
     return prober._sessions.get(TlsSessions.key("127.0.0.1", site.port, "localhost"))
 
 
-def supported_versions(hello: bytes) -> list[int] | None:
-    """The versions of the supported_versions extension (RFC 8446, 4.2.1) of a ClientHello
-    record; None without one."""
-    p = 5 + 4 + 2 + 32
-    p += 1 + hello[p]
-    p += 2 + int.from_bytes(hello[p:p + 2], "big")
-    p += 1 + hello[p]
-    end = p + 2 + int.from_bytes(hello[p:p + 2], "big")
-    p += 2
-    while p < end:
-        kind = int.from_bytes(hello[p:p + 2], "big")
-        size = int.from_bytes(hello[p + 2:p + 4], "big")
-        if kind == 0x002B:
-            body = hello[p + 5:p + 4 + size]
-            return [int.from_bytes(body[i:i + 2], "big") for i in range(0, len(body), 2)]
-        p += 4 + size
-    return None
-
-
-def client_hello(session: Any) -> bytes:
-    conn = openssl_layer.connection(openssl_layer.client_context(), "localhost", session)
-    assert openssl_layer.handshake(conn) is False
-    hello = openssl_layer.outgoing(conn)
-    assert hello is not None and hello[0] == 0x16
-    return hello
-
-
 async def test_a_kept_session_is_offered_by_its_own_version_alone_if_tls12(
     site: HttpTarget,
 ) -> None:
@@ -93,7 +66,7 @@ async def test_a_kept_session_is_offered_by_its_own_version_alone_if_tls12(
     assert site.ssl_context is not None
     tls12 = site.ssl_context.maximum_version == TLS12
     assert openssl_layer.session_protocol(der) == (0x0303 if tls12 else 0x0304)
-    hello = client_hello(der)
+    hello = probe_hello(der)
     if tls12:
         # TLS 1.2 alone: no supported_versions extension, no key share to make.
         assert supported_versions(hello) is None
@@ -102,7 +75,7 @@ async def test_a_kept_session_is_offered_by_its_own_version_alone_if_tls12(
         assert 0x0304 in (supported_versions(hello) or [])
         assert key_share_groups(hello) == [0x0017]
     # Without a session: every version, one key share.
-    fresh = client_hello(None)
+    fresh = probe_hello(None)
     assert supported_versions(fresh) == [0x0304, 0x0303]
     assert key_share_groups(fresh) == [0x0017]
 
