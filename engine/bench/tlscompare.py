@@ -96,6 +96,14 @@ def s_server(options: list[str], cert: Path, key: Path, *, core: int | None = No
     return proc, port
 
 
+def stop_servers(procs: list[subprocess.Popen[bytes]]) -> None:
+    """End the ``s_server`` processes: all asked to stop first, then each waited for."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.wait(timeout=10)
+
+
 def start_servers(directory: Path, names: list[str], core: int) -> tuple[
         dict[str, int], list[subprocess.Popen[bytes]]]:
     ports: dict[str, int] = {}
@@ -226,10 +234,7 @@ def main(argv: list[str] | None = None) -> None:
                                          args.rounds, tuple(args.modes.split(",")),
                                          args.s_time))
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(timeout=10)
+            stop_servers(procs)
     if args.json:
         print(json.dumps({"us": results}))
         return

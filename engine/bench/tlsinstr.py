@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench import callgrind
-from engine.bench.tlscompare import make_cert, openssl, s_server, wait_port
+from engine.bench.tlscompare import make_cert, openssl, s_server, stop_servers, wait_port
 
 PROTOCOLS = {"1.2": "-tls1_2", "1.3": "-tls1_3"}
 # glibc's thresholds above which memcpy and memset use "rep movsb"/"rep stosb", raised past
@@ -281,10 +281,7 @@ def main(argv: list[str] | None = None) -> None:
                                 ports[p], st, "/" + page_name(s), (short, long_),
                                 work, f"{p}-{s}-{st}")
         finally:
-            for proc in procs:
-                proc.terminate()
-            for proc in procs:
-                proc.wait(timeout=10)
+            stop_servers(procs)
             if args.keep:
                 args.keep.mkdir(parents=True, exist_ok=True)
                 for f in work.glob("*.callgrind*"):
