@@ -33,16 +33,24 @@ class PhaseRollup:
         self.interval = interval
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Roll now, then every ``interval`` (sooner while catching up) until ``stop``."""
+        """Roll now, then every ``interval`` (sooner while catching up) until ``stop``.
+
+        A catch-up of several passes (a new database starts a week back, see migration
+        0006) is logged once, when it ends, with its total: one line per pass put seven
+        "24 hours rolled up" under the first start's "ready" line."""
+        catching_up = 0
         while not stop.is_set():
             wait = self.interval
             try:
                 done = await self.store.roll_phase_timings(
                     utcnow(), grace=GRACE, max_hours=MAX_HOURS_PER_PASS, keep=KEEP)
-                if done:
-                    log.info("phase timings: %d hours rolled up", done)
                 if done == MAX_HOURS_PER_PASS:
+                    catching_up += done
+                    log.debug("phase timings: %d hours rolled up so far", catching_up)
                     wait = 1.0
+                elif done or catching_up:
+                    log.info("phase timings: %d hours rolled up", catching_up + done)
+                    catching_up = 0
             except DatabaseUnavailable as exc:
                 log.warning("phase roll-up postponed, database unavailable: %s", exc)
             except Exception:

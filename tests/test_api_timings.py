@@ -4,6 +4,7 @@ probes of real targets, and from hourly phase roll-ups across an hour boundary."
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -248,6 +249,37 @@ async def test_the_rollup_component_runs_until_stopped(
     await wait_until(caught_up, timeout=10, what="the job to roll the ended hours")
     stop.set()
     await asyncio.wait_for(task, 5)
+
+
+async def test_a_catch_up_over_several_passes_is_logged_once(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new database starts rolling a week back: its first start said "24 hours rolled up"
+    once a second, seven times, under the "ready" line. Now one line, with the total."""
+    caplog.set_level(logging.INFO, logger="engine.timings_rollup")
+    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    start = this_hour - timedelta(hours=50)  # two full passes of 24 hours and a short one
+    async with store.pool.acquire() as conn:
+        await conn.execute("UPDATE phase_rollup_progress SET rolled_until = $1", start)
+    stop = asyncio.Event()
+    task = asyncio.create_task(PhaseRollup(store, interval=3600).run(stop))
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records
+                if r.name == "engine.timings_rollup" and r.levelno >= logging.INFO]
+
+    async def logged() -> bool:
+        return bool(lines())
+
+    try:
+        await wait_until(logged, timeout=15, what="the catch-up's log line")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+    rolled = await fetchval(store, "SELECT rolled_until FROM phase_rollup_progress")
+    hours = int((rolled - start) / timedelta(hours=1))
+    assert hours >= 49  # up to the last hour ended 10 minutes ago
+    assert lines() == [f"phase timings: {hours} hours rolled up"]
 
 
 async def test_a_new_host_starts_its_timings_afresh(
