@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
                             "the cold start's interval, then one to catch up from it)")
     bench.add_argument("--https-only", action="store_true",
                        help="internet: only the HTTPS-only window and the openssl s_time "
-                            "rounds around it (the HTTPS ratios in two minutes)")
+                            "rounds around it (the HTTPS ratios in under three minutes)")
     bench.add_argument("--load-only", action="store_true",
                        help="http, tls, mixed, internet: only the engine at the scheduled "
                             "load (no baseline, capacity or limit runs)")

@@ -581,8 +581,8 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
     checks = n + kinds["badcert"]
 
     if opts.https_only:
-        # --https-only: step 2 alone, against s_time (the HTTPS ratios in two minutes; the
-        # sessions are made in the window's own warm-up).
+        # --https-only: step 2 alone, against s_time (the HTTPS ratios in under three
+        # minutes; the sessions are made in the window's own warm-up).
         rec["https_only_run"] = True
         rec.update(await https_window(b, world, certs, sampler, extra))
         return rec
