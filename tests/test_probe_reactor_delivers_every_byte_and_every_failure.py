@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.probes.reactor import READS_PER_EVENT, Reactor, SocketTransport
+from engine.probes.reactor import MAX_EVENTS, READS_PER_EVENT, Reactor, SocketTransport
 from tests.targets import closed_port
 
 
@@ -146,6 +146,45 @@ async def test_a_burst_larger_than_the_read_buffer_is_read_whole_while_the_peer_
             assert bytes(ep.received) == burst
             assert ep.lost == []
             release.set()
+    finally:
+        reactor.close()
+
+
+async def test_more_answers_ready_at_once_than_one_wake_up_takes_all_arrive() -> None:
+    """A wake-up takes at most MAX_EVENTS ready sockets from the epoll; the others stay
+    ready and are taken on the loop's next turn. Three times as many connections get their
+    answers at the same moment (a server that holds every answer until all have
+    connected): each endpoint must get its own bytes and its end."""
+    loop = asyncio.get_running_loop()
+    count = 3 * MAX_EVENTS
+    writers: list[asyncio.StreamWriter] = []
+    everyone = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        if len(writers) == count:
+            everyone.set()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, backlog=count)
+    port = server.sockets[0].getsockname()[1]
+    reactor = Reactor(loop)
+    try:
+        async with server:
+            eps = [_Endpoint(loop) for _ in range(count)]
+            for ep in eps:
+                reactor.connect(ep, "127.0.0.1", port)
+            async with asyncio.timeout(10):
+                await everyone.wait()
+                # Every answer written and every connection closed in one callback: the
+                # client's sockets all turn readable before its reactor runs again.
+                for i, writer in enumerate(writers):
+                    writer.write(b"%d\n" % i)
+                    writer.close()
+                assert await asyncio.gather(*(ep.done for ep in eps)) == ["lost"] * count
+            answers = sorted(int(bytes(ep.received)) for ep in eps)
+            assert answers == list(range(count))
+            assert all(ep.eof and ep.lost == [None] for ep in eps)
+            assert len(reactor) == 0
     finally:
         reactor.close()
 
