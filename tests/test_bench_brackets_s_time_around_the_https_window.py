@@ -155,3 +155,25 @@ def test_the_rounds_before_wait_for_the_database_to_settle_within_a_limit() -> N
     elsewhere = Sampler(lambda: {}, lambda: None)
     elsewhere.samples.append((100.0, {}, {"nginx": 1.0}))
     assert asyncio.run(elsewhere.settle("database", 0.1, 2.0, 5.0)) == 0.0
+
+
+def test_under_callgrind_the_probe_is_held_to_s_time_in_instructions_over_every_kind() -> None:
+    from engine.bench.internet import s_time_instruction_figures, table
+
+    by_kind: dict[str, dict[str, Any] | None] = {
+        k: {"instructions": 1_000_000.0 * (2 if k.startswith("tls13") else 1),
+            "connections": 50, "resumed": 50} for k in SERVER_KINDS}
+    figs = s_time_instruction_figures(by_kind, 1_350_000)
+    assert figs["s_time_reuse_www_instructions_mean"] == 1_500_000
+    assert figs["https_instructions_vs_s_time_reuse_www"] == pytest.approx(0.9)
+    assert figs["s_time_reuse_www_instructions_resumed"] == [200, 200]
+    bare = {"monitors": 100, "duration_s": 20.0}
+    rec = {**bare, "https_only": {"instructions_per_answered_probe": 1_350_000}, **figs}
+    assert "1,350,000 / 1,500,000 = 0.9000x (s_time resumed 200 of 200)" in table(rec)
+    # A kind whose run failed leaves no mean (not one over fewer kinds), and no ratio.
+    by_kind["tls12-rsa"] = None
+    partial = s_time_instruction_figures(by_kind, 1_350_000)
+    assert partial["s_time_reuse_www_instructions_mean"] is None
+    assert partial["https_instructions_vs_s_time_reuse_www"] is None
+    # Without callgrind the row is not there.
+    assert "instructions:" not in table({**bare, "https_only": {}})

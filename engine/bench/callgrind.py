@@ -5,7 +5,10 @@
 its measured window only (``callgrind_control -i on|off`` on itself) and the run adds
 ``instructions_per_probe`` (user-space instructions, the child's event loop and everything
 it calls) to the engine's figures. Other figures of such a run are not to be quoted:
-under valgrind the engine runs some twenty times slower.
+under valgrind the engine runs some twenty times slower. ``bench internet`` (best with
+``--https-only --monitors 2000``, so that the engine keeps up under valgrind) then also counts
+``s_time -reuse -www`` of the world's mean page against each server kind, and puts the
+HTTPS probe's ratio to it in the record (``https_instructions_vs_s_time_reuse_www``).
 
 Why: this machine's speed moves by 10-20% within minutes, more than most single changes
 to the probe path are worth; an instruction count moves by 1-3% between runs (the batch

@@ -45,9 +45,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.bench import bracket, layout, report
+from engine.bench import bracket, callgrind, layout, report
 from engine.bench.certs import WorldCerts, make_world_certs
 from engine.bench.database import seed_monitors
 from engine.bench.limits import run_s_time, run_wrk
@@ -78,6 +79,8 @@ MEAN_BODY = sum(BODY_BYTES) // 2  # the world's mean body (uniform sizes)
 # connections are both counted exactly, so CPU per connection does not depend on it).
 S_TIME_ROUNDS = 2
 S_TIME_RUN_S = 1.0
+# Under UPWATCH_BENCH_CALLGRIND: seconds of the short and the long s_time run per kind.
+S_TIME_CALLGRIND_RUNS_S = (2, 6)
 # What each s_time run of a round does: (mode, -reuse, -www of the mean page).
 S_TIME_MODES = (("new", False, False), ("reuse", True, False), ("new_www", False, True),
                 ("reuse_www", True, True))
@@ -554,8 +557,57 @@ async def https_window(b: Bench, world: World, certs: WorldCerts, sampler: Sampl
         "database_settle_s": settled,
     }
     https = per(res2["cpu_s"], p2)
-    return {"https_only": only, "https_cpu_s_per_probe": https, "s_time_rounds": rounds,
-            **s_time_figures(https, only["tls_resumed_ratio"], rounds, bracket.halves(slices))}
+    out = {"https_only": only, "https_cpu_s_per_probe": https, "s_time_rounds": rounds,
+           **s_time_figures(https, only["tls_resumed_ratio"], rounds, bracket.halves(slices))}
+    cg_dir = callgrind.callgrind_dir()
+    if cg_dir is not None:  # UPWATCH_BENCH_CALLGRIND
+        for key in ("instructions_per_probe", "instructions_per_answered_probe",
+                    "callgrind_unanswered"):
+            only[key] = res2.get(key)
+        out.update(await _s_time_instructions(b, world, cg_dir,
+                                              only["instructions_per_answered_probe"]))
+    return out
+
+
+async def _s_time_instructions(b: Bench, world: World, directory: Path,
+                               probe: int | None) -> dict[str, Any]:
+    """Under ``UPWATCH_BENCH_CALLGRIND``: ``s_time -reuse -www`` of the world's mean page,
+    under callgrind against each TLS server kind, and the HTTPS-only window's instructions
+    per answered probe against their mean (its probes spread evenly over the kinds, as in
+    s_time_figures). Instructions do not move with the machine's load as its CPU seconds
+    do; they do not see the kernel or cache misses. ``GLIBC_TUNABLES`` set to
+    ``tlsinstr.VECTOR_COPIES`` for the whole bench counts copies alike on both sides."""
+    from engine.bench.tlsinstr import measure_s_time
+
+    page = f"/w/0/{MEAN_BODY}"
+    by_kind: dict[str, dict[str, Any] | None] = {}
+    for kind in SERVER_KINDS:
+        b.progress.phase(f"s_time -reuse -www ({kind}) under callgrind", 40)
+        try:
+            by_kind[kind] = await asyncio.to_thread(
+                measure_s_time, world.https_port, "reuse", page, S_TIME_CALLGRIND_RUNS_S,
+                directory, f"reuse-www-{kind}", ADDRESS[kind])
+        except SystemExit as e:  # tlsinstr's way of saying a run failed; recorded, not fatal
+            by_kind[kind] = None
+            b.progress.phase(f"s_time ({kind}) under callgrind failed: {e}", 0)
+    return s_time_instruction_figures(by_kind, probe)
+
+
+def s_time_instruction_figures(by_kind: dict[str, dict[str, Any] | None],
+                               probe: int | None) -> dict[str, Any]:
+    """The record's figures from ``s_time -reuse -www`` under callgrind per server kind
+    (None: that run failed) and the probe's instructions: the mean over the kinds (None
+    unless every kind was measured) and the probe's ratio to it."""
+    runs = [v for v in by_kind.values() if v is not None]
+    mean = (sum(v["instructions"] for v in runs) / len(runs)
+            if runs and len(runs) == len(SERVER_KINDS) else None)
+    return {"s_time_reuse_www_instructions": by_kind,
+            "s_time_reuse_www_instructions_mean": None if mean is None else round(mean),
+            # Connections counted and how many of them resumed (all, unless a server
+            # refused a ticket).
+            "s_time_reuse_www_instructions_resumed": [sum(v["resumed"] for v in runs),
+                                                      sum(v["connections"] for v in runs)],
+            "https_instructions_vs_s_time_reuse_www": ratio(probe, mean)}
 
 
 async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
@@ -811,6 +863,14 @@ def table(rec: dict[str, Any]) -> str:
         row(f"  probe vs -{mode}: before/after/each",
             f"{_fmt(rat.get('before'))}x / {_fmt(rat.get('after'))}x / "
             + ", ".join(f"{_fmt(v)}" for v in rat.get("rounds") or []))
+    if only.get("instructions_per_answered_probe") is not None:  # UPWATCH_BENCH_CALLGRIND
+        mean = rec.get("s_time_reuse_www_instructions_mean")
+        row("instructions: HTTPS probe / s_time -reuse -www (mean)",
+            f"{only['instructions_per_answered_probe']:,} / "
+            f"{'-' if mean is None else format(mean, ',')} = "
+            f"{_fmt(rec.get('https_instructions_vs_s_time_reuse_www'))}x (s_time resumed "
+            + " of ".join(str(n) for n in rec.get("s_time_reuse_www_instructions_resumed")
+                          or ()) + ")")
     sl = only.get("slice_cpu_s_per_probe") or {}
     row("HTTPS-only window in quarters: CPU a probe",
         f"{_fmt(sl.get('min'), 's')} - {_fmt(sl.get('max'), 's')} "

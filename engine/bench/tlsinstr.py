@@ -198,11 +198,11 @@ def _valgrind() -> str:
 
 
 def _s_time_run(port: int, mode: str, path: str, seconds: int,
-                out_file: Path) -> tuple[int, int, int]:
+                out_file: Path, host: str = "127.0.0.1") -> tuple[int, int, int]:
     """(instructions, connections, resumed connections) of one ``s_time`` run."""
     proc = subprocess.run(  # noqa: S603 - our own arguments
         [_valgrind(), "--tool=callgrind", f"--callgrind-out-file={out_file}", openssl(),
-         "s_time", "-connect", f"127.0.0.1:{port}", f"-{mode}", "-time", str(seconds),
+         "s_time", "-connect", f"{host}:{port}", f"-{mode}", "-time", str(seconds),
          "-www", path],
         capture_output=True, text=True, timeout=seconds * 10 + 120,
     )
@@ -218,9 +218,12 @@ def _s_time_run(port: int, mode: str, path: str, seconds: int,
 
 
 def measure_s_time(port: int, mode: str, path: str, lengths: tuple[int, int],
-                   directory: Path, name: str) -> dict[str, Any]:
+                   directory: Path, name: str, host: str = "127.0.0.1") -> dict[str, Any]:
+    """``s_time -<mode> -www <path>`` against ``host:port`` under callgrind: instructions per
+    connection (the difference of a short and a long run, so start-up is out), the
+    connections and the resumed ones that difference counts."""
     (i1, c1, r1), (i2, c2, r2) = (
-        _s_time_run(port, mode, path, s, directory / f"s_time-{name}-{s}.callgrind")
+        _s_time_run(port, mode, path, s, directory / f"s_time-{name}-{s}.callgrind", host)
         for s in lengths)
     if c2 <= c1:
         raise SystemExit(f"s_time {name}: {c2} connections in the long run, {c1} in the short")
