@@ -792,7 +792,7 @@ def table(rec: dict[str, Any]) -> str:
              f"(TTL {rec.get('dns_ttl_s')} s), {rec['duration_s']:g} s measured =="]
 
     def row(label: str, value: str) -> None:
-        lines.append(f"  {label:<44}{value}")
+        lines.append(f"  {label:<44} {value}")  # a space even after a long label
 
     row("probes/s asked / done", f"{_fmt(rec.get('probes_asked_per_s'))} / "
         f"{_fmt(rec.get('probes_per_s'))} (held {_fmt(rec.get('held'))})")
