@@ -172,8 +172,10 @@ async def test_phase_rollups_across_an_hour_boundary_agree_with_the_raw_results(
     if len(days) == 1:
         assert 92 <= (days[0][3]["ttfb"]["p50"] or 0) <= 327
 
-    # Once the day is over it is summed into a daily row, and read from there the same.
-    next_day = utc_midnight(this_hour) + timedelta(days=1, minutes=11)
+    # Once the day is over it is summed into a daily row, and read from there the same. An
+    # hour past the next midnight: between 23:00 and 24:00 UTC, ``later`` is that midnight
+    # plus 11 minutes and has rolled the day already, so a roll then would find nothing.
+    next_day = utc_midnight(this_hour) + timedelta(days=1, hours=1, minutes=11)
     assert await store.roll_phase_timings(next_day, grace=timedelta(minutes=10)) >= 1
     assert await fetchval(store, "SELECT days_rolled_until FROM phase_rollup_progress") == (
         utc_midnight(next_day))
