@@ -581,6 +581,7 @@ async def _s_time_instructions(b: Bench, world: World, directory: Path,
 
     page = f"/w/0/{MEAN_BODY}"
     by_kind: dict[str, dict[str, Any] | None] = {}
+    failed: dict[str, str] = {}
     for kind in SERVER_KINDS:
         b.progress.phase(f"s_time -reuse -www ({kind}) under callgrind", 40)
         try:
@@ -589,8 +590,9 @@ async def _s_time_instructions(b: Bench, world: World, directory: Path,
                 directory, f"reuse-www-{kind}", ADDRESS[kind])
         except SystemExit as e:  # tlsinstr's way of saying a run failed; recorded, not fatal
             by_kind[kind] = None
-            b.progress.phase(f"s_time ({kind}) under callgrind failed: {e}", 0)
-    return s_time_instruction_figures(by_kind, probe)
+            failed[kind] = str(e)
+    return {**s_time_instruction_figures(by_kind, probe),
+            "s_time_reuse_www_instructions_failed": failed}
 
 
 def s_time_instruction_figures(by_kind: dict[str, dict[str, Any] | None],
