@@ -40,10 +40,23 @@ async def cluster(db_dsn: str, tmp_path: Path) -> AsyncIterator[dict[str, Instan
     await eu.start()
     await us.start()
     try:
+        # Ready is not yet "sees the other": a check created before eu's membership has us
+        # in it is probed by eu alone, then handed over, and both regions have probed it.
+        await wait_until(lambda: _all_see(2, eu, us), 10, "both nodes to see each other live")
         yield {"eu": eu, "us": us}
     finally:
         for inst in (eu, us):
             await inst.kill()
+
+
+async def _all_see(n: int, *instances: Instance) -> bool:
+    """Every instance's ``upwatch_live_nodes`` gauge (its own membership's size) is ``n``."""
+    async with aiohttp.ClientSession() as http:
+        for inst in instances:
+            async with http.get(f"{inst.base_url}/metrics") as r:
+                if f"upwatch_live_nodes {float(n)}" not in await r.text():
+                    return False
+    return True
 
 
 async def create_monitor(base_url: str, token: str, url: str) -> dict[str, Any]:
