@@ -322,7 +322,8 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
     assert len(stamps) >= len(seen) - 3, (len(stamps), len(seen))
     restarts = [e for e in _log(inst) if "started again" in e.get("msg", "")]
     assert len(restarts) == 3
-    assert not [e for e in _log(inst) if e.get("level") in ("error", "critical")]
+    errors = [e for e in _log(inst) if e.get("level") in ("error", "critical")]
+    assert not errors, "\n".join(orjson.dumps(e).decode() for e in errors)  # whole, untruncated
     print(f"\nkill -9 with the restart held back: API answering {back_after_kill:.1f} s after "
           f"the hold ended ({kill_outage:.1f} s away); pg_ctl stop: {back_after_stop:.1f} s; "
           f"kill -9 alone: {back_alone:.1f} s; {len(stamps)} results of the steady site over "
