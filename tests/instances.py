@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import asyncpg
 from aiohttp import web
 
@@ -246,3 +247,14 @@ async def fetch(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
         return await conn.fetch(sql, *args)
     finally:
         await conn.close()
+
+
+async def metric(http: aiohttp.ClientSession, inst: Instance, name: str) -> float:
+    """The value of the unlabelled (or first labelled) sample ``name`` on ``inst``'s
+    ``/metrics``; 0.0 when it is not there."""
+    async with http.get(f"{inst.base_url}/metrics") as r:
+        text = await r.text()
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0

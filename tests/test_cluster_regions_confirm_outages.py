@@ -15,7 +15,15 @@ import orjson
 import pytest
 
 from engine.db.store import Store
-from tests.instances import Hit, Instance, RegionalTarget, WebhookReceiver, fetch, wait_until
+from tests.instances import (
+    Hit,
+    Instance,
+    RegionalTarget,
+    WebhookReceiver,
+    fetch,
+    metric,
+    wait_until,
+)
 
 EU, US = "127.0.0.2", "127.0.0.3"
 HEARTBEAT = 0.5
@@ -53,9 +61,8 @@ async def _all_see(n: int, *instances: Instance) -> bool:
     """Every instance's ``upwatch_live_nodes`` gauge (its own membership's size) is ``n``."""
     async with aiohttp.ClientSession() as http:
         for inst in instances:
-            async with http.get(f"{inst.base_url}/metrics") as r:
-                if f"upwatch_live_nodes {float(n)}" not in await r.text():
-                    return False
+            if await metric(http, inst, "upwatch_live_nodes") != n:
+                return False
     return True
 
 

@@ -37,7 +37,14 @@ import aiohttp
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.store import Store
-from tests.instances import Instance, RegionalTarget, WebhookReceiver, fetch, wait_until
+from tests.instances import (
+    Instance,
+    RegionalTarget,
+    WebhookReceiver,
+    fetch,
+    metric,
+    wait_until,
+)
 
 FAST = {
     "UPWATCH_TIME_SCALE": "0.01",  # 30 s interval -> 0.3 s; webhook back-off 10 s -> 0.1 s
@@ -91,15 +98,6 @@ async def _monitor(http: aiohttp.ClientSession, inst: Instance, url: str) -> int
 async def _status(dsn: str, check_id: int) -> str:
     rows = await fetch(dsn, "SELECT status FROM checks WHERE id = $1", check_id)
     return str(rows[0]["status"])
-
-
-async def _metric(http: aiohttp.ClientSession, inst: Instance, name: str) -> float:
-    async with http.get(f"{inst.base_url}/metrics") as r:
-        text = await r.text()
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def _log(inst: Instance) -> list[dict[str, Any]]:
@@ -175,7 +173,7 @@ async def test_a_30_s_database_outage_loses_no_result_no_transition_and_no_event
                 await wait_until(lambda: _is(dsn, flaky_id, "down"), 20, "the check down")
                 await wait_until(lambda: _true(receiver.hits), 20, "the downtime webhook")
                 delivered_at = time.time()
-                dropped = await _metric(http, inst, "upwatch_results_dropped_total")
+                dropped = await metric(http, inst, "upwatch_results_dropped_total")
 
                 # Probing went on during the outage.
                 in_window = [t for _, t in steady.seen if stopped_at < t < restarted_at]
@@ -260,7 +258,7 @@ async def test_a_full_result_buffer_drops_the_oldest_with_a_counter_and_a_log_li
 
                 async def dropped_counted() -> bool:
                     with contextlib.suppress(aiohttp.ClientError):
-                        return await _metric(http, inst, "upwatch_results_dropped_total") > 0
+                        return await metric(http, inst, "upwatch_results_dropped_total") > 0
                     return False
 
                 await wait_until(dropped_counted, 15, "the drop counter")
@@ -268,7 +266,7 @@ async def test_a_full_result_buffer_drops_the_oldest_with_a_counter_and_a_log_li
                 await asyncio.sleep(0)  # results are flushed within 0.05 s of reconnecting
                 await wait_until(lambda: _rows_after(dsn, restarted_at), 15,
                                  "results written again")
-                dropped = await _metric(http, inst, "upwatch_results_dropped_total")
+                dropped = await metric(http, inst, "upwatch_results_dropped_total")
                 kept = await fetch(
                     dsn, "SELECT at FROM probe_results WHERE at > to_timestamp($1)"
                          " AND at < to_timestamp($2) ORDER BY at",
