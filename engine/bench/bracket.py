@@ -35,14 +35,19 @@ def spread(values: Iterable[float | None]) -> dict[str, Any]:
             "n": len(good)}
 
 
-def round_mean(rnd: Mapping[str, Any], mode: str, kinds: Sequence[str]) -> float | None:
-    """One round's mean CPU per operation of ``mode`` over ``kinds`` (None when a kind was
-    not measured: a mean over fewer kinds would not be the same figure)."""
-    by_kind = (rnd.get("cpu_s_per_op") or {}).get(mode) or {}
-    values = [by_kind.get(k) for k in kinds]
-    if not values or any(v is None for v in values):
+def complete_mean(values: Iterable[float | None]) -> float | None:
+    """The mean of per-kind figures, None when there are none or one is missing: a mean
+    over fewer kinds would not be the same figure."""
+    listed = list(values)
+    if not listed or any(v is None for v in listed):
         return None
-    return statistics.fmean(v for v in values if v is not None)
+    return statistics.fmean(v for v in listed if v is not None)
+
+
+def round_mean(rnd: Mapping[str, Any], mode: str, kinds: Sequence[str]) -> float | None:
+    """One round's mean CPU per operation of ``mode`` over ``kinds`` (see complete_mean)."""
+    by_kind = (rnd.get("cpu_s_per_op") or {}).get(mode) or {}
+    return complete_mean(by_kind.get(k) for k in kinds)
 
 
 def aggregate(rounds: Sequence[Mapping[str, Any]], means: Mapping[str, Sequence[str]],

@@ -601,8 +601,8 @@ def s_time_instruction_figures(by_kind: dict[str, dict[str, Any] | None],
     (None: that run failed) and the probe's instructions: the mean over the kinds (None
     unless every kind was measured) and the probe's ratio to it."""
     runs = [v for v in by_kind.values() if v is not None]
-    mean = (sum(v["instructions"] for v in runs) / len(runs)
-            if runs and len(runs) == len(SERVER_KINDS) else None)
+    mean = bracket.complete_mean(None if (v := by_kind.get(k)) is None else v["instructions"]
+                                 for k in SERVER_KINDS)
     return {"s_time_reuse_www_instructions": by_kind,
             "s_time_reuse_www_instructions_mean": None if mean is None else round(mean),
             # Connections counted and how many of them resumed (all, unless a server
