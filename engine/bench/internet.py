@@ -577,7 +577,7 @@ async def _s_time_instructions(b: Bench, world: World, directory: Path,
     s_time_figures). Instructions do not move with the machine's load as its CPU seconds
     do; they do not see the kernel or cache misses. ``GLIBC_TUNABLES`` set to
     ``tlsinstr.VECTOR_COPIES`` for the whole bench counts copies alike on both sides."""
-    from engine.bench.tlsinstr import measure_s_time
+    from engine.bench.tlsinstr import STimeFailed, measure_s_time
 
     page = f"/w/0/{MEAN_BODY}"
     by_kind: dict[str, dict[str, Any] | None] = {}
@@ -588,7 +588,7 @@ async def _s_time_instructions(b: Bench, world: World, directory: Path,
             by_kind[kind] = await asyncio.to_thread(
                 measure_s_time, world.https_port, "reuse", page, S_TIME_CALLGRIND_RUNS_S,
                 directory, f"reuse-www-{kind}", ADDRESS[kind])
-        except SystemExit as e:  # tlsinstr's way of saying a run failed; recorded, not fatal
+        except STimeFailed as e:  # recorded, not fatal to the rest of the run
             by_kind[kind] = None
             failed[kind] = str(e)
     return {**s_time_instruction_figures(by_kind, probe),

@@ -190,27 +190,36 @@ def measure_probes(cases: list[dict[str, Any]], n: int, warmup: int,
 # -- s_time ----------------------------------------------------------------------------------
 
 
+class STimeFailed(RuntimeError):
+    """An ``s_time`` run under callgrind gave no count (the message says why)."""
+
+
 def _valgrind() -> str:
     exe = shutil.which("valgrind")
     if exe is None:
-        raise SystemExit("tlsinstr needs valgrind (Debian: apt-get install valgrind)")
+        raise STimeFailed("tlsinstr needs valgrind (Debian: apt-get install valgrind)")
     return exe
 
 
 def _s_time_run(port: int, mode: str, path: str, seconds: int,
                 out_file: Path, host: str = "127.0.0.1") -> tuple[int, int, int]:
-    """(instructions, connections, resumed connections) of one ``s_time`` run."""
-    proc = subprocess.run(  # noqa: S603 - our own arguments
-        [_valgrind(), "--tool=callgrind", f"--callgrind-out-file={out_file}", openssl(),
-         "s_time", "-connect", f"{host}:{port}", f"-{mode}", "-time", str(seconds),
-         "-www", path],
-        capture_output=True, text=True, timeout=seconds * 10 + 120,
-    )
+    """(instructions, connections, resumed connections) of one ``s_time`` run; raises
+    STimeFailed."""
+    try:
+        proc = subprocess.run(  # noqa: S603 - our own arguments
+            [_valgrind(), "--tool=callgrind", f"--callgrind-out-file={out_file}", openssl(),
+             "s_time", "-connect", f"{host}:{port}", f"-{mode}", "-time", str(seconds),
+             "-www", path],
+            capture_output=True, text=True, timeout=seconds * 10 + 120,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise STimeFailed(f"s_time under callgrind did not end in {e.timeout:g} s") from e
     counts = re.findall(r"(\d+) connections in ([\d.]+)s", proc.stdout)
-    total = callgrind.total_instructions(out_file.read_text(errors="replace"))
+    total = (callgrind.total_instructions(out_file.read_text(errors="replace"))
+             if out_file.exists() else None)
     if not counts or total is None:
         print(proc.stdout, proc.stderr, file=sys.stderr)
-        raise SystemExit("s_time under callgrind failed")
+        raise STimeFailed("s_time under callgrind failed")
     # "-reuse" makes one connection before the timed ones (it takes the session from it).
     conns = int(counts[-1][0]) + (1 if mode == "reuse" else 0)
     marks = "".join(re.findall(r"^[rt*23]+$", proc.stdout.split("starting")[-1], re.M))
@@ -221,12 +230,12 @@ def measure_s_time(port: int, mode: str, path: str, lengths: tuple[int, int],
                    directory: Path, name: str, host: str = "127.0.0.1") -> dict[str, Any]:
     """``s_time -<mode> -www <path>`` against ``host:port`` under callgrind: instructions per
     connection (the difference of a short and a long run, so start-up is out), the
-    connections and the resumed ones that difference counts."""
+    connections and the resumed ones that difference counts. Raises STimeFailed."""
     (i1, c1, r1), (i2, c2, r2) = (
         _s_time_run(port, mode, path, s, directory / f"s_time-{name}-{s}.callgrind", host)
         for s in lengths)
     if c2 <= c1:
-        raise SystemExit(f"s_time {name}: {c2} connections in the long run, {c1} in the short")
+        raise STimeFailed(f"s_time {name}: {c2} connections in the long run, {c1} in the short")
     return {"instructions": (i2 - i1) / (c2 - c1), "connections": c2 - c1,
             "resumed": r2 - r1}
 
@@ -280,9 +289,12 @@ def main(argv: list[str] | None = None) -> None:
                     for s in sizes:
                         for m in modes:
                             st = "new" if m == "full" else "reuse"
-                            limits[f"{p} {s} {m}"] = measure_s_time(
-                                ports[p], st, "/" + page_name(s), (short, long_),
-                                work, f"{p}-{s}-{st}")
+                            try:
+                                limits[f"{p} {s} {m}"] = measure_s_time(
+                                    ports[p], st, "/" + page_name(s), (short, long_),
+                                    work, f"{p}-{s}-{st}")
+                            except STimeFailed as e:
+                                raise SystemExit(str(e)) from e
         finally:
             stop_servers(procs)
             if args.keep:
