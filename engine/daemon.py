@@ -219,6 +219,7 @@ async def build_node(
             resolver=from_settings(settings, metrics),
             tls_sessions=settings.tls_sessions,
             metrics=metrics,
+            batch=settings.probe_batch_ms / 1000.0,
         )
         peers = PeerConfirmer(registry.membership, settings, metrics)
         confirmer = RegionConfirmer(peers, LocalConfirmer.from_settings(prober, settings, metrics))

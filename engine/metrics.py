@@ -230,6 +230,12 @@ class Metrics:
             ["resumed"], registry=r,
         )
         self.in_flight = Gauge("upwatch_probes_in_flight", "Probes running now.", registry=r)
+        self.probe_polling = Gauge(
+            "upwatch_probe_polling",
+            "1 while the uptime probes' sockets are polled every probe_batch_ms (under load; "
+            "their timings may then include that wait), 0 while each event is taken at once.",
+            registry=r,
+        )
         self.scheduled = Gauge(
             "upwatch_checks_scheduled", "Checks in this node's timing wheel.", registry=r
         )

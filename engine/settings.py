@@ -118,6 +118,12 @@ class Settings(BaseSettings):
     # TLS sessions the uptime probes keep to resume (engine/probes/sessions.py): one per
     # HTTPS address, port and name, ~0.5 KB each; 0: every handshake full.
     tls_sessions: int = Field(default=50_000, ge=0, le=10_000_000)
+    # Under load (the probes' sockets waking the loop more than once per this interval),
+    # their events are taken every this many ms instead of one wake-up each: at 1 ms, 18%
+    # less CPU per HTTPS probe at 633 a second, and each step of a probe may wait up to this
+    # long (+3 ms a resumed HTTPS probe; engine/probes/reactor.py). 0: every ready socket at
+    # once, whatever the load.
+    probe_batch_ms: float = Field(default=1.0, ge=0, le=50)
     # Body bytes a probe reads for its body and json assertions (engine/probes/request.py).
     max_assertion_body: int = Field(default=1 << 20, ge=1024, le=64 << 20)
 

@@ -210,14 +210,17 @@ def ip_family(ip: str) -> int:
     return socket.AF_INET6 if ":" in ip else socket.AF_INET
 
 
-def reactor_for(current: Reactor | None, loop: asyncio.AbstractEventLoop) -> Reactor:
+def reactor_for(
+    current: Reactor | None, loop: asyncio.AbstractEventLoop, batch: float = 0.0
+) -> Reactor:
     """``current`` when it serves ``loop``; else a new reactor for ``loop`` (tests run one
-    loop per test), and ``current``, if any, closed."""
+    loop per test), polling every ``batch`` seconds under load (``Reactor``), and
+    ``current``, if any, closed."""
     if current is not None:
         if current.loop is loop:
             return current
         current.close()
-    return Reactor(loop)
+    return Reactor(loop, batch)
 
 
 class Expiring(Protocol):

@@ -608,7 +608,10 @@ class HttpProber:
         tls_sessions: int = 50_000,
         tls_layer: str = "pyopenssl",
         metrics: Any = None,
+        batch: float = 0.0,
     ) -> None:
+        """``batch``: seconds between polls of the probes' sockets under load (0: every
+        ready socket at once; engine/probes/reactor.py says when it applies)."""
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         if tls_layer not in TLS_LAYERS:
@@ -655,6 +658,7 @@ class HttpProber:
                            metrics.tls_handshakes.labels(resumed="true"))
         self._deadlines = Deadlines()
         self._reactor: Reactor | None = None
+        self._batch = batch
 
     def _tls_context(self) -> Any:
         ctx = self._ctx
@@ -669,6 +673,11 @@ class HttpProber:
             ctx.set_alpn_protocols(["http/1.1"])
             self._ctx = ctx
         return ctx
+
+    @property
+    def polling(self) -> bool:
+        """Whether this prober's sockets are polled on a timer now (``batch``, under load)."""
+        return self._reactor is not None and self._reactor.polling
 
     @property
     def resolver(self) -> ProbeResolver | None:
@@ -706,7 +715,7 @@ class HttpProber:
         """
         reactor = self._reactor
         if reactor is None or reactor.loop is not loop:
-            reactor = self._reactor = reactor_for(reactor, loop)
+            reactor = self._reactor = reactor_for(reactor, loop, self._batch)
         p = _Probe(self, reactor, url, done, arg)
         if spec is not None:
             p.spec = spec

@@ -216,8 +216,10 @@ class CertProber:
         ca_bundle: Path | None = None,
         resolver: Resolver | None = None,
         parse: Callable[[bytes], _Meta] | None = None,
+        batch: float = 0.0,
     ) -> None:
-        """``parse`` reads a leaf's fields (``parse_meta`` unless given)."""
+        """``parse`` reads a leaf's fields (``parse_meta`` unless given); ``batch`` as
+        :class:`~engine.probes.http.HttpProber`'s."""
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self._parse = parse_meta if parse is None else parse
@@ -229,6 +231,7 @@ class CertProber:
         self._resolver = resolver
         self._deadlines = Deadlines()
         self._reactor: Reactor | None = None
+        self._batch = batch
         self._rview = memoryview(bytearray(READ_BUFFER_SIZE))
         self._pview = memoryview(bytearray(1))  # no application data is ever read
         # The verifying context: system trust store (honours SSL_CERT_FILE) plus the bundle.
@@ -283,7 +286,8 @@ class CertProber:
             raise ProbeFailure(
                 words if words.startswith("blocked:") else "no TLS answer: " + words
             ) from None
-        reactor = self._reactor = reactor_for(self._reactor, asyncio.get_running_loop())
+        reactor = self._reactor = reactor_for(
+            self._reactor, asyncio.get_running_loop(), self._batch)
         # For an IP literal OpenSSL checks the IP SANs and sends no SNI, as it should.
         server_hostname = literal or host
         conn, ip = await self._handshake(reactor, addrs, port, server_hostname, self._verify_ctx)

@@ -207,6 +207,7 @@ class Engine:
                 resolver=from_settings(settings, metrics),
                 tls_sessions=settings.tls_sessions,
                 metrics=metrics,
+                batch=settings.probe_batch_ms / 1000.0,
             )
             self._owned_probers.append(http_prober)
         if cert_prober is None:
@@ -219,6 +220,7 @@ class Engine:
                 ca_bundle=settings.ca_bundle,
                 # The uptime probes' resolver and cache, when theirs is one.
                 resolver=getattr(http_prober, "resolver", None),
+                batch=settings.probe_batch_ms / 1000.0,
             )
             self._owned_probers.append(cert_prober)
         self._http = http_prober
@@ -619,6 +621,7 @@ class Engine:
                 self._metrics.fold()
                 self._metrics.scheduled.set(len(checks))
                 self._metrics.in_flight.set(len(self._in_flight))
+                self._metrics.probe_polling.set(1 if getattr(self._http, "polling", False) else 0)
                 gauge_at = now + 1.0
             await asyncio.sleep(self._tick)
 
