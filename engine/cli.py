@@ -103,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--probe-timeout", type=float, default=None, metavar="S",
                        help="the engine's probe timeout (default 10; --quick 2); longer "
                             "under UPWATCH_BENCH_CALLGRIND")
+    bench.add_argument("--probe-batch-ms", type=float, default=None, metavar="MS",
+                       help="the engine's probe_batch_ms (default: the engine's, 1; 0 takes "
+                            "every ready socket at once, for a side-by-side run)")
     bench.add_argument("--assertions", type=float, default=None, metavar="SHARE",
                        help="http: what requests and assertions cost (engine/bench/assertions)")
     return p

@@ -22,7 +22,7 @@ from engine import USER_AGENT
 from engine.bench import worldserver
 from engine.bench.certs import make_world_certs
 from engine.bench.dnsserver import DnsServer
-from engine.bench.internet import classify, wait_listening
+from engine.bench.internet import beyond_think, classify, wait_listening
 from engine.bench.layout import free_port
 from engine.bench.nginx import Nginx, nginx_conf, nginx_path
 from engine.bench.world import (
@@ -148,6 +148,21 @@ def test_rows_are_judged_by_the_kind_of_their_site() -> None:
         "confirmations": 0, "total_ms": {"p50": None, "p99": None}}
     assert got["certificate_checks"] == {"probes": 1, "failed": 1,
                                          "reasons": ["certificate expired"]}
+
+
+def test_time_beyond_think_counts_answered_probes_of_healthy_sites_only() -> None:
+    https, http = WORLD.site(_first("https")), WORLD.site(_first("http"))
+    rows = [
+        {**_row(https.index, 0, None), "total_ms": https.think_ms + 3.0},
+        {**_row(http.index, 0, None), "total_ms": http.think_ms + 5.0},
+        {**_row(https.index, 2, "connection reset"), "total_ms": 1.0},  # failed: not counted
+        {**_row(_first("slow"), 0, None), "total_ms": 9.0},  # not a healthy site
+        {**_row(_first("badcert"), 0, None, kind=2), "total_ms": 9.0},  # certificate check
+        {**_row(https.index, 0, None), "total_ms": None},
+    ]
+    got = beyond_think(WORLD, rows)
+    assert got["count"] == 2 and got["mean"] == 4.0 and got["max"] == 5.0
+    assert beyond_think(WORLD, [])["mean"] is None
 
 
 # -- the world, served (needs nginx) -------------------------------------------------------

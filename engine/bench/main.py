@@ -84,6 +84,8 @@ class Options:
     names_cost: int | None = None
     rate: float | None = None  # http, tls: probes a second asked at capacity (None: default)
     probe_timeout: float | None = None  # the engine's probe timeout (None: 10 s, quick 2 s)
+    # The engine's probe_batch_ms (engine/probes/reactor.py); None: the engine's default.
+    probe_batch_ms: float | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -128,6 +130,7 @@ class Options:
             rate=_positive(getattr(args, "rate", None), "--rate", 1_000_000.0),
             probe_timeout=_positive(getattr(args, "probe_timeout", None), "--probe-timeout",
                                     300.0),
+            probe_batch_ms=_batch_ms(getattr(args, "probe_batch_ms", None)),
         )
 
 
@@ -146,6 +149,14 @@ def _positive(value: float | None, flag: str, most: float) -> float | None:
         return None
     if not 0 < value <= most:
         raise BenchError(f"{flag} must be above 0 and at most {most:g}")
+    return float(value)
+
+
+def _batch_ms(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if not 0 <= value <= 50:
+        raise BenchError("--probe-batch-ms must be between 0 and 50")
     return float(value)
 
 
@@ -307,6 +318,8 @@ class Bench:
         }
         if self.dns_address is not None:
             values["dns_servers"] = self.dns_address
+        if self.opts.probe_batch_ms is not None:
+            values["probe_batch_ms"] = self.opts.probe_batch_ms
         values.update(extra)
         return values
 
@@ -1491,6 +1504,11 @@ async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
             b.notes.append("compiled modules older than their source (rebuild with "
                            "pip install -e .): " + ", ".join(stale))
         rec["notes"] = b.notes
+        # The engine's polling interval under load (engine/probes/reactor.py), as it ran.
+        from engine.settings import Settings
+
+        rec["probe_batch_ms"] = b.settings().get(
+            "probe_batch_ms", Settings.model_fields["probe_batch_ms"].default)
         rec["cores"] = {"engine": sorted(b.engine_cpus), "others": sorted(b.other_cpus)}
         rec["load_average"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         return rec

@@ -184,6 +184,8 @@ def table(rec: dict[str, Any]) -> str:
         head += f", interval {rec['interval_s']:g} s"
     if "compiled" in rec:
         head += ", hot path " + ("compiled" if rec["compiled"] else "pure Python")
+    if rec.get("probe_batch_ms") is not None:
+        head += f", probe batches {rec['probe_batch_ms']:g} ms"
     lines = [head + " =="]
     if sc in ("http", "tls", "mixed"):
         def row(label: str, a: Any, b: Any, c: Any) -> None:
