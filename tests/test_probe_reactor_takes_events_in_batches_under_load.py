@@ -95,6 +95,14 @@ async def chatty() -> AsyncIterator[Chatty]:
         c.stop.set()
 
 
+def _open(reactor: Reactor, port: int, n: int) -> list[_Endpoint]:
+    """``n`` connections to the chatty server on ``port``, through ``reactor``."""
+    eps = [_Endpoint(reactor.loop) for _ in range(n)]
+    for ep in eps:
+        reactor.connect(ep, "127.0.0.1", port)
+    return eps
+
+
 def _lines(ep: _Endpoint) -> list[bytes]:
     return bytes(ep.received).split(b"\n")[:-1]
 
@@ -119,12 +127,9 @@ def _delays(ep: _Endpoint, since: float) -> list[float]:
 async def test_a_busy_reactor_polls_and_delivers_every_line_and_every_end(
     chatty: Chatty,
 ) -> None:
-    loop = asyncio.get_running_loop()
-    reactor = Reactor(loop, BATCH)
+    reactor = Reactor(asyncio.get_running_loop(), BATCH)
     try:
-        eps = [_Endpoint(loop) for _ in range(20)]
-        for ep in eps:
-            reactor.connect(ep, "127.0.0.1", chatty.port)
+        eps = _open(reactor, chatty.port, 20)
         await _until(lambda: reactor.polling, 5.0)
         # While polling, a line waits for the next tick: up to BATCH, half of it on average.
         since = time.monotonic()
@@ -147,9 +152,8 @@ async def test_a_busy_reactor_polls_and_delivers_every_line_and_every_end(
         await _until(lambda: not reactor.polling, 5.0)
         chatty.stop.clear()
         chatty.period = 2 * SWITCH_WINDOW / TICKS  # TICKS / 2 wake-ups a window
-        ep = _Endpoint(loop)
         since = time.monotonic()
-        reactor.connect(ep, "127.0.0.1", chatty.port)
+        [ep] = _open(reactor, chatty.port, 1)
         await _until(lambda: len(ep.arrivals) >= 20, 5.0)
         assert not reactor.polling
         delays = sorted(_delays(ep, since))
@@ -161,37 +165,27 @@ async def test_a_busy_reactor_polls_and_delivers_every_line_and_every_end(
         reactor.close()
 
 
-async def test_a_reactor_woken_less_often_than_it_would_tick_keeps_waking(
-    chatty: Chatty,
+@pytest.mark.parametrize(
+    ("batch", "connections", "period", "arrivals"),
+    [
+        # Woken 2 * TICKS / 3 times a window at most: fewer wake-ups than ticks would be.
+        (BATCH, 2, 3 * SWITCH_WINDOW / TICKS, 15),
+        # No batch interval: every event at once, however many.
+        (0.0, 20, 0.001, 100),
+    ],
+)
+async def test_a_reactor_that_polling_would_not_spare_wake_ups_keeps_waking(
+    chatty: Chatty, batch: float, connections: int, period: float, arrivals: int,
 ) -> None:
-    loop = asyncio.get_running_loop()
-    reactor = Reactor(loop, BATCH)
-    chatty.period = 3 * SWITCH_WINDOW / TICKS
+    reactor = Reactor(asyncio.get_running_loop(), batch)
+    chatty.period = period
     try:
-        eps = [_Endpoint(loop) for _ in range(2)]  # 2 * TICKS / 3 wake-ups a window at most
-        for ep in eps:
-            reactor.connect(ep, "127.0.0.1", chatty.port)
-        await _until(lambda: all(len(ep.arrivals) >= 15 for ep in eps), 10.0)
+        eps = _open(reactor, chatty.port, connections)
+        await _until(lambda: all(len(ep.arrivals) >= arrivals for ep in eps), 10.0)
         assert not reactor.polling
         chatty.stop.set()
         async with asyncio.timeout(5):
-            assert await asyncio.gather(*(ep.done for ep in eps)) == [[None]] * 2
-    finally:
-        reactor.close()
-
-
-async def test_without_a_batch_interval_the_reactor_never_polls(chatty: Chatty) -> None:
-    loop = asyncio.get_running_loop()
-    reactor = Reactor(loop)
-    try:
-        eps = [_Endpoint(loop) for _ in range(20)]
-        for ep in eps:
-            reactor.connect(ep, "127.0.0.1", chatty.port)
-        await _until(lambda: all(len(ep.arrivals) >= 100 for ep in eps), 10.0)
-        assert not reactor.polling
-        chatty.stop.set()
-        async with asyncio.timeout(5):
-            await asyncio.gather(*(ep.done for ep in eps))
+            assert await asyncio.gather(*(ep.done for ep in eps)) == [[None]] * connections
     finally:
         reactor.close()
 
@@ -199,11 +193,8 @@ async def test_without_a_batch_interval_the_reactor_never_polls(chatty: Chatty) 
 async def test_closing_a_polling_reactor_tells_every_connection_and_stops_the_timer(
     chatty: Chatty,
 ) -> None:
-    loop = asyncio.get_running_loop()
-    reactor = Reactor(loop, BATCH)
-    eps = [_Endpoint(loop) for _ in range(20)]
-    for ep in eps:
-        reactor.connect(ep, "127.0.0.1", chatty.port)
+    reactor = Reactor(asyncio.get_running_loop(), BATCH)
+    eps = _open(reactor, chatty.port, 20)
     try:
         await _until(lambda: reactor.polling, 5.0)
     finally:
