@@ -1507,8 +1507,9 @@ async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
         # The engine's polling interval under load (engine/probes/reactor.py), as it ran.
         from engine.settings import Settings
 
-        rec["probe_batch_ms"] = b.settings().get(
-            "probe_batch_ms", Settings.model_fields["probe_batch_ms"].default)
+        batch = opts.probe_batch_ms
+        rec["probe_batch_ms"] = (
+            batch if batch is not None else Settings.model_fields["probe_batch_ms"].default)
         rec["cores"] = {"engine": sorted(b.engine_cpus), "others": sorted(b.other_cpus)}
         rec["load_average"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         return rec
