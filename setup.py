@@ -1,4 +1,4 @@
-"""Build hook: the engine's per-probe modules (engine/compiled.py) compiled with mypyc.
+"""Build hook: the engine's per-probe modules (engine/runtime/compiled.py) compiled with mypyc.
 
 Everything else about the package is in pyproject.toml. The compile is an optimisation and
 never a reason for an install to fail: without a C compiler, or with
@@ -24,7 +24,7 @@ def _warn(message: str) -> None:
 
 
 def _extensions() -> list[object]:
-    compiled = runpy.run_path(str(HERE / "engine" / "compiled.py"))
+    compiled = runpy.run_path(str(HERE / "engine" / "runtime" / "compiled.py"))
     if compiled["pure_python_requested"]():
         return []
     try:

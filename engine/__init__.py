@@ -9,9 +9,9 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 USER_AGENT = f"Upwatch/{__version__}"
 
-# UPWATCH_PURE_PYTHON=1: run the sources of the compiled modules (see engine/compiled.py),
+# UPWATCH_PURE_PYTHON=1: run the sources of the compiled modules (see engine/runtime/compiled.py),
 # decided here, before any of them can be imported.
-from engine.compiled import prefer_sources, pure_python_requested  # noqa: E402
+from engine.runtime.compiled import prefer_sources, pure_python_requested  # noqa: E402
 
 if pure_python_requested():
     prefer_sources()

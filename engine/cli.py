@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import orjson
 
 from engine import __version__
-from engine.errors import ConfigError, UpwatchError
-from engine.settings import Settings, load_settings
+from engine.runtime.errors import ConfigError, UpwatchError
+from engine.runtime.settings import Settings, load_settings
 
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
@@ -133,7 +133,7 @@ def _account_create(settings: Settings, args: argparse.Namespace) -> int:
     if plan not in settings.plans:
         raise ConfigError(f"--plan: unknown plan {plan!r}; known: {', '.join(settings.plans)}")
     if args.webhook_url is not None:
-        from engine.web.validation import validate_webhook_url
+        from engine.monitors.validation import validate_webhook_url
 
         args.webhook_url = asyncio.run(
             validate_webhook_url(args.webhook_url, allow_private=settings.allow_private_targets)
@@ -207,7 +207,7 @@ def _account_rotate(settings: Settings, args: argparse.Namespace) -> int:
 
 def _nodes(settings: Settings, args: argparse.Namespace) -> int:
     from engine.cluster.nodes import node_table
-    from engine.timefmt import fmt
+    from engine.domain.timefmt import fmt
 
     async def fetch(store: Any) -> list[dict[str, Any]]:
         return await node_table(store, settings)
@@ -230,7 +230,7 @@ def _nodes(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _status(settings: Settings, args: argparse.Namespace) -> int:
-    from engine.timefmt import fmt
+    from engine.domain.timefmt import fmt
 
     async def fetch(store: Any) -> list[tuple[Any, list[Any]]]:
         accounts = [a for a, _ in await store.list_accounts()]
@@ -272,8 +272,8 @@ def _notify_test(settings: Settings, args: argparse.Namespace) -> int:
     the service took it, 1 with its reason (secrets masked) when not."""
     import uvloop
 
-    from engine.notify import urls
-    from engine.notify.sender import send_test
+    from engine.delivery.notify import urls
+    from engine.delivery.notify.sender import send_test
 
     try:
         parsed = urls.parse(args.url)
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings(getattr(args, "config", None))
-        from engine import logs
+        from engine.runtime import logs
 
         logs.configure(settings.log_level, settings.log_format)
         if args.command == "bench":
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "status":
             return _status(settings, args)
         if args.command in ("export", "apply"):
-            from engine import monitorcli
+            from engine.monitors import commands as monitorcli
 
             command = monitorcli.export if args.command == "export" else monitorcli.apply
             return command(settings, args, _with_store)

@@ -21,10 +21,10 @@ from typing import Any, Literal
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import EmbeddedLease, embedded_database
 from engine.db.store import Store
-from engine.errors import UpwatchError
-from engine.metrics import Metrics
-from engine.sdnotify import Notifier
-from engine.settings import Settings
+from engine.runtime.errors import UpwatchError
+from engine.runtime.metrics import Metrics
+from engine.runtime.sdnotify import Notifier
+from engine.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ async def open_store(
     dsn: str, *, max_size: int = 20, settings: Settings | None = None
 ) -> Store:
     from engine.db import migrate
-    from engine.secretbox import SecretBox
+    from engine.runtime.secretbox import SecretBox
 
     box = SecretBox.from_settings(settings) if settings is not None else None
     store = await Store.connect(dsn, min_size=2, max_size=max_size, secrets=box)
@@ -201,11 +201,11 @@ async def build_node(
         from engine import USER_AGENT
         from engine.cluster.nodes import NodeRegistry
         from engine.cluster.peer import PeerConfirmer, RegionConfirmer, peer_routes
-        from engine.confirm import LocalConfirmer
-        from engine.partitions import PartitionUpkeep
+        from engine.db.partitions import PartitionUpkeep
+        from engine.delivery.webhooks.deliverer import Deliverer
         from engine.probes.http import HttpProber
+        from engine.scheduler.confirm import LocalConfirmer
         from engine.scheduler.runner import Engine
-        from engine.webhooks.deliverer import Deliverer
 
         registry = NodeRegistry(store, settings, metrics=metrics, dsn=dsn)
         await registry.register()
@@ -234,7 +234,7 @@ async def build_node(
         comps["cluster"] = registry.run
         comps["engine"] = engine.run
         comps["deliverer"] = Deliverer(store, settings, metrics=metrics).run
-        from engine.notify.sender import NotifyPool, grouping, notification_runner
+        from engine.delivery.notify.sender import NotifyPool, grouping, notification_runner
 
         store.notification_grouping = grouping(settings)
         notify_pool = NotifyPool(settings.notify_threads)
@@ -243,7 +243,7 @@ async def build_node(
             store, settings, metrics=metrics, pool=notify_pool
         ).run
         comps["partitions"] = PartitionUpkeep(store, settings).run
-        from engine.timings_rollup import PhaseRollup
+        from engine.db.rollups import PhaseRollup
 
         comps["phase_rollup"] = PhaseRollup(store).run
     return node

@@ -26,13 +26,13 @@ import uvloop
 
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
-# One key for secrets at rest (engine/secretbox.py) for every store, settings object and
+# One key for secrets at rest (engine/runtime/secretbox.py) for every store, settings object and
 # `upwatch` process of the session, as an installation has one; none lands in the worktree.
 os.environ.setdefault("UPWATCH_SECRET_KEY", "5dDMiWmKRCNJd_s8KE0TLKVdTvljkU-b3mkEwLqCE6Y=")
 
 from engine.db import migrate  # noqa: E402
 from engine.db.store import Store  # noqa: E402
-from engine.settings import Settings  # noqa: E402
+from engine.runtime.settings import Settings  # noqa: E402
 
 # Under pytest-xdist (scripts/test runs most tests on several workers) each worker is its own
 # session: its own embedded server, or, on a shared UPWATCH_TEST_DATABASE_URL server, its own
@@ -42,9 +42,9 @@ TEMPLATE = f"upwatch_template_{WORKER}" if WORKER else "upwatch_template"
 
 
 def pytest_configure(config: Any) -> None:
-    """Refuse to test compiled modules older than their source (engine/compiled.py): the
+    """Refuse to test compiled modules older than their source (engine/runtime/compiled.py): the
     tests would pass or fail on code that is no longer there."""
-    from engine.compiled import stale_modules
+    from engine.runtime.compiled import stale_modules
 
     stale = stale_modules()
     if stale:
@@ -198,8 +198,8 @@ async def status_page_url(store: Store) -> AsyncIterator[str]:
     """Only the status page routes over ``store``, served on a real loopback port."""
     from aiohttp import web
 
-    from engine.web import status_page
     from engine.web.keys import STORE
+    from engine.web.status import page as status_page
 
     app = web.Application()
     app[STORE] = store

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from engine.db.store import Store
-from engine.metrics import Metrics
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 from engine.scheduler.runner import Engine
-from engine.settings import Settings
 
 T = TypeVar("T")
 

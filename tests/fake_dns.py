@@ -1,5 +1,5 @@
 """A stand-in for DNS, for tests that must control what a name resolves to without leaving
-loopback: an :data:`engine.netpolicy.Resolver` (``await dns.resolve(host, port)``) that the
+loopback: an :data:`engine.domain.netpolicy.Resolver` (``await dns.resolve(host, port)``) that the
 probes (``HttpProber(resolver=...)``, ``CertProber(resolver=...)``) and the webhook deliverer
 (``Deliverer(resolver=...)``) take in place of the system resolver. The private-address rule
 is still applied by our code to whatever it answers.

@@ -18,9 +18,9 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from engine.db.store import Store
-from engine.metrics import Metrics
-from engine.notify.sender import NotifyPool, grouping, notification_runner
-from engine.settings import Settings
+from engine.delivery.notify.sender import NotifyPool, grouping, notification_runner
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 
 
 def free_port() -> int:

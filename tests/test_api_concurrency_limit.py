@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from engine.db.store import Store
-from engine.settings import Settings
+from engine.runtime.settings import Settings
 
 LIMIT = 2
 

@@ -1,4 +1,4 @@
-"""Concurrent creates of one account share transactions (engine.web.create_combiner) and still
+"""Concurrent creates of one account share transactions (engine.web.api.create_combiner) and still
 stop exactly at the plan's monitor limit, across API processes and beside a running apply."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from engine.db.store import Store
-from engine.settings import Plan, Settings
+from engine.runtime.settings import Plan, Settings
 from engine.web.app import create_app
 from tests.conftest import serve
 
@@ -89,14 +89,14 @@ async def test_creates_of_one_account_do_not_wait_on_another_accounts_limit(
 
 
 async def test_a_create_for_a_deleted_account_is_not_found(store: Store) -> None:
-    from engine.monitorplan import CheckSettings, MonitorSpec
+    from engine.monitors.plan import CheckSettings, MonitorSpec
 
     account, _ = await store.create_account("gone")
     async with store.pool.acquire() as conn:
         await conn.execute("DELETE FROM accounts WHERE id = $1", account.id)
     spec = MonitorSpec(None, "https://x.example/", "https", "x.example", "", "x",
                        CheckSettings(30, 0, True), CheckSettings(3600, 0, True))
-    from engine.errors import NotFound
+    from engine.runtime.errors import NotFound
 
     with pytest.raises(NotFound):
         await store.create_monitors(account.id, [(spec, 10)])

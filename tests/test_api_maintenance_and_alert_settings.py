@@ -14,11 +14,11 @@ import pytest
 
 from engine.db.maintenance import MAX_WINDOWS
 from engine.db.store import Store
-from engine.settings import Settings
-from engine.timefmt import fmt, utcnow
+from engine.domain.timefmt import fmt, utcnow
+from engine.runtime.settings import Settings
+from engine.web.api.maintenance import validate_window
 from engine.web.app import create_app
 from engine.web.keys import OPENAPI_DOCUMENT
-from engine.web.maintenance_api import validate_window
 from tests.test_api_openapi import check, resolve
 
 

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from engine.db.store import Store
-from engine.settings import Settings
+from engine.runtime.settings import Settings
 
 
 def entry(url: str, **extra: Any) -> dict[str, Any]:
@@ -181,7 +181,7 @@ async def test_the_monitor_limit_refuses_the_whole_set(
 
 @pytest.fixture
 def settings(tmp_path: Any) -> Settings:
-    from engine.settings import Plan
+    from engine.runtime.settings import Plan
 
     return Settings(
         data_dir=tmp_path / "data", allow_private_targets=True, port=0,

@@ -9,8 +9,8 @@ import aiohttp
 import orjson
 
 from engine.db.store import Store
-from engine.settings import Settings
-from engine.web import openapi
+from engine.runtime.settings import Settings
+from engine.web.api import openapi
 from engine.web.app import create_app
 from engine.web.keys import OPENAPI_DOCUMENT
 

@@ -19,7 +19,7 @@ import pytest
 from yarl import URL
 
 from engine.db.store import Store
-from engine.settings import Settings
+from engine.runtime.settings import Settings
 from engine.web import pingping
 from engine.web.app import create_app
 from engine.web.keys import OPENAPI_DOCUMENT

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from engine.db.store import Store
-from engine.settings import Plan, Settings
+from engine.runtime.settings import Plan, Settings
 
 
 @pytest.fixture

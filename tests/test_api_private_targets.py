@@ -9,9 +9,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from engine import netpolicy
 from engine.db.store import Store
-from engine.settings import Settings
+from engine.domain import netpolicy
+from engine.runtime.settings import Settings
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from engine.db.store import Store
-from engine.settings import Settings
+from engine.runtime.settings import Settings
 from engine.web.ratelimit import RateLimiter, retry_after_header
 
 

@@ -11,8 +11,8 @@ import pytest
 from aiohttp import web
 
 from engine.db.store import Store
-from engine.metrics import Metrics
-from engine.settings import Settings
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 from engine.web.app import create_app
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from engine.db.monitors import MonitorRecord
 from engine.db.store import Store
-from engine.stats import average_ms, uptime_percentage
-from engine.timefmt import fmt, utcnow
+from engine.domain.stats import average_ms, uptime_percentage
+from engine.domain.timefmt import fmt, utcnow
 
 DAY = 86400.0
 

@@ -12,10 +12,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from engine.db.rollups import PhaseRollup
 from engine.db.store import Store
-from engine.timings import SQL_BUCKET, bucket_bounds, bucket_of, quantile
-from engine.timings_rollup import PhaseRollup
-from engine.web.timings_api import check_slots
+from engine.domain.timings import SQL_BUCKET, bucket_bounds, bucket_of, quantile
+from engine.web.api.timings import check_slots
 from tests.engine_support import (
     add_monitor,
     fast_settings,
@@ -258,7 +258,7 @@ async def test_a_catch_up_over_several_passes_is_logged_once(
 ) -> None:
     """A new database starts rolling a week back: its first start said "24 hours rolled up"
     once a second, seven times, under the "ready" line. Now one line, with the total."""
-    caplog.set_level(logging.INFO, logger="engine.timings_rollup")
+    caplog.set_level(logging.INFO, logger="engine.db.rollups")
     this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     start = this_hour - timedelta(hours=50)  # two full passes of 24 hours and a short one
     async with store.pool.acquire() as conn:
@@ -268,7 +268,7 @@ async def test_a_catch_up_over_several_passes_is_logged_once(
 
     def lines() -> list[str]:
         return [r.getMessage() for r in caplog.records
-                if r.name == "engine.timings_rollup" and r.levelno >= logging.INFO]
+                if r.name == "engine.db.rollups" and r.levelno >= logging.INFO]
 
     async def logged() -> bool:
         return bool(lines())

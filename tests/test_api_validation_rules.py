@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import BlockedAddress, NotFound, ValidationFailed
-from engine.settings import Plan
-from engine.web import openapi
-from engine.web import validation as v
+from engine.monitors import validation as v
+from engine.runtime.errors import BlockedAddress, NotFound, ValidationFailed
+from engine.runtime.settings import Plan
+from engine.web.api import openapi
 
 PLAN = Plan()
 SMALL = Plan(allowed_intervals=[300, 900, 7200], monitor_limit=2)

@@ -25,7 +25,7 @@ from engine.bench.main import (
     _like_for_like,
     _pair_orders,
 )
-from engine.settings import Settings
+from engine.runtime.settings import Settings
 
 
 def _args(**kw: object) -> argparse.Namespace:

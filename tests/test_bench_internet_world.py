@@ -38,10 +38,10 @@ from engine.bench.world import (
     index_of,
     parse_path,
 )
-from engine.metrics import Metrics
 from engine.probes.http import HttpProber
 from engine.probes.resolver import ProbeResolver
 from engine.probes.tls import CertProber
+from engine.runtime.metrics import Metrics
 
 WORLD = World(monitors=10_000, https_port=8443, http_port=8080, slow_ms=12_000)
 

@@ -58,7 +58,7 @@ class _Engine:
 
 
 async def test_the_warm_up_timeline_has_a_row_a_second() -> None:
-    from engine.metrics import Metrics
+    from engine.runtime.metrics import Metrics
 
     rows = await _warmup_timeline(_Engine(), Metrics(), 1.5)
     assert len(rows) == 2  # one after a second, one at the end

@@ -1,4 +1,4 @@
-"""The package build compiles the per-probe modules with mypyc (engine/compiled.py) when it
+"""The package build compiles the per-probe modules with mypyc (engine/runtime/compiled.py) when it
 can, and builds a working pure-Python package when it cannot."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from engine.compiled import MODULES, compiled_modules, is_stale, stale_modules
+from engine.runtime.compiled import MODULES, compiled_modules, is_stale, stale_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,7 +33,7 @@ def test_pure_python_at_run_time_loads_every_source() -> None:
     _net's connection, so a mix would not even import), and a probe module works."""
     code = (
         "import orjson, engine.probes.tls, engine.scheduler.runner\n"
-        "from engine.compiled import compiled_modules\n"
+        "from engine.runtime.compiled import compiled_modules\n"
         "print(orjson.dumps(compiled_modules()).decode())\n"
     )
     run = subprocess.run(

@@ -12,7 +12,7 @@ from engine.cluster.peerauth import (
     sign_response,
     verify_response,
 )
-from engine.errors import PeerAuthError
+from engine.runtime.errors import PeerAuthError
 
 SECRET = b"s3cret"
 BODY = b'{"check_id": 7}'

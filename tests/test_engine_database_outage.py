@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.db.store import Store
-from engine.metrics import Metrics
+from engine.runtime.metrics import Metrics
 from tests.engine_support import (
     DbProxy,
     add_monitor,

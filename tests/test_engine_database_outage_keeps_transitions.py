@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from engine.db.store import Store
-from engine.metrics import Metrics
+from engine.runtime.metrics import Metrics
 from tests.engine_support import (
     DbProxy,
     add_monitor,

@@ -12,9 +12,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.db.store import Store
-from engine.metrics import Metrics
+from engine.domain.outcomes import HttpOutcome
 from engine.probes.http import HttpProber
-from engine.probes.outcome import HttpOutcome
+from engine.runtime.metrics import Metrics
 from tests.engine_support import add_monitor, fast_settings, running_engine, wait_until
 from tests.targets import HttpTarget
 

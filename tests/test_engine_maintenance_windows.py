@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine.db.store import Store
-from engine.maintenance_windows import Window
+from engine.domain.maintenance import Window
 from engine.scheduler.calendar import MaintenanceCalendar
 from tests.engine_support import (
     add_monitor,

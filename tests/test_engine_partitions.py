@@ -8,9 +8,9 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from engine.db.partitions import PartitionUpkeep
 from engine.db.probing import partition_name
 from engine.db.store import Store
-from engine.partitions import PartitionUpkeep
 from tests.engine_support import add_monitor, fast_settings, fetch, fetchval
 
 

@@ -22,10 +22,10 @@ from engine.cluster.nodes import Membership
 from engine.cluster.peer import CONFIRM_PATH, _outcome_from_json, peer_routes
 from engine.cluster.peerauth import H_NONCE, sign_request, verify_response
 from engine.db.store import Store
-from engine.metrics import Metrics
+from engine.delivery.webhooks.deliverer import Deliverer
 from engine.probes.http import HttpProber
-from engine.settings import Settings
-from engine.webhooks.deliverer import Deliverer
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 from tests.conftest import serve
 from tests.engine_support import fast_settings, fetch, running_engine, wait_status, wait_until
 from tests.instances import WebhookReceiver

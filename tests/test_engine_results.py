@@ -11,9 +11,9 @@ import asyncpg
 import pytest
 
 from engine.db.store import Store
-from engine.metrics import Metrics
-from engine.results import ResultsWriter
-from engine.scheduled import Touch
+from engine.kinds.scheduled import Touch
+from engine.runtime.metrics import Metrics
+from engine.scheduler.results import ResultsWriter
 from tests.engine_support import (
     add_monitor,
     check_row,

@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from engine.confirm import Confirmation, ConfirmTarget, LocalConfirmer
 from engine.db.store import Store
-from engine.probes.outcome import HttpOutcome
-from engine.timefmt import fmt, hms
+from engine.domain.outcomes import HttpOutcome
+from engine.domain.timefmt import fmt, hms
+from engine.scheduler.confirm import Confirmation, ConfirmTarget, LocalConfirmer
 from tests.engine_support import (
     add_monitor,
     check_row,

@@ -9,9 +9,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from engine.errors import BlockedAddress, ValidationFailed
-from engine.settings import Settings
-from engine.web import validation
+from engine.monitors import validation
+from engine.runtime.errors import BlockedAddress, ValidationFailed
+from engine.runtime.settings import Settings
 
 
 @pytest.fixture

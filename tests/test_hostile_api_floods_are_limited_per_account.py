@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from engine.db.store import Store
-from engine.settings import Settings
+from engine.runtime.settings import Settings
 
 BURST = 3
 RATE = 0.01  # one request per 100 s after the burst: no refill during the test

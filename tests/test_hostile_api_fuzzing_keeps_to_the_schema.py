@@ -45,10 +45,10 @@ from status_page_seed import seed_site
 
 from engine.db.store import Store
 from engine.db.webhook_queue import insert_event
-from engine.settings import Settings
+from engine.domain import payloads
+from engine.runtime.settings import Settings
 from engine.web.app import create_app
-from engine.web.status_page import IDENTIFIER_PATTERN
-from engine.webhooks import payloads
+from engine.web.status.page import IDENTIFIER_PATTERN
 
 SEED = 20260131
 # Fuzzing-phase examples per operation. The coverage phase adds its own deterministic

@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from engine.db.store import Store
-from engine.web import validation
+from engine.monitors import validation
 
 TABLES = ("accounts", "monitors", "checks", "check_periods")
 

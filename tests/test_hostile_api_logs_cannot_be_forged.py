@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from engine.db.store import Store
-from engine.errors import DatabaseUnavailable
+from engine.runtime.errors import DatabaseUnavailable
 
 
 def api_records(caplog: pytest.LogCaptureFixture) -> list[str]:

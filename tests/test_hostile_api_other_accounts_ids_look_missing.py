@@ -12,7 +12,7 @@ import asyncpg
 
 from engine.db.store import Store
 from engine.db.webhook_queue import insert_event
-from engine.webhooks import payloads
+from engine.domain import payloads
 
 TABLES = ("accounts", "monitors", "checks", "check_periods", "outages", "webhook_events")
 MISSING = 987654321

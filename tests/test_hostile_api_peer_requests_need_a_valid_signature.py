@@ -22,9 +22,9 @@ from aiohttp import web
 from engine.cluster.nodes import Membership
 from engine.cluster.peer import CONFIRM_PATH, peer_routes
 from engine.cluster.peerauth import H_NONCE, H_SIG, H_TS, sign_request, verify_response
-from engine.metrics import Metrics
-from engine.probes.outcome import HttpOutcome
-from engine.settings import Settings
+from engine.domain.outcomes import HttpOutcome
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 
 SECRET = "correct horse battery staple, but longer"
 BODY = orjson.dumps({"check_id": 7})

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from engine.db.store import Store
-from engine.settings import Settings
+from engine.runtime.settings import Settings
 from engine.web import app as web_app
 
 TIMEOUT = 1.0

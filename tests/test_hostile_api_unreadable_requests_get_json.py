@@ -16,7 +16,7 @@ import pytest
 
 from engine.daemon import WebServer
 from engine.db.store import Store
-from engine.settings import Settings
+from engine.runtime.settings import Settings
 from engine.web.app import create_app
 
 SECRET = "s3cr3t-header-value"

@@ -6,7 +6,7 @@ themselves on every try and connect only to the addresses they checked.
 Loopback only: a :class:`tests.fake_dns.FakeDns` stands in for the attacker's DNS (a public
 address first, 127.0.0.1 from then on); the private-address rule, the probes, the engine, the
 store and the deliverer are the real ones, with private targets NOT allowed. The API's
-validation looks names up through ``engine.netpolicy.resolve``, which is pointed at the same
+validation looks names up through ``engine.domain.netpolicy.resolve``, which is pointed at the same
 fake DNS.
 """
 
@@ -21,13 +21,14 @@ from typing import Any
 import aiohttp
 import pytest
 
-from engine import USER_AGENT, netpolicy
+from engine import USER_AGENT
 from engine.db.store import Store
-from engine.metrics import Metrics
+from engine.delivery.webhooks.deliverer import Deliverer
+from engine.domain import netpolicy
 from engine.probes.http import HttpProber
 from engine.probes.tls import CertProber
-from engine.settings import Settings
-from engine.webhooks.deliverer import Deliverer
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 from tests.engine_support import fast_settings, fetch, running_engine, wait_status, wait_until
 from tests.fake_dns import FakeDns
 from tests.instances import WebhookReceiver

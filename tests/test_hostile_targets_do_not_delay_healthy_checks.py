@@ -29,10 +29,10 @@ import pytest
 
 from engine import USER_AGENT
 from engine.db.store import Store
-from engine.evaluate import PENDING
-from engine.metrics import Metrics
+from engine.domain.evaluate import PENDING
+from engine.domain.outcomes import HttpOutcome
 from engine.probes.http import HttpProber
-from engine.probes.outcome import HttpOutcome
+from engine.runtime.metrics import Metrics
 from engine.scheduler.runner import Engine
 from tests.engine_support import fast_settings, fetch, running_engine, wait_until
 from tests.fake_dns import FakeDns

@@ -11,7 +11,7 @@ import asyncpg
 import orjson
 import pytest
 
-from engine import logs
+from engine.runtime import logs
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Maintenance windows as time (engine/maintenance_windows.py; pure, ``now`` passed in):
+"""Maintenance windows as time (engine/domain/maintenance.py; pure, ``now`` passed in):
 one-off and weekly windows, daylight-saving changes, merged runs, the seconds statistics
 take out of uptime."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, time, timedelta
 
-from engine.maintenance_windows import (
+from engine.domain.maintenance import (
     Window,
     merged,
     next_span,

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from engine.metrics import _PROBE_BUCKETS, LoopHistogram, Metrics
+from engine.runtime.metrics import _PROBE_BUCKETS, LoopHistogram, Metrics
 
 _values = st.lists(
     st.one_of(

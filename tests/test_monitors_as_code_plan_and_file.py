@@ -1,5 +1,5 @@
 """The pure parts of monitors as code: how a file's entries match an account's monitors
-(engine.monitorplan), and the file itself (engine.monitorfile): validation, TOML written and
+(engine.monitors.plan), and the file itself (engine.monitors.file): validation, TOML written and
 read back, and the lines errors point at."""
 
 from __future__ import annotations
@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from engine.errors import ValidationFailed
-from engine.monitorfile import (
+from engine.monitors.file import (
     LineMap,
     export_document,
     parse_toml,
     render_toml,
     validate_document,
 )
-from engine.monitorplan import CheckSettings, CurrentMonitor, MonitorSpec, plan
-from engine.settings import Plan
+from engine.monitors.plan import CheckSettings, CurrentMonitor, MonitorSpec, plan
+from engine.runtime.errors import ValidationFailed
+from engine.runtime.settings import Plan
 
 UP = CheckSettings(30, 0, True)
 CERT = CheckSettings(3600, 0, True)
@@ -173,8 +173,8 @@ def test_a_request_is_compared_with_its_secrets_decrypted_and_masks_kept() -> No
 
     from cryptography.fernet import Fernet
 
-    from engine import requestconfig
-    from engine.secretbox import SecretBox
+    from engine.monitors import requests as requestconfig
+    from engine.runtime.secretbox import SecretBox
 
     box = SecretBox(Fernet.generate_key())
     given = {"method": "GET", "headers": [["Authorization", "Bearer a"], ["Accept", "x"]],

@@ -12,9 +12,10 @@ from typing import Any
 import aiohttp
 from test_cli_commands import upwatch
 
-from engine import monitorfile, requestconfig
 from engine.db.store import Store
-from engine.settings import Settings
+from engine.monitors import file as monitorfile
+from engine.monitors import requests as requestconfig
+from engine.runtime.settings import Settings
 from tests.engine_support import fetch
 
 REQUEST = {"method": "POST", "headers": {"Authorization": "Bearer abc",

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from engine.db.store import Store
-from engine.settings import Settings
+from engine.runtime.settings import Settings
 from engine.web.app import create_app
 from tests.conftest import serve
 from tests.engine_support import add_monitor

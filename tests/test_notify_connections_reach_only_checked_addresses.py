@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import socket
 
-from engine.notify import connectguard
-from engine.notify.sender import NotifyPool
+from engine.delivery.notify import connectguard
+from engine.delivery.notify.sender import NotifyPool
 from tests.notify_support import HttpReceiver, SmtpServer
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from engine.db.store import Store
-from engine.metrics import Metrics
-from engine.settings import Settings
-from engine.webhooks.deliverer import Deliverer
+from engine.delivery.webhooks.deliverer import Deliverer
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 from tests.engine_support import (
     add_monitor,
     fast_settings,

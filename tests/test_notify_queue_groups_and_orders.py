@@ -10,8 +10,8 @@ from typing import Any
 from engine.db.notifications import Grouping, QueuedNotification, queue_notifications
 from engine.db.outbox import TryResult
 from engine.db.store import Store
-from engine.notify import messages
-from engine.webhooks import payloads
+from engine.delivery.notify import messages
+from engine.domain import payloads
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 ALL = list(payloads.EVENTS)

@@ -17,9 +17,9 @@ from urllib.parse import quote
 import pytest
 
 from engine import USER_AGENT
+from engine.domain.outcomes import HttpOutcome
 from engine.probes import _net
 from engine.probes.http import HttpProber, _HttpConn
-from engine.probes.outcome import HttpOutcome
 from tests.targets import HttpTarget, TlsCerts, closed_port, ipv6_available
 
 TIMEOUT = 2.0  # for probes expected to succeed

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine import USER_AGENT
+from engine.domain.outcomes import HttpOutcome
 from engine.probes.http import HttpProber
-from engine.probes.outcome import HttpOutcome
 from tests.targets import HttpTarget
 
 

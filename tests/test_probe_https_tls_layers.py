@@ -14,9 +14,9 @@ import pytest
 from OpenSSL import SSL
 
 from engine import USER_AGENT
+from engine.domain.outcomes import HttpOutcome
 from engine.probes import openssl_layer
 from engine.probes.http import TLS_LAYERS, HttpProber
-from engine.probes.outcome import HttpOutcome
 from tests.targets import HttpTarget, TlsCerts
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from engine.netpolicy import is_public_ip
+from engine.domain.netpolicy import is_public_ip
 from engine.probes._net import (
     Deadlines,
     ip_literal,

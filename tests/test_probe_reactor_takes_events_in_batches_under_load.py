@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from engine import USER_AGENT
 from engine.probes.http import HttpProber
 from engine.probes.reactor import SWITCH_WINDOW, Reactor, SocketTransport
-from engine.settings import Settings
+from engine.runtime.settings import Settings
 from tests.targets import HttpTarget
 
 BATCH = 0.01  # s

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.evaluate import Outcome, classify, uptime_error
+from engine.domain.evaluate import Outcome, classify, uptime_error
 from engine.probes.http import HttpProber
 from engine.probes.request import RequestSpec
 from tests.targets import HttpTarget

@@ -16,10 +16,10 @@ import pytest
 
 from engine import USER_AGENT
 from engine.bench.dnsserver import PUBLIC_EXAMPLE, DnsServer
-from engine.metrics import Metrics
 from engine.probes.http import HttpProber
 from engine.probes.resolver import MAX_ADDRESSES, ProbeResolver
 from engine.probes.tls import CertProber
+from engine.runtime.metrics import Metrics
 from tests.targets import HttpTarget
 
 ZONE = "names.test"

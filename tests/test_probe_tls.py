@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import trustme
 
+from engine.domain.outcomes import CertOutcome
 from engine.probes import tls
-from engine.probes.outcome import CertOutcome
 from engine.probes.tls import CertProber, verify_words
 from tests.targets import HttpTarget, TlsCerts, closed_port, ipv6_available, tls_target
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from engine.errors import DatabaseUnavailable
-from engine.metrics import Metrics
-from engine.results import ResultRow, ResultsWriter
-from engine.scheduled import Touch
+from engine.kinds.scheduled import Touch
+from engine.runtime.errors import DatabaseUnavailable
+from engine.runtime.metrics import Metrics
+from engine.scheduler.results import ResultRow, ResultsWriter
 
 AT = datetime(2026, 3, 1, 10, 30, tzinfo=UTC)
 

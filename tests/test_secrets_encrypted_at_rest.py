@@ -13,8 +13,8 @@ import pytest
 from cryptography.fernet import Fernet
 
 from engine.db.store import Store
-from engine.secretbox import KEY_FILE, SecretBox, SecretUnreadable
-from engine.settings import Settings, load_settings
+from engine.runtime.secretbox import KEY_FILE, SecretBox, SecretUnreadable
+from engine.runtime.settings import Settings, load_settings
 from tests.engine_support import fetch
 
 
@@ -77,9 +77,9 @@ def test_the_key_comes_from_settings_a_file_or_the_data_directory(
 async def test_a_node_with_another_key_fails_the_probe_saying_why(tmp_path: Path) -> None:
     """A monitor whose stored secret header this node cannot decrypt is not probed without
     it: the probe fails at once with words naming the key."""
+    from engine.monitors.requests import to_stored
+    from engine.monitors.requestspecs import UNREADABLE, SpecBuilder
     from engine.probes.http import HttpProber
-    from engine.requestconfig import to_stored
-    from engine.requestspecs import UNREADABLE, SpecBuilder
     from tests.targets import HttpTarget
 
     writer = SecretBox(Fernet.generate_key())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from engine.evaluate import OK, CheckState, evaluate_certificate
-from engine.probes.outcome import CertOutcome
-from engine.webhooks import payloads
+from engine.domain import payloads
+from engine.domain.evaluate import OK, CheckState, evaluate_certificate
+from engine.domain.outcomes import CertOutcome
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

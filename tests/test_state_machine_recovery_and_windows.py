@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from engine.evaluate import (
+from engine.domain import payloads
+from engine.domain.evaluate import (
     DOWN,
     FAILING,
     OK,
@@ -14,8 +15,7 @@ from engine.evaluate import (
     evaluate_confirmation,
     evaluate_uptime,
 )
-from engine.probes.outcome import HttpOutcome
-from engine.webhooks import payloads
+from engine.domain.outcomes import HttpOutcome
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 SLOW = 3000.0

@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engine.evaluate import (
+from engine.domain import payloads
+from engine.domain.evaluate import (
     DEGRADED,
     DOWN,
     FAILING,
@@ -20,8 +21,7 @@ from engine.evaluate import (
     threshold_due,
     uptime_error,
 )
-from engine.probes.outcome import HttpOutcome
-from engine.webhooks import payloads
+from engine.domain.outcomes import HttpOutcome
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 SLOW = 3000.0

@@ -7,7 +7,7 @@ import dataclasses
 import itertools
 from datetime import UTC, datetime, timedelta
 
-from engine.evaluate import (
+from engine.domain.evaluate import (
     DEGRADED,
     DOWN,
     FAILING,
@@ -21,7 +21,7 @@ from engine.evaluate import (
     uptime_error,
     uptime_meta,
 )
-from engine.probes.outcome import HttpOutcome
+from engine.domain.outcomes import HttpOutcome
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 EARLIER = NOW - timedelta(minutes=5)

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from engine.db.store import Store
-from engine.web.public_text import public_error
+from engine.web.status.public_text import public_error
 
 V4 = "blocked: intranet.example resolves to a non-public address (10.1.2.3)"
 V6 = "blocked: intranet.example resolves to a non-public address (fd00::1)"

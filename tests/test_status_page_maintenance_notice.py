@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 
 from engine.db.store import Store
-from engine.maintenance_windows import Window
-from engine.timefmt import fmt, utcnow
+from engine.domain.maintenance import Window
+from engine.domain.timefmt import fmt, utcnow
 
 
 async def _monitor(store: Store, account_id: int, host: str, alias: str) -> Any:

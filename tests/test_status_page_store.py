@@ -12,7 +12,7 @@ from status_page_seed import insert_monitor, insert_outage, insert_rollups, seed
 from engine.db import public
 from engine.db.public import DAYS_SHOWN, OUTAGES_SHOWN
 from engine.db.store import Store
-from engine.stats import uptime_percentage as uptime_percent
+from engine.domain.stats import uptime_percentage as uptime_percent
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 DAY = 86400

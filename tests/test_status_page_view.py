@@ -1,4 +1,4 @@
-"""The status page's view model (engine/web/status_page.py), pure: words for states and
+"""The status page's view model (engine/web/status/page.py), pure: words for states and
 numbers, the 90-day bars and the response-time chart geometry."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from engine.db.public import DayBar, PublicCheck, PublicOutage, ResponseBucket
-from engine.web.status_page import (
+from engine.web.status.page import (
     bars_view,
     chart_view,
     day_class,

@@ -16,11 +16,11 @@ from pydantic import ValidationError
 
 from engine import USER_AGENT
 from engine.db.store import Store
-from engine.metrics import Metrics
 from engine.probes import openssl_layer
 from engine.probes.http import HttpProber
 from engine.probes.sessions import TlsSessions
-from engine.settings import Settings
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 from tests.engine_support import add_monitor, fast_settings, running_engine, wait_until
 from tests.targets import HttpTarget, TlsCerts
 

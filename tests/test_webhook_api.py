@@ -11,7 +11,7 @@ import aiohttp
 
 from engine.db.store import Store
 from engine.db.webhook_queue import insert_event
-from engine.webhooks import payloads
+from engine.domain import payloads
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")

@@ -23,12 +23,13 @@ from aiohttp import web
 from engine import USER_AGENT
 from engine.db.store import Store
 from engine.db.webhook_queue import insert_event
-from engine.metrics import Metrics
-from engine.settings import Settings
-from engine.webhooks import deliverer as deliverer_module
-from engine.webhooks import payloads, policy
-from engine.webhooks.deliverer import Deliverer
-from engine.webhooks.signing import verify
+from engine.delivery import policy
+from engine.delivery.webhooks import deliverer as deliverer_module
+from engine.delivery.webhooks.deliverer import Deliverer
+from engine.delivery.webhooks.signing import verify
+from engine.domain import payloads
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 SCALE = 0.002  # first retry after 16-20 ms, 24 h are 173 s
@@ -396,7 +397,7 @@ async def test_a_closed_connection_is_a_failed_try_logged_with_event_and_monitor
     receiver.behaviour = lambda hit: "close" if hit.try_number == 1 else "ok"
     metrics = Metrics()
     event = await queue(store, account.id, 42)
-    with caplog.at_level(logging.WARNING, logger="engine.webhooks.deliverer"):
+    with caplog.at_level(logging.WARNING, logger="engine.delivery.webhooks.deliverer"):
         async with running(store, make_settings(tmp_path), metrics):
             await wait_until(status_is(store, event, "delivered"))
     assert [h.try_number for h in receiver.hits] == [1, 2]
@@ -563,7 +564,7 @@ class FlakyStore:
     async def claim_due(self, *args: Any, **kwargs: Any) -> Any:
         if self.failures > 0:
             self.failures -= 1
-            from engine.errors import DatabaseUnavailable
+            from engine.runtime.errors import DatabaseUnavailable
 
             raise DatabaseUnavailable("connection refused")
         return await self._store.claim_due(*args, **kwargs)

@@ -1,4 +1,4 @@
-"""The deliverer's HTTP client (engine.webhooks.http) against raw loopback servers that
+"""The deliverer's HTTP client (engine.delivery.webhooks.http) against raw loopback servers that
 answer byte for byte what each test needs: the request is exactly what was asked for, the
 answer is its first final status, at most 64 KiB of a body is read, and every failure is
 one of the client's errors. Every wait is bounded."""
@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from engine.webhooks.http import (
+from engine.delivery.webhooks.http import (
     MAX_RESPONSE_BODY,
     BadUrl,
     BlockedTarget,

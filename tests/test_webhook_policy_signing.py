@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.webhooks import policy, signing
+from engine.delivery import policy
+from engine.delivery.webhooks import signing
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 scales = st.floats(min_value=1e-6, max_value=1000, allow_nan=False, allow_infinity=False)

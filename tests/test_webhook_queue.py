@@ -10,8 +10,8 @@ import pytest
 
 from engine.db.store import Store
 from engine.db.webhook_queue import NotRetryable, insert_event
-from engine.errors import NotFound
-from engine.webhooks import payloads
+from engine.domain import payloads
+from engine.runtime.errors import NotFound
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 HOUR = 3600.0

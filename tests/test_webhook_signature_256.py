@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.db.store import Store
-from engine.webhooks.signing import verify, verify_256
+from engine.delivery.webhooks.signing import verify, verify_256
 from tests.engine_support import wait_until
 from tests.test_webhook_delivery import (  # noqa: F401 - receiver is a fixture
     Receiver,

@@ -20,8 +20,8 @@ async def _serve(cfg: dict[str, Any]) -> None:
     from aiohttp import web
 
     from engine.db.store import Store
-    from engine.secretbox import SecretBox
-    from engine.settings import Settings
+    from engine.runtime.secretbox import SecretBox
+    from engine.runtime.settings import Settings
     from engine.web.app import create_app
 
     settings = Settings(**cfg["settings"])

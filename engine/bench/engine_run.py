@@ -21,7 +21,7 @@
     against a TLS target that completes the handshake and never answers.
 
 ``deliverer``
-    :class:`engine.webhooks.deliverer.Deliverer` over the bench database; the parent takes
+    :class:`engine.delivery.webhooks.deliverer.Deliverer` over the bench database; the parent takes
     readings with ``mark`` commands (CPU and delivered count at that moment).
 """
 
@@ -205,8 +205,8 @@ def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float
 
 async def _write_capacity(store: Any, check_ids: list[int], seconds: float) -> dict[str, Any]:
     """Rows per second the engine's results path commits when fed as fast as possible."""
-    from engine.metrics import Metrics
-    from engine.results import KIND_UPTIME, ResultsWriter
+    from engine.runtime.metrics import Metrics
+    from engine.scheduler.results import KIND_UPTIME, ResultsWriter
 
     writer = ResultsWriter(store, metrics=Metrics(), limit=200_000, flush_interval=0.5)
     stop = asyncio.Event()
@@ -243,10 +243,10 @@ async def _write_capacity(store: Any, check_ids: list[int], seconds: float) -> d
 
 async def _engine(cfg: dict[str, Any]) -> None:
     from engine.db.store import Store
-    from engine.metrics import Metrics
+    from engine.runtime.metrics import Metrics
+    from engine.runtime.secretbox import SecretBox
+    from engine.runtime.settings import Settings
     from engine.scheduler.runner import Engine
-    from engine.secretbox import SecretBox
-    from engine.settings import Settings
 
     settings = Settings(**cfg["settings"])
     store = await Store.connect(cfg["dsn"], min_size=2, max_size=10,
@@ -261,8 +261,8 @@ async def _engine(cfg: dict[str, Any]) -> None:
         if cfg.get("outbox"):
             # The webhook deliverer and the notification runner in the engine's process, as
             # ``upwatch run`` has them (the notify scenario).
-            from engine.notify.sender import grouping, notification_runner
-            from engine.webhooks.deliverer import Deliverer
+            from engine.delivery.notify.sender import grouping, notification_runner
+            from engine.delivery.webhooks.deliverer import Deliverer
 
             store.notification_grouping = grouping(settings)
             outbox = [
@@ -537,10 +537,10 @@ async def _inflight(cfg: dict[str, Any]) -> None:
 
 async def _deliverer(cfg: dict[str, Any]) -> None:
     from engine.db.store import Store
-    from engine.metrics import Metrics
-    from engine.secretbox import SecretBox
-    from engine.settings import Settings
-    from engine.webhooks.deliverer import Deliverer
+    from engine.delivery.webhooks.deliverer import Deliverer
+    from engine.runtime.metrics import Metrics
+    from engine.runtime.secretbox import SecretBox
+    from engine.runtime.settings import Settings
 
     settings = Settings(**cfg["settings"])
     store = await Store.connect(cfg["dsn"], min_size=2, max_size=20,

@@ -98,12 +98,12 @@ def _rows(monitors: int) -> list[dict[str, Any]]:
 
 
 def measure(monitors: int) -> str:
-    from engine.compiled import compiled_modules
-    from engine.metrics import Metrics
+    from engine.kinds.scheduled import ScheduledCheck
     from engine.probes.resolver import DnsAnswer, ProbeResolver
-    from engine.scheduled import ScheduledCheck
+    from engine.runtime.compiled import compiled_modules
+    from engine.runtime.metrics import Metrics
+    from engine.runtime.settings import Settings
     from engine.scheduler.runner import Engine
-    from engine.settings import Settings
 
     settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="upwatch-idlememory-")),
                         allow_private_targets=True, log_level="WARNING")

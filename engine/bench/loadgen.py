@@ -102,7 +102,7 @@ async def _loadgen(cfg: dict[str, Any]) -> None:
 async def _producer(cfg: dict[str, Any]) -> None:
     from engine.db.store import Store
     from engine.db.webhook_queue import insert_event
-    from engine.webhooks import payloads
+    from engine.domain import payloads
 
     store = await Store.connect(cfg["dsn"], min_size=1, max_size=2)
     try:

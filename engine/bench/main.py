@@ -53,7 +53,7 @@ from engine.bench.database import BenchDatabase, seed_history, seed_monitors
 from engine.bench.limits import ToolRun, run_s_time, run_wrk, write_id_script
 from engine.bench.procs import Child, ChildFailed, Procs
 from engine.bench.stats import Progress, clean, per, ratio, summary_ms
-from engine.compiled import compiled_modules, stale_modules
+from engine.runtime.compiled import compiled_modules, stale_modules
 
 INTERVAL_S = 30  # the monitors' configured interval (the API's shortest)
 LIMIT_PAIRS = 2  # engine-at-capacity / limit-tool pairs, adjacent in time (1 with --quick)
@@ -224,7 +224,7 @@ class Bench:
     async def __aenter__(self) -> Bench:
         from engine.bench.procs import pin_pid
         from engine.db.store import Store
-        from engine.secretbox import SecretBox
+        from engine.runtime.secretbox import SecretBox
 
         # Before anything is started: the embedded server inherits this affinity.
         pin_pid(0, self.other_cpus)
@@ -658,7 +658,7 @@ def _like_for_like() -> dict[str, Any]:
     (``per_host_limit`` 8, ``max_in_flight`` 1,000) literals ran 800 probes at once and
     names 1,000, and the target's queue made every probe by name longer. Both now run
     ``per_host_limit`` x 100 (800): the literals' limit, the names' cap."""
-    from engine.settings import Settings
+    from engine.runtime.settings import Settings
 
     per_host = int(Settings.model_fields["per_host_limit"].default)
     return {"max_in_flight": per_host * len(layout.HEALTHY_HOSTS)}
@@ -1252,7 +1252,7 @@ async def _measure_apply(b: Bench, ports: Any) -> dict[str, Any]:
     """``upwatch apply`` of a file of N monitors (10,000; --quick 1,000) to a fresh account,
     then of the same file again (nothing to write), then ``upwatch export``; wall seconds
     of each process, start-up included."""
-    from engine.monitorfile import render_toml
+    from engine.monitors.file import render_toml
 
     n = 1000 if b.opts.quick else 10_000
     account, _ = await b.store.create_account("bench-apply")
@@ -1282,7 +1282,7 @@ async def _measure_apply(b: Bench, ports: Any) -> dict[str, Any]:
 async def _roll_phase_history(b: Bench, conn: Any) -> int:
     """The phase roll-up job over the seeded 30 days of raw results, as it would have run
     hour by hour (the same store method, from a progress mark 31 days back)."""
-    from engine.timings_rollup import GRACE
+    from engine.db.rollups import GRACE
 
     await conn.execute("UPDATE phase_rollup_progress"
                        " SET rolled_until = date_trunc('hour', now(), 'UTC') - interval '31 days',"
@@ -1492,7 +1492,7 @@ async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
             rec = await scenario_internet(b)
         else:
             rec = await scenario_engine(b)
-        # What ran: compiled hot path or pure Python (engine/compiled.py), and whether any
+        # What ran: compiled hot path or pure Python (engine/runtime/compiled.py), and whether any
         # compiled module is older than its source (figures of code no longer there).
         compiled = compiled_modules()
         rec["compiled"] = all(compiled.values())
@@ -1505,7 +1505,7 @@ async def _scenario(opts: Options, progress: Progress) -> dict[str, Any]:
                            "pip install -e .): " + ", ".join(stale))
         rec["notes"] = b.notes
         # The engine's polling interval under load (engine/probes/reactor.py), as it ran.
-        from engine.settings import Settings
+        from engine.runtime.settings import Settings
 
         batch = opts.probe_batch_ms
         rec["probe_batch_ms"] = (

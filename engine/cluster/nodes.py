@@ -26,9 +26,9 @@ from engine.cluster.ownership import Ring
 from engine.db.base import CHANNEL_NODES
 from engine.db.cluster import Node
 from engine.db.store import Store
-from engine.errors import ConfigError, DatabaseUnavailable
-from engine.metrics import Metrics
-from engine.settings import Settings
+from engine.runtime.errors import ConfigError, DatabaseUnavailable
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -37,13 +37,13 @@ from engine.cluster.peerauth import (
     sign_response,
     verify_response,
 )
-from engine.confirm import Confirmation, Confirmer, ConfirmTarget
-from engine.errors import PeerAuthError
-from engine.metrics import Metrics
-from engine.probes.outcome import HttpOutcome
-from engine.requestspecs import SpecBuilder
-from engine.secretbox import SecretBox
-from engine.settings import Settings
+from engine.domain.outcomes import HttpOutcome
+from engine.monitors.requestspecs import SpecBuilder
+from engine.runtime.errors import PeerAuthError
+from engine.runtime.metrics import Metrics
+from engine.runtime.secretbox import SecretBox
+from engine.runtime.settings import Settings
+from engine.scheduler.confirm import Confirmation, Confirmer, ConfirmTarget
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Mapping
 
-from engine.errors import PeerAuthError
+from engine.runtime.errors import PeerAuthError
 
 MAX_SKEW_S = 30.0
 H_TS = "X-Upwatch-Timestamp"

@@ -2,7 +2,7 @@
 
 Tokens are made with :mod:`secrets`, looked up through their SHA-256 and compared in constant
 time; they are never logged. The token itself is kept because it keys webhook signatures:
-encrypted at rest, as is the webhook URL (issue 23; ``engine/secretbox.py``), so no row or
+encrypted at rest, as is the webhook URL (issue 23; ``engine/runtime/secretbox.py``), so no row or
 dump holds either in clear.
 
 Authentication is remembered for :data:`AUTH_CACHE_SECONDS` (token digest -> account), so a
@@ -28,7 +28,7 @@ from datetime import datetime
 import asyncpg
 
 from engine.db.base import CHANNEL_WEBHOOKS, StoreBase
-from engine.secretbox import SecretUnreadable, is_plain, reveal
+from engine.runtime.secretbox import SecretUnreadable, is_plain, reveal
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ SQL_SET_OPERATOR = (
     f"UPDATE accounts SET is_operator = $2 WHERE id = $1 RETURNING {_ACCOUNT_COLUMNS}"
 )
 SQL_COUNT_ACCOUNTS = "SELECT count(*) FROM accounts"
-# Rows written in clear (see engine.secretbox.reveal): an API token starts with "uw_".
+# Rows written in clear (see engine.runtime.secretbox.reveal): an API token starts with "uw_".
 SQL_PLAIN_ACCOUNT_SECRETS = r"""
 SELECT id, token, webhook_url FROM accounts
 WHERE token LIKE 'uw\_%' OR webhook_url LIKE 'http%'

@@ -16,7 +16,7 @@ from engine.db.public import (
     PublicCheck,
     _check_from_row,
 )
-from engine.stats import average_ms, uptime_percentage
+from engine.domain.stats import average_ms, uptime_percentage
 
 # Responses and their summed times in the window, from the hourly rollups (hours starting in
 # it: the first, partial hour is left out rather than counted whole).

@@ -18,8 +18,8 @@ from typing import Any
 import asyncpg
 
 from engine.db.pool import mark_session_state
-from engine.errors import DatabaseUnavailable
-from engine.secretbox import SecretBox, default_box
+from engine.runtime.errors import DatabaseUnavailable
+from engine.runtime.secretbox import SecretBox, default_box
 
 # Channels. LISTEN/NOTIFY only wakes loops; periodic polls keep them correct.
 CHANNEL_CHECKS = "upwatch_checks"      # payload: check id (a config change to reload)
@@ -98,8 +98,8 @@ class StoreBase:
 
     @property
     def secrets(self) -> SecretBox:
-        """Encrypts and decrypts account secrets at rest (engine/secretbox.py): the box given
-        to ``Store.connect``, else the environment's (:func:`default_box`)."""
+        """Encrypts and decrypts account secrets at rest (engine/runtime/secretbox.py): the
+        box given to ``Store.connect``, else the environment's (:func:`default_box`)."""
         return self._secrets if self._secrets is not None else default_box()
 
     @property

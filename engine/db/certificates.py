@@ -10,8 +10,8 @@ from datetime import datetime
 import asyncpg
 
 from engine.db.base import StoreBase
-from engine.errors import NotFound
-from engine.probes.outcome import CertOutcome
+from engine.domain.outcomes import CertOutcome
+from engine.runtime.errors import NotFound
 
 SQL_SEEN_CERTIFICATE = """
 INSERT INTO check_certificates AS c

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import DatabaseUnavailable, UpwatchError
+from engine.runtime.errors import DatabaseUnavailable, UpwatchError
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO
 
 from engine.db.embedded import EmbeddedPostgres
-from engine.errors import DatabaseUnavailable, UpwatchError
+from engine.runtime.errors import DatabaseUnavailable, UpwatchError
 
 log = logging.getLogger(__name__)
 

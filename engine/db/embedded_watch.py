@@ -3,7 +3,7 @@
 within seconds, and the service carries on without a restart.
 
 While the server is away the rest of the service behaves as during any database outage:
-probing goes on, results and state changes wait in bounded memory (engine.results,
+probing goes on, results and state changes wait in bounded memory (engine.scheduler.results,
 engine.scheduler.runner), the API answers 503 and ``/healthz`` ``unavailable``; all of it is
 written once the server is back and the pool has reconnected.
 """
@@ -17,7 +17,7 @@ import subprocess
 import time
 
 from engine.db.embedded_lease import EmbeddedLease
-from engine.errors import DatabaseUnavailable
+from engine.runtime.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from engine.db.base import StoreBase
 from engine.db.monitors import SQL_LOCK_ACCOUNT
 from engine.db.probing import Listener, listening
 from engine.db.public import SQL_UPTIME_WINDOW
-from engine.errors import NotFound, ValidationFailed
-from engine.maintenance_windows import LOOKBACK, Window
+from engine.domain.maintenance import LOOKBACK, Window
+from engine.runtime.errors import NotFound, ValidationFailed
 
 _WINDOW_COLUMNS = """
     w.id, w.reason, w.all_monitors, w.starts_at, w.ends_at, w.weekday, w.start_time,

@@ -42,8 +42,7 @@ from engine.db.monitors import (
     CheckRecord,
     MonitorRecord,
 )
-from engine.errors import LimitReached, NotFound
-from engine.monitorplan import (
+from engine.monitors.plan import (
     CheckSettings,
     CurrentMonitor,
     MonitorSpec,
@@ -51,6 +50,7 @@ from engine.monitorplan import (
     SameRequest,
     plan,
 )
+from engine.runtime.errors import LimitReached, NotFound
 
 
 def _for_many(sql: str, one: str, many: str) -> str:
@@ -185,7 +185,7 @@ CHUNK = 1000
 
 Progress = Callable[[int], None]  # called with the number of entries just written
 # ``(validated request, stored request or None) -> stored request``: a file's request in
-# the form the store keeps (secret values encrypted; engine.requestconfig.to_stored).
+# the form the store keeps (secret values encrypted; engine.monitors.requests.to_stored).
 StoreRequest = Callable[[Any, Any], Any]
 
 
@@ -253,13 +253,13 @@ class MonitorBatchesMixin(StoreBase):
         same_request: SameRequest | None = None,
         store_request: StoreRequest = _as_given,
     ) -> tuple[Plan, dict[int, int]]:
-        """Make the account's monitors match ``desired`` (engine.monitorplan) in ONE
+        """Make the account's monitors match ``desired`` (engine.monitors.plan) in ONE
         transaction, under the account's create lock. ``verify(plan)`` runs on the plan made
         under the lock before anything is written and may raise to write nothing (the
         private-address rule). Returns the plan carried out and the new monitors' ids by
         entry index. LimitReached (nothing written) when creates would take the account past
         ``monitor_limit``; NotFound when the account no longer exists. ``same_request`` and
-        ``store_request`` compare and store the specs' requests (engine.requestconfig: they
+        ``store_request`` compare and store the specs' requests (engine.monitors.requests: they
         need the secret key); without them requests are compared and stored as given."""
         async with self._tx() as conn:
             if await conn.fetchval(SQL_LOCK_ACCOUNT, account_id) is None:

@@ -25,9 +25,9 @@ from typing import Any
 import asyncpg
 
 from engine.db.base import CHANNEL_CHECKS, StoreBase
-from engine.errors import LimitReached, NotFound
-from engine.stats import average_ms, uptime_percentage
-from engine.timefmt import utcnow
+from engine.domain.stats import average_ms, uptime_percentage
+from engine.domain.timefmt import utcnow
+from engine.runtime.errors import LimitReached, NotFound
 
 STATS_WINDOW = timedelta(days=30)
 # Outages listed by the statistics endpoint, newest first. Thirty days of a flapping site
@@ -364,7 +364,7 @@ class MonitorRecord:
     port: str
     checks: dict[str, CheckRecord]
     uptime: UptimeFigures | None = None
-    # Issue 23, as stored (engine/requestconfig.py): None when not set.
+    # Issue 23, as stored (engine/monitors/requests.py): None when not set.
     request: Any = None
     assertions: Any = None
 
@@ -515,7 +515,7 @@ class MonitorsMixin(StoreBase):
 
         Raises LimitReached when the account already has ``monitor_limit`` monitors, and
         NotFound when the account no longer exists. ``request``/``assertions``: stored
-        forms (engine/requestconfig.py), or None.
+        forms (engine/monitors/requests.py), or None.
         The identifier is random (``secrets.token_urlsafe``), retried on a collision.
         """
         async with self._tx() as conn:

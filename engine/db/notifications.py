@@ -26,8 +26,8 @@ import asyncpg
 
 from engine.db.base import StoreBase
 from engine.db.outbox import OutboxQueue, QueueSpec, TryResult, clip
-from engine.errors import NotFound
-from engine.secretbox import SecretUnreadable
+from engine.runtime.errors import NotFound
+from engine.runtime.secretbox import SecretUnreadable
 
 CHANNEL_NOTIFICATIONS = "upwatch_notifications"  # payload: '' (notifications were queued)
 
@@ -380,7 +380,7 @@ class NotificationsMixin(StoreBase):
         return queue
 
     # --- channels --------------------------------------------------------------------------
-    # URLs are encrypted at rest with the installation's key (engine/secretbox.py), as the
+    # URLs are encrypted at rest with the installation's key (engine/runtime/secretbox.py), as the
     # account's webhook URL is: they hold passwords and tokens.
 
     def channel_url(self, stored: str) -> str | None:

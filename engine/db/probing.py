@@ -28,10 +28,10 @@ from engine.db.certificates import record_certificate
 from engine.db.notifications import queue_notifications
 from engine.db.pool import is_closed, mark_session_state
 from engine.db.webhook_queue import insert_event
-from engine.errors import DatabaseUnavailable
-from engine.evaluate import CheckState, Transition
-from engine.scheduled import ScheduledCheck, Touch
-from engine.webhooks import payloads
+from engine.domain import payloads
+from engine.domain.evaluate import CheckState, Transition
+from engine.kinds.scheduled import ScheduledCheck, Touch
+from engine.runtime.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 

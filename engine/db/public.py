@@ -31,8 +31,8 @@ from typing import Any
 import asyncpg
 
 from engine.db.base import StoreBase
-from engine.stats import uptime_percentage
-from engine.timefmt import utcnow
+from engine.domain.stats import uptime_percentage
+from engine.domain.timefmt import utcnow
 
 DAYS_SHOWN = 90
 UPTIME_WINDOW = timedelta(days=30)
@@ -263,7 +263,7 @@ class PublicMixin(StoreBase):
     ) -> StatusPageData | None:
         """The status page of the monitor ``identifier`` as of ``now`` (default: the clock),
         or None when no such monitor exists (unknown or deleted). Read-only; raises
-        :class:`engine.errors.DatabaseUnavailable` when the database cannot be reached."""
+        :class:`engine.runtime.errors.DatabaseUnavailable` when the database cannot be reached."""
         now = (now or utcnow()).astimezone(UTC)
         first_day = _utc_midnight(now) - timedelta(days=DAYS_SHOWN - 1)
         async with self._conn() as conn, conn.transaction(

@@ -18,7 +18,7 @@ from engine.db.probing import ProbingMixin
 from engine.db.public import PublicMixin
 from engine.db.timings import TimingsMixin
 from engine.db.webhook_queue import WebhookQueueMixin
-from engine.secretbox import SecretBox
+from engine.runtime.secretbox import SecretBox
 
 
 class Store(
@@ -35,7 +35,7 @@ class Store(
         secrets: SecretBox | None = None,
     ) -> Store:
         """``secrets``: the key for secrets at rest (``SecretBox.from_settings``); None: the
-        environment's (``engine.secretbox.default_box``)."""
+        environment's (``engine.runtime.secretbox.default_box``)."""
         store = cls(await create_pool(dsn, min_size=min_size, max_size=max_size))
         store._secrets = secrets
         return store

@@ -2,7 +2,7 @@
 ``check_phase_rollups_hourly`` (the roll-up job), and reading one check's histograms per
 hour or day (the timings endpoint, the status page's phase chart).
 
-Layout and reasons: migration 0006 and :mod:`engine.timings`. The results path
+Layout and reasons: migration 0006 and :mod:`engine.domain.timings`. The results path
 (engine/db/probing.py) is not touched: the phases it already writes to ``probe_results``
 are the source, rolled once per hour after the hour has ended.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from engine.db.base import StoreBase
-from engine.timings import CODE_STRIDE, SQL_BUCKET
+from engine.domain.timings import CODE_STRIDE, SQL_BUCKET
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)

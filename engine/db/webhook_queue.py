@@ -37,8 +37,8 @@ import asyncpg
 
 from engine.db.base import CHANNEL_WEBHOOKS, StoreBase
 from engine.db.outbox import ExpiredEvent, OutboxQueue, QueueSpec, TryResult
-from engine.errors import NotFound, UpwatchError
-from engine.secretbox import SecretUnreadable, reveal
+from engine.runtime.errors import NotFound, UpwatchError
+from engine.runtime.secretbox import SecretUnreadable, reveal
 
 log = logging.getLogger(__name__)
 _UNREADABLE_LOGGED: set[int] = set()

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any, Final, Protocol, cast
 
-from engine.netpolicy import Resolver, is_public_ip, literal_ip
+from engine.domain.netpolicy import Resolver, is_public_ip, literal_ip
 from engine.probes import openssl_layer
 from engine.probes.reactor import Reactor, SocketTransport
 
@@ -621,7 +621,7 @@ class ClientConn:
         while not self.done and (inc.pending or sslobj.pending()):
             try:
                 # typeshed says bytes; with a buffer argument it is the count read. Through
-                # Any: compiled (engine/compiled.py), a cast would still check for bytes.
+                # Any: compiled (engine/runtime/compiled.py), a cast would still check for bytes.
                 n: int = cast(Any, sslobj).read(size, pview)
             except ssl.SSLWantReadError:
                 break

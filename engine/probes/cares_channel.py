@@ -1,7 +1,7 @@
 """A c-ares channel (``pycares.Channel``) with the options the prober's resolver needs and
 pycares does not expose: c-ares's query cache off, and a longest time-out per try.
 
-Kept apart from engine/probes/resolver.py, which is compiled (engine/compiled.py): the
+Kept apart from engine/probes/resolver.py, which is compiled (engine/runtime/compiled.py): the
 stand-in for pycares's cffi library below is a class made per call, and mypyc compiles no
 class defined inside a function.
 """

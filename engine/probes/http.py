@@ -105,7 +105,8 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
 
-from engine.netpolicy import Resolver
+from engine.domain.netpolicy import Resolver
+from engine.domain.outcomes import HttpOutcome
 from engine.probes import openssl_layer
 from engine.probes._net import (
     READ_BUFFER_SIZE,
@@ -123,7 +124,6 @@ from engine.probes._net import (
     ssl_error_words,
     timeout_words,
 )
-from engine.probes.outcome import HttpOutcome
 from engine.probes.reactor import Reactor
 from engine.probes.request import RequestSpec
 from engine.probes.resolver import DnsAnswer, ProbeResolver

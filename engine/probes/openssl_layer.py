@@ -15,7 +15,7 @@ module (its verification against the system trust store is decisions.md's).
 Only this module touches pyOpenSSL's internals (``OpenSSL._util.lib`` and a connection's
 ``_ssl``), for what the library does not wrap: whether a handshake resumed.
 
-Compiled with mypyc (engine/compiled.py): the probe's connection calls these functions a
+Compiled with mypyc (engine/runtime/compiled.py): the probe's connection calls these functions a
 dozen times per probe and per socket read; interpreted, each call cost ~2-3k instructions
 of frame set-up beside the C call it makes. The bindings it calls per read are bound once,
 as ``Final`` names (compiled: C statics, no lookup of ``_lib`` and its attribute per call).

@@ -1,9 +1,10 @@
 """JSONPath (RFC 9535, ``python-jsonpath`` in strict mode) and regular expressions (RE2) for
 the assertions of :mod:`engine.probes.request`.
 
-This module is deliberately NOT compiled with mypyc (it is not in ``engine.compiled.MODULES``):
-its classes subclass ``python-jsonpath``'s, and a compiled module must not subclass a class of
-an interpreted library. Compiled, ``_Rfc9535`` lost the attributes its base class sets in
+This module is deliberately NOT compiled with mypyc (it is not in
+``engine.runtime.compiled.MODULES``): its classes subclass ``python-jsonpath``'s, and a
+compiled module must not subclass a class of an interpreted library.
+Compiled, ``_Rfc9535`` lost the attributes its base class sets in
 ``__init__`` (``'_Rfc9535' object has no attribute 'lexer'``) on a fresh install, failing every
 json assertion. Only the compile step runs here (once per monitor configuration); the probe
 calls the compiled query and pattern objects themselves.

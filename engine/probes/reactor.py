@@ -69,7 +69,7 @@ from typing import Final, Protocol
 log = logging.getLogger(__name__)
 
 _EPOLL: Final = hasattr(select, "epoll")
-# Final, so that compiled (engine/compiled.py) they are read without a dict lookup. The
+# Final, so that compiled (engine/runtime/compiled.py) they are read without a dict lookup. The
 # second values are the selector fallback's (other systems; level-triggered).
 _IN: Final[int] = select.EPOLLIN if _EPOLL else selectors.EVENT_READ
 _OUT: Final[int] = select.EPOLLOUT if _EPOLL else selectors.EVENT_WRITE

@@ -3,7 +3,7 @@
 A monitor without ``request`` and ``assertions`` never meets this module: its probe is the
 plain GET of ``engine/probes/http.py``. A monitor with either gets one :class:`RequestSpec`,
 built once when the engine loads its configuration (``from_config``), from values the API
-validated (``engine/requestconfig.py``) and with secret header values already decrypted.
+validated (``engine/monitors/requests.py``) and with secret header values already decrypted.
 
 The probe asks the spec for its request bytes on each hop (:meth:`RequestSpec.request_bytes`)
 and, once the final response is read, for the verdict of the assertions

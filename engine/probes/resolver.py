@@ -169,11 +169,11 @@ def failure_words(host: str, reason: str) -> str:
 
 class ProbeResolver:
     """The lookups of one engine (one event loop at a time; a new loop, as in tests, gets a
-    fresh c-ares channel). ``metrics``: an :class:`engine.metrics.Metrics` or None.
+    fresh c-ares channel). ``metrics``: an :class:`engine.runtime.metrics.Metrics` or None.
 
     Use from the event loop's thread only. Probes call :meth:`cached` (no await, no task)
     and, on a miss, :meth:`lookup` with a callback; :meth:`__call__` is the
-    :data:`engine.netpolicy.Resolver` form (the certificate probe, anything awaiting).
+    :data:`engine.domain.netpolicy.Resolver` form (the certificate probe, anything awaiting).
     """
 
     def __init__(
@@ -508,7 +508,7 @@ class ProbeResolver:
 
 
 def from_settings(settings: Any, metrics: Any = None) -> ProbeResolver:
-    """The engine's resolver, from :class:`engine.settings.Settings`."""
+    """The engine's resolver, from :class:`engine.runtime.settings.Settings`."""
     from engine.probes._net import source_family
 
     return ProbeResolver(

@@ -38,7 +38,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 from cryptography.x509.oid import NameOID
 
-from engine.netpolicy import Resolver
+from engine.domain.netpolicy import Resolver
+from engine.domain.outcomes import CertOutcome
 from engine.probes._net import (
     READ_BUFFER_SIZE,
     ClientConn,
@@ -53,7 +54,6 @@ from engine.probes._net import (
     timeout_words,
     wake_future,
 )
-from engine.probes.outcome import CertOutcome
 from engine.probes.reactor import Reactor
 
 log = logging.getLogger(__name__)
@@ -337,7 +337,7 @@ class CertProber:
             conn = _CertConn(
                 wake_future(waiter), self._rview, self._pview, ctx, server_hostname
             )
-            # No continue inside the try: mypyc does not compile that (engine/compiled.py).
+            # No continue inside the try: mypyc does not compile that (engine/runtime/compiled.py).
             error: str | None
             try:
                 try:

@@ -17,8 +17,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.errors import DatabaseUnavailable
-from engine.maintenance_windows import Window, quiet
+from engine.domain.maintenance import Window, quiet
+from engine.runtime.errors import DatabaseUnavailable
 from engine.scheduler.waiting import wait_any
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ Shape (why it scales to 50,000+ checks on one core):
   whose host is busy waits in that host's queue, so one slow site cannot hold up the rest;
   lateness (start - due) is measured for every probe.
 - Probes whose outcome changes only status/error/meta/last_check_at are written in batches
-  by the results writer (:mod:`engine.results`); transitions with effects (outages, webhook
-  events, failure bookkeeping) are written at once, in one transaction each.
+  by the results writer (:mod:`engine.scheduler.results`); transitions with effects (outages,
+  webhook events, failure bookkeeping) are written at once, in one transaction each.
 - While the database is unavailable the engine goes on probing AND evaluating: a transition
   it cannot write is held in memory (the backlog, in the order they happened, bounded by
   ``BACKLOG_LIMIT``) and the check's state moves on in memory, so a site that goes down
@@ -47,9 +47,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
 from engine import USER_AGENT
-from engine.confirm import Confirmer, LocalConfirmer
-from engine.errors import DatabaseUnavailable
-from engine.evaluate import (
+from engine.domain.evaluate import (
     FAILING,
     PENDING,
     UPTIME,
@@ -64,16 +62,24 @@ from engine.evaluate import (
     uptime_error,
     uptime_meta,
 )
-from engine.metrics import Metrics
-from engine.probes.outcome import CertOutcome, HttpOutcome
-from engine.requestspecs import SpecBuilder
-from engine.results import KIND_CERTIFICATE, KIND_UPTIME, ResultRow, ResultsSink, ResultsWriter
-from engine.scheduled import ScheduledCheck, Touch
+from engine.domain.outcomes import CertOutcome, HttpOutcome
+from engine.kinds.scheduled import ScheduledCheck, Touch
+from engine.monitors.requestspecs import SpecBuilder
+from engine.runtime.errors import DatabaseUnavailable
+from engine.runtime.metrics import Metrics
+from engine.runtime.secretbox import SecretBox
+from engine.runtime.settings import Settings
 from engine.scheduler.calendar import MaintenanceCalendar
+from engine.scheduler.confirm import Confirmer, LocalConfirmer
+from engine.scheduler.results import (
+    KIND_CERTIFICATE,
+    KIND_UPTIME,
+    ResultRow,
+    ResultsSink,
+    ResultsWriter,
+)
 from engine.scheduler.waiting import wait_any
 from engine.scheduler.wheel import TimingWheel, next_due
-from engine.secretbox import SecretBox
-from engine.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +104,7 @@ PAGE = 5000  # checks per page when loading or resyncing
 RELOAD_COALESCE = 0.02  # gather a burst of notifications into one reload query
 LISTEN_PING = 15.0  # seconds between liveness round trips on the LISTEN connection
 DRAIN_PROBES = 3.0  # seconds in-flight probes get to finish on stop
-RESULT_BATCH = 5000  # rows per results transaction (see engine.results)
+RESULT_BATCH = 5000  # rows per results transaction (see engine.scheduler.results)
 DRAIN_RESULTS = 2.0  # seconds the results writer gets to flush on stop
 FREEZE_AFTER = 5000  # checks adopted by reloads before the GC is told to skip them again
 UNWRITTEN_LOG_EVERY = 10.0  # seconds between warnings about state writes lost to an outage
@@ -109,7 +115,7 @@ BACKLOG_RETRY_MAX = 5.0  # ...up to this
 
 # The meta of a steady uptime probe, one shared (never modified) dict per status code: no
 # dict per probe, and the results writer encodes each once per batch. Constants here are
-# Final: compiled (engine/compiled.py), a Final is read without a dict lookup.
+# Final: compiled (engine/runtime/compiled.py), a Final is read without a dict lookup.
 _UPTIME_META: Final[dict[int | None, dict[str, Any]]] = {}
 _UPTIME_META_MAX: Final = 1000  # status codes are three digits; a bound all the same
 

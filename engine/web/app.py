@@ -28,26 +28,23 @@ import orjson
 from aiohttp import web
 
 from engine.db.store import Store
-from engine.errors import DatabaseUnavailable, LimitReached, NotFound, ValidationFailed
-from engine.metrics import Metrics
-from engine.settings import Settings
-from engine.web import (
-    api,
-    badges,
-    certificates_api,
-    maintenance_api,
-    monitorset_api,
-    nodes_api,
-    notifications_api,
-    openapi,
-    pingping,
-    status_page,
-    timings_api,
-    webhooks_api,
-)
+from engine.runtime.errors import DatabaseUnavailable, LimitReached, NotFound, ValidationFailed
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
+from engine.web import pingping
 from engine.web.access_log import PathOnlyAccessLogger
+from engine.web.api import certificates as certificates_api
+from engine.web.api import maintenance as maintenance_api
+from engine.web.api import monitors as api
+from engine.web.api import monitorset as monitorset_api
+from engine.web.api import nodes as nodes_api
+from engine.web.api import notifications as notifications_api
+from engine.web.api import openapi
+from engine.web.api import timings as timings_api
+from engine.web.api import webhooks as webhooks_api
+from engine.web.api.create_combiner import CREATE_COMBINER, CreateCombiner
+from engine.web.api.maintenance_uptime import WINDOWS_CACHE, WindowsCache
 from engine.web.concurrency import ApiSlots
-from engine.web.create_combiner import CREATE_COMBINER, CreateCombiner
 from engine.web.jsonio import json_response, message_response
 from engine.web.keys import (
     ACCOUNT,
@@ -58,8 +55,9 @@ from engine.web.keys import (
     SETTINGS,
     STORE,
 )
-from engine.web.maintenance_uptime import WINDOWS_CACHE, WindowsCache
 from engine.web.ratelimit import RateLimiter, retry_after_header
+from engine.web.status import badges
+from engine.web.status import page as status_page
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """JSON in and out for every API handler (orjson).
 
 Every response body is JSON with ``Content-Type: application/json`` (a 204 has no body);
-request bodies go through :func:`engine.web.validation.parse_body`.
+request bodies go through :func:`engine.monitors.validation.parse_body`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from engine.errors import ValidationFailed
+from engine.monitors.validation import parse_body
+from engine.runtime.errors import ValidationFailed
 from engine.web.concurrency import body_wait
-from engine.web.validation import parse_body
 
 JSON = "application/json"
 # A body must arrive within this many seconds of the handler asking for it. Without a

@@ -14,8 +14,8 @@ from aiohttp import web
 
 from engine.db.accounts import Account
 from engine.db.store import Store
-from engine.metrics import Metrics
-from engine.settings import Settings
+from engine.runtime.metrics import Metrics
+from engine.runtime.settings import Settings
 from engine.web.ratelimit import RateLimiter
 
 STORE = web.AppKey("store", Store)

@@ -2,7 +2,8 @@
 
 Published PingPing clients (an Ansible collection, Laravel packages, dashboard tiles) were
 written against the live service, which differed from api.md in four places. This module is
-the one adapter between them and the /webapi handlers of :mod:`engine.web.api`; the handlers,
+the one adapter between them and the /webapi handlers of
+:mod:`engine.web.api.monitors`; the handlers,
 their validation, the store and every error answer (401, 404, 405, 413, 422, 429, 503) are
 the same objects whichever mount a request came through:
 
@@ -70,7 +71,7 @@ def normalise_query(url: str) -> str:
     """``url`` with each query pair that has no ``=`` given one, as the live service stored
     it: ``https://example.com/?foo&a=1`` -> ``https://example.com/?foo=&a=1``. Everything
     else (empty pairs, order, escapes, the fragment) is left as it is for the validation of
-    :func:`engine.web.validation.normalise_url`, which trims surrounding whitespace first:
+    :func:`engine.monitors.validation.normalise_url`, which trims surrounding whitespace first:
     so does this, or ``?foo `` would become ``?foo =``."""
     text = url.strip()
     base, hash_sign, fragment = text.partition("#")
@@ -176,7 +177,7 @@ class MountResource(PrefixResource):
 
 
 def mount(routes: web.RouteTableDef) -> MountResource:
-    """The mount over ``routes`` (:data:`engine.web.api.routes`). Raises LookupError at
+    """The mount over ``routes`` (:data:`engine.web.api.monitors.routes`). Raises LookupError at
     start-up when an operation of :data:`MOUNTED` is not among them."""
     dispatcher = UrlDispatcher()
     found = set()

@@ -56,7 +56,7 @@ CREATE TABLE checks (
     -- is_self_signed, valid_from, valid_to}.
     meta                    jsonb       NOT NULL DEFAULT '{}'::jsonb,
 
-    -- State machine (see engine/evaluate.py).
+    -- State machine (see engine/domain/evaluate.py).
     failing_since           timestamptz,          -- first failed probe of the current episode
     detected_by             text,                 -- region of that first failed probe
     outage_id               bigint,               -- open confirmed outage, if any

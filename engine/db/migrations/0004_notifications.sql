@@ -2,7 +2,7 @@
 -- account webhook, through the same outbox (engine/db/outbox.py).
 --
 -- url holds passwords and tokens: it is encrypted with the installation's key
--- (engine/secretbox.py) and answers show it masked (engine/notify/urls.py).
+-- (engine/runtime/secretbox.py) and answers show it masked (engine/delivery/notify/urls.py).
 -- group_until / group_sent are the channel's alert-storm window: the first
 -- UPWATCH_NOTIFY_GROUP_MAX events of a window go one by one, the rest wait for its end and go
 -- as one digest. Only the claims of the channel's rows write them (one claim at a time per

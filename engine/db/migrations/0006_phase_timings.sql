@@ -7,7 +7,7 @@
 -- probe, in the steady state); five histograms on it made that upsert about twice as
 -- expensive, and a wider row costs every rewrite even when only its counters change. The
 -- raw probe_results rows already carry the phases, so a job rolls each closed hour from them
--- once (engine/timings_rollup.py) and the results path does not change at all. Hours not yet
+-- once (engine/db/rollups.py) and the results path does not change at all. Hours not yet
 -- rolled are read from probe_results, which keeps them for results_retention_days.
 --
 -- The histogram is sparse: only buckets with probes in them, as two parallel arrays sorted

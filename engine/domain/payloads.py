@@ -1,0 +1,143 @@
+"""Webhook bodies, exactly as api.md section 6 draws them. Pure functions.
+
+The body is serialised once, when the event is queued, and those exact bytes are what is
+signed and sent on every try.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from engine.domain.events import (  # noqa: F401  (re-exported: the names' old home)
+    CERTIFICATE_INVALID,
+    CERTIFICATE_RECOVERED,
+    CERTIFICATE_RENEWAL_DUE,
+    DOWNTIME,
+    EVENTS,
+    UPTIME_RESTORED,
+)
+from engine.domain.timefmt import fmt, hms
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorRef:
+    id: int
+    url: str
+    alias: str
+
+
+def _body(monitor: MonitorRef, check: dict[str, Any]) -> bytes:
+    return orjson.dumps(
+        {"check": check, "monitor": {"id": monitor.id, "url": monitor.url, "alias": monitor.alias}}
+    )
+
+
+def downtime(
+    monitor: MonitorRef,
+    *,
+    last_check_at: datetime,
+    error: str,
+    http_status_code: int | None,
+    detected_by: str,
+    verified_via: str,
+) -> bytes:
+    return _body(
+        monitor,
+        {
+            "name": "uptime",
+            "status": "nok",
+            "last_check_at": fmt(last_check_at),
+            "error": error,
+            "meta": {
+                # No HTTP response (refused, timed out, ...) is reported as 0.
+                "http_status_code": http_status_code or 0,
+                "detected_by": detected_by,
+                "verified_via": verified_via,
+            },
+        },
+    )
+
+
+def uptime_restored(
+    monitor: MonitorRef, *, last_check_at: datetime, http_status_code: int, downtime_seconds: float
+) -> bytes:
+    return _body(
+        monitor,
+        {
+            "name": "uptime",
+            "status": "ok",
+            "last_check_at": fmt(last_check_at),
+            "meta": {"http_status_code": http_status_code, "downtime": hms(downtime_seconds)},
+        },
+    )
+
+
+def certificate_invalid(monitor: MonitorRef, *, last_check_at: datetime, error: str) -> bytes:
+    return _body(
+        monitor,
+        {
+            "name": "certificate_health",
+            "status": "nok",
+            "last_check_at": fmt(last_check_at),
+            "error": error,
+        },
+    )
+
+
+def _cert_meta(
+    issuer: str, signature_algorithm: str, valid_from: datetime, valid_to: datetime
+) -> dict[str, Any]:
+    return {
+        "issuer": issuer,
+        "signature_algorithm": signature_algorithm,
+        "valid_from": fmt(valid_from),
+        "valid_to": fmt(valid_to),
+    }
+
+
+def certificate_recovered(
+    monitor: MonitorRef,
+    *,
+    last_check_at: datetime,
+    issuer: str,
+    signature_algorithm: str,
+    valid_from: datetime,
+    valid_to: datetime,
+) -> bytes:
+    return _body(
+        monitor,
+        {
+            "name": "certificate_health",
+            "status": "ok",
+            "last_check_at": fmt(last_check_at),
+            "meta": _cert_meta(issuer, signature_algorithm, valid_from, valid_to),
+        },
+    )
+
+
+def certificate_renewal_due(
+    monitor: MonitorRef,
+    *,
+    last_check_at: datetime,
+    expires_in_days: int,
+    issuer: str,
+    signature_algorithm: str,
+    valid_from: datetime,
+    valid_to: datetime,
+) -> bytes:
+    return _body(
+        monitor,
+        {
+            "name": "certificate_health",
+            "status": "ok",
+            "last_check_at": fmt(last_check_at),
+            "meta": {
+                "expires_in_days": expires_in_days,
+                **_cert_meta(issuer, signature_algorithm, valid_from, valid_to),
+            },
+        },
+    )

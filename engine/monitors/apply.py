@@ -1,0 +1,224 @@
+"""Monitors as code, end to end: export an account's monitors as a document, and apply a
+document to an account. Shared by ``upwatch export``/``upwatch apply`` and
+``GET /webapi/monitors/export``/``PUT /webapi/monitors``, so both follow the same rules.
+
+Applying: validate every entry (engine.monitors.file: the API's rules), plan against the
+account's monitors (engine.monitors.plan), apply the private-address rule to every URL that
+is new or changed, then carry the plan out in one transaction (engine.db.monitor_batches),
+re-planned under the account's lock so that a concurrent change is not overwritten blindly.
+An unchanged file writes nothing: no lock, no row, no NOTIFY.
+
+A monitor's ``request`` and ``assertions`` (issue 23) follow the file's rule for every
+field: the file states the whole monitor, so an entry without them means a monitor
+without them (as a dropped ``alias`` means the default alias), and an entry's ``request``
+replaces the stored one whole. As in the API's update, a header value ``"********"`` keeps
+the stored value of that header (any case): a file exported with its secrets masked
+applies back unchanged, while on a monitor without that header (one the file creates, say)
+it is refused. Secret values are stored encrypted (engine.monitors.requests.to_stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from engine.monitors import file as monitorfile
+from engine.monitors import requests as requestconfig
+from engine.monitors import validation
+from engine.monitors.plan import MonitorSpec, Plan, SameRequest, plan
+from engine.runtime.errors import LimitReached, ValidationFailed
+from engine.runtime.secretbox import SecretBox
+from engine.runtime.settings import Settings
+
+# DNS look-ups at once for the private-address rule of an apply.
+RESOLVE_CONCURRENCY = 16
+
+
+class ApplyProgress(Protocol):
+    """Told how far an apply is: ``start(phase, total)``, ``advance(n)`` any number of
+    times, ``done()``."""
+
+    def start(self, phase: str, total: int) -> None: ...
+
+    def advance(self, n: int) -> None: ...
+
+    def done(self) -> None: ...
+
+
+@dataclass
+class ApplyResult:
+    plan: Plan
+    specs: list[MonitorSpec]
+    created_ids: dict[int, int]  # entry index -> new monitor id
+    dry_run: bool
+
+    def as_json(self) -> dict[str, Any]:
+        """The answer of ``PUT /webapi/monitors``: what was (with ``dry_run``: would be)
+        created, updated and deleted."""
+        p = self.plan
+        return {
+            "dry_run": self.dry_run,
+            "created": [{"index": i, "id": self.created_ids.get(i), "key": s.key, "url": s.url}
+                        for i, s in p.creates],
+            "updated": [{"index": u.index, "id": u.current.id, "key": u.desired.key,
+                         "url": u.desired.url, "changes": list(u.changes)}
+                        for u in p.updates],
+            "deleted": [{"id": m.id, "key": m.spec.key, "url": m.spec.url}
+                        for m in p.deletes],
+            "unchanged": p.unchanged,
+            "kept": p.kept,
+        }
+
+    def lines(self) -> list[str]:
+        """The plan, one line per create, update and delete (``upwatch apply --dry-run``)."""
+        out = []
+        for _, s in self.plan.creates:
+            out.append(f"create  {_name(s.key, s.url)}")
+        for u in self.plan.updates:
+            out.append(f"update  {_name(u.desired.key, u.desired.url)} (monitor {u.current.id}):"
+                       f" {', '.join(u.changes)}")
+        for m in self.plan.deletes:
+            out.append(f"delete  {_name(m.spec.key, m.spec.url)} (monitor {m.id})")
+        return out
+
+    def summary(self) -> str:
+        p = self.plan
+        verb = "would be" if self.dry_run else "were"
+        text = (f"{len(p.creates)} {verb} created, {len(p.updates)} updated, "
+                f"{len(p.deletes)} deleted, {p.unchanged} unchanged")
+        if p.kept:
+            text += f", {p.kept} not in the file kept (--prune deletes them)"
+        return text
+
+
+def _name(key: str | None, url: str) -> str:
+    return f"{key} ({url})" if key is not None else url
+
+
+class TargetCheck:
+    """The private-address rule (``settings.allow_private_targets``) for the URLs a plan
+    creates or changes: each host and port resolved once per apply, a few at a time.
+    Raises ValidationFailed keyed ``monitors[<index>].url`` for every entry refused."""
+
+    def __init__(self, settings: Settings, progress: ApplyProgress | None = None) -> None:
+        self._allow = settings.allow_private_targets
+        self._progress = progress
+        self._verdicts: dict[tuple[str, str, str], list[str] | None] = {}
+
+    async def __call__(self, todo: Plan) -> None:
+        if self._allow:
+            return
+        entries = [(i, s) for i, s in todo.creates]
+        entries += [(u.index, u.desired) for u in todo.updates if u.url_changed]
+        pending: dict[tuple[str, str, str], MonitorSpec] = {}
+        for _, s in entries:
+            where = (s.scheme, s.host, s.port)
+            if where not in self._verdicts:
+                pending.setdefault(where, s)
+        if pending:
+            await self._resolve(pending)
+        errors: dict[str, list[str]] = {}
+        for i, s in entries:
+            messages = self._verdicts[(s.scheme, s.host, s.port)]
+            if messages:
+                errors[monitorfile.entry_field(i, "url")] = list(messages)
+        if errors:
+            raise ValidationFailed(errors, f"{len(errors)} monitor URLs are not allowed.")
+
+    async def _resolve(self, pending: dict[tuple[str, str, str], MonitorSpec]) -> None:
+        gate = asyncio.Semaphore(RESOLVE_CONCURRENCY)
+        if self._progress is not None and len(pending) > 1:
+            self._progress.start("checking addresses", len(pending))
+
+        async def one(where: tuple[str, str, str], s: MonitorSpec) -> None:
+            target = validation.TargetUrl(url=s.url, scheme=s.scheme, host=s.host, port=s.port)
+            async with gate:
+                try:
+                    await validation.check_target(target, allow_private=False)
+                    self._verdicts[where] = None
+                except ValidationFailed as exc:
+                    self._verdicts[where] = [m for ms in exc.errors.values() for m in ms]
+            if self._progress is not None and len(pending) > 1:
+                self._progress.advance(1)
+
+        await asyncio.gather(*(one(w, s) for w, s in pending.items()))
+        if self._progress is not None and len(pending) > 1:
+            self._progress.done()
+
+
+def unkept_masks(todo: Plan) -> None:
+    """Refuse a plan that would keep a stored secret a monitor does not have: a header
+    value ``"********"`` in an entry created, or updated to a request without that header.
+    ValidationFailed keyed ``monitors[<index>].request.headers.<name>``."""
+    errors: dict[str, list[str]] = {}
+    entries = [(i, s, None) for i, s in todo.creates]
+    entries += [(u.index, u.desired, u.current.spec.request) for u in todo.updates
+                if "request" in u.changes]
+    for i, s, previous in entries:
+        if s.request is not None:
+            for name, messages in requestconfig.unkept_masks(s.request, previous).items():
+                errors[monitorfile.entry_field(i, name)] = messages
+    if errors:
+        raise ValidationFailed(errors, f"{len(errors)} masked header values have no stored"
+                                       " value to keep.")
+
+
+def _request_rules(box: SecretBox) -> SameRequest:
+    def same(stored: Any, desired: Any) -> bool:
+        return requestconfig.same_request(stored, desired, box)
+    return same
+
+
+async def apply_document(
+    store: Any,
+    settings: Settings,
+    account_id: int,
+    plan_name: str,
+    doc: Any,
+    *,
+    prune: bool = False,
+    dry_run: bool = False,
+    progress: ApplyProgress | None = None,
+) -> ApplyResult:
+    """Make the account's monitors match ``doc`` (the JSON form). ValidationFailed lists
+    every bad entry (keys ``monitors[<index>].<field>``) and nothing is written;
+    LimitReached when the file holds more monitors than the plan allows."""
+    account_plan = settings.plan(plan_name)
+    specs = monitorfile.validate_document(doc, account_plan)
+    target_check = TargetCheck(settings, progress)
+    box = requestconfig.secret_box(settings)
+    same_request = _request_rules(box)
+
+    async def check(todo: Plan) -> None:
+        unkept_masks(todo)
+        await target_check(todo)
+
+    def store_request(request: Any, previous: Any) -> Any:
+        return requestconfig.to_stored(request, box, previous)
+
+    current = await store.monitor_set(account_id)
+    todo = plan(current, specs, prune=prune, same_request=same_request)
+    over = todo.over_limit(len(current), account_plan.monitor_limit)
+    if over is not None:
+        raise LimitReached(over)
+    await check(todo)
+    if dry_run or todo.empty:
+        return ApplyResult(todo, specs, {}, dry_run)
+    step: Callable[[int], None] | None = None
+    if progress is not None:
+        progress.start("writing", len(todo.creates) + len(todo.updates) + len(todo.deletes))
+        step = progress.advance
+    todo, created = await store.apply_monitor_set(
+        account_id, specs, prune=prune, monitor_limit=account_plan.monitor_limit,
+        verify=check, progress=step, same_request=same_request,
+        store_request=store_request)
+    if progress is not None:
+        progress.done()
+    return ApplyResult(todo, specs, created, False)
+
+
+async def export_document(store: Any, account_id: int) -> dict[str, Any]:
+    """The account's monitors as a document (JSON form), in id order."""
+    return monitorfile.export_document(await store.monitor_set(account_id))

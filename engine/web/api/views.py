@@ -1,0 +1,198 @@
+"""Response bodies, exactly in the shapes of api.md section 2 and decisions.md.
+
+Pure functions from store records to JSON-ready dicts; every timestamp goes through
+:func:`engine.domain.timefmt.fmt` (UTC ``YYYY-MM-DD HH:MM:SS``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from engine.db.accounts import Account
+from engine.db.monitors import CheckRecord, MonitorRecord, StatisticsRecord, UptimeFigures
+from engine.domain.timefmt import fmt
+from engine.monitors.requests import shown_assertions, shown_request
+from engine.runtime.settings import ALLOWED_INTERVALS, Plan
+
+UPTIME = "uptime"
+CERTIFICATE = "certificate_health"
+CHECK_KINDS = (UPTIME, CERTIFICATE)
+
+
+def status_page_url(base_url: str, identifier: str) -> str:
+    return f"{base_url.rstrip('/')}/{identifier}"
+
+
+def _timestamp(value: Any) -> str | None:
+    """A stored timestamp (a datetime, or ISO text the engine wrote into ``meta``) in the
+    API format; text that is not a timestamp is passed through rather than lost."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return fmt(value)
+    if isinstance(value, str):
+        try:
+            return fmt(datetime.fromisoformat(value))
+        except ValueError:
+            return value
+    return str(value)
+
+
+def uptime_meta(check: CheckRecord, figures: UptimeFigures | None) -> dict[str, Any]:
+    """Uptime ``meta``: every key always present (null before the first run)."""
+    figures = figures or UptimeFigures.empty()
+    code = check.meta.get("http_status_code")
+    return {
+        "http_status_code": code if isinstance(code, int) and not isinstance(code, bool) else None,
+        "average_uptime_percentage": figures.uptime_percentage,
+        "average_response_time": figures.average_response_ms,
+        "offline_since": fmt(figures.offline_since),
+    }
+
+
+def certificate_meta(check: CheckRecord) -> dict[str, Any]:
+    """Certificate ``meta`` from the last run: every key always present (null before)."""
+    meta = check.meta
+    self_signed = meta.get("is_self_signed")
+    return {
+        "issuer": meta.get("issuer"),
+        "signature_algorithm": meta.get("signature_algorithm"),
+        "is_self_signed": self_signed if isinstance(self_signed, bool) else None,
+        "valid_from": _timestamp(meta.get("valid_from")),
+        "valid_to": _timestamp(meta.get("valid_to")),
+    } | _certificate_identity(meta)
+
+
+def _certificate_identity(meta: dict[str, Any]) -> dict[str, Any]:
+    """Issue 17's keys, once the check has read a certificate that has them (before, the
+    meta is exactly api.md's)."""
+    if not isinstance(meta.get("fingerprint_sha256"), str):
+        return {}
+    return {k: meta.get(k) for k in ("fingerprint_sha256", "serial", "key_type",
+                                      "lifetime_days")}
+
+
+def _alert_settings(check: CheckRecord, out: dict[str, Any]) -> dict[str, Any]:
+    """Issue 17's settings, added to a check object only when set (non-zero): a client
+    that uses none of them sees exactly api.md's shapes."""
+    if check.recovery_threshold:
+        out["recovery_threshold"] = check.recovery_threshold
+    if check.expiry_threshold_percent:
+        out["expiry_threshold_percent"] = check.expiry_threshold_percent
+    return out
+
+
+def check_full(check: CheckRecord, figures: UptimeFigures | None) -> dict[str, Any]:
+    return _alert_settings(check, {
+        "id": check.id,
+        "status": check.status,
+        "error": check.error,
+        "interval": check.interval,
+        "is_enabled": check.is_enabled,
+        "notification_threshold": check.notification_threshold,
+        "last_check_at": fmt(check.last_check_at),
+        "meta": uptime_meta(check, figures) if check.kind == UPTIME else certificate_meta(check),
+    })
+
+
+def check_reduced(check: CheckRecord) -> dict[str, Any]:
+    """A check inside the create/update response: id, status, interval, is_enabled."""
+    return {
+        "id": check.id,
+        "status": check.status,
+        "interval": check.interval,
+        "is_enabled": check.is_enabled,
+    }
+
+
+def monitor_full(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
+    """A Monitor of the list and get responses."""
+    return {
+        "id": monitor.id,
+        "identifier": monitor.identifier,
+        "alias": monitor.alias,
+        "scheme": monitor.scheme,
+        "host": monitor.host,
+        "port": monitor.port,
+        "url": monitor.url,
+        "status_page": status_page_url(base_url, monitor.identifier),
+        "checks": {
+            kind: check_full(monitor.checks[kind], monitor.uptime) for kind in CHECK_KINDS
+        },
+        **request_fields(monitor),
+    }
+
+
+def request_fields(monitor: MonitorRecord) -> dict[str, Any]:
+    """Issue 23: ``request`` and ``assertions`` (secrets masked) when the monitor sets
+    either, else nothing, so that api.md's shapes stay exact for monitors without them."""
+    if monitor.request is None and not monitor.assertions:
+        return {}
+    return {
+        "request": shown_request(monitor.request),
+        "assertions": shown_assertions(monitor.assertions),
+    }
+
+
+def monitor_reduced(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
+    """The create/update response: no ``port``, checks reduced."""
+    return {
+        "id": monitor.id,
+        "identifier": monitor.identifier,
+        "alias": monitor.alias,
+        "scheme": monitor.scheme,
+        "host": monitor.host,
+        "url": monitor.url,
+        "status_page": status_page_url(base_url, monitor.identifier),
+        "checks": {kind: check_reduced(monitor.checks[kind]) for kind in CHECK_KINDS},
+        **request_fields(monitor),
+    }
+
+
+def check_updated(check: CheckRecord) -> dict[str, Any]:
+    """The check update response."""
+    return _alert_settings(check, {
+        "id": check.id,
+        "status": check.status,
+        "interval": check.interval,
+        "is_enabled": check.is_enabled,
+        "notification_threshold": check.notification_threshold,
+        "last_check_at": fmt(check.last_check_at),
+    })
+
+
+def check_toggled(check: CheckRecord) -> dict[str, Any]:
+    """The enable/disable response."""
+    return {"id": check.id, "is_enabled": check.is_enabled, "status": check.status}
+
+
+def statistics(stats: StatisticsRecord) -> dict[str, Any]:
+    """The Statistics object; an ongoing outage has ``ended_at`` null and its duration so
+    far."""
+    outages = []
+    for o in stats.outages:
+        end = o.ended_at or stats.now
+        outages.append({
+            "started_at": fmt(o.started_at),
+            "ended_at": fmt(o.ended_at),
+            "duration_seconds": max(0, int((end - o.started_at).total_seconds())),
+            "http_status_code": o.http_status_code,
+        })
+    return {
+        "uptime_percentage_30d": stats.figures.uptime_percentage,
+        "average_response_time_ms": stats.figures.average_response_ms,
+        "checks_run_30d": stats.figures.checks_run,
+        "outages": outages,
+    }
+
+
+def account(acc: Account, plan: Plan) -> dict[str, Any]:
+    return {
+        "id": acc.id,
+        "name": acc.name,
+        "plan": acc.plan,
+        "webhook_url": acc.webhook_url,
+        "allowed_intervals": [i for i in ALLOWED_INTERVALS if i in plan.allowed_intervals],
+        "monitor_limit": plan.monitor_limit,
+    }
