@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from engine.db.public import DayBar, PublicCheck, PublicOutage, ResponseBucket
-from engine.web.status.page import (
+from engine.web.status.view import (
     bars_view,
     chart_view,
     day_class,

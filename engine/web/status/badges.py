@@ -30,7 +30,8 @@ from engine.db.badges import BadgeData
 from engine.domain.timefmt import utcnow
 from engine.runtime.errors import DatabaseUnavailable
 from engine.web.keys import STORE
-from engine.web.status.page import IDENTIFIER_PATTERN, ms_text, overall_state, percent_text
+from engine.web.status.page import IDENTIFIER_PATTERN
+from engine.web.status.view import ms_text, overall_state, percent_text
 
 routes = web.RouteTableDef()
 

@@ -3,7 +3,7 @@
 of where the probes' time went over the last 24 hours (DNS, connect, TLS, first byte).
 
 Pure view builders (:func:`day_lines`, :func:`phase_chart`) and :func:`enrich`, which reads
-what they need and adds it to a built :class:`engine.web.status.page.StatusView`. The page
+what they need and adds it to a built :class:`engine.web.status.view.StatusView`. The page
 stays script-free: a bar is a link to its day's line (``#day-YYYY-MM-DD``), which CSS shows
 when it is the fragment's target, so a click, or Tab and Enter, reveals it without
 JavaScript; the chart is inline SVG under the page's CSP.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from engine.db.public import DayBar, PublicOutage, StatusPageData
@@ -21,7 +20,11 @@ from engine.db.store import Store
 from engine.domain.timefmt import fmt
 from engine.domain.timings import Slot
 from engine.runtime.errors import DatabaseUnavailable
-from engine.web.status.page import (
+from engine.web.status.view import (
+    DayLine,
+    PhaseBar,
+    PhaseChartView,
+    Segment,
     StatusView,
     _cause,
     _nice_max,
@@ -32,12 +35,6 @@ from engine.web.status.page import (
 )
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class DayLine:
-    anchor: str  # the element id the day's bar links to
-    text: str
 
 
 def _outage_words(o: PublicOutage, day_start: datetime) -> str:
@@ -79,33 +76,6 @@ PHASES_SHOWN = (("dns", "DNS"), ("connect", "Connect"), ("tls", "TLS"),
 _W = 960
 _H = 160
 _STEP = _W // 24
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    cls: str
-    y: float
-    h: float
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseBar:
-    x: int
-    w: int
-    segments: list[Segment]
-    title: str
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseChartView:
-    width: int
-    height: int
-    bars: list[PhaseBar]
-    y_labels: list[str]
-    x_labels: list[str]
-    legend: list[tuple[str, str]]  # (css class, words)
-    label: str
-    summary: str
 
 
 def phase_chart(slots: list[Slot]) -> PhaseChartView | None:
