@@ -160,9 +160,9 @@ class ServedApp:
                 s.webhook_ids.append(await insert_event(
                     conn, account_id=account.id, monitor_id=s.monitor_ids[0],
                     check_id=s.check_ids[1], event=payloads.CERTIFICATE_INVALID, body=body))
-        await store.mark_failed(s.webhook_ids[0], 500, "HTTP 500")
-        await store.mark_failed(s.webhook_ids[1], None, "connection refused")
-        await store.record_delivered(s.webhook_ids[2])
+        await store.webhook_queue.mark_failed(s.webhook_ids[0], 500, "HTTP 500")
+        await store.webhook_queue.mark_failed(s.webhook_ids[1], None, "connection refused")
+        await store.webhook_queue.record_delivered(s.webhook_ids[2])
 
     async def _failed_again(self) -> None:
         """A failed event and a webhook URL, whatever earlier fuzzed requests changed, so a
@@ -171,7 +171,7 @@ class ServedApp:
         account = await self._store.authenticate(self.seeded.token)
         assert account is not None
         await self._store.set_webhook_url(account.id, "http://127.0.0.1:9/hook")
-        await self._store.mark_failed(self.seeded.webhook_ids[0], 500, "HTTP 500")
+        await self._store.webhook_queue.mark_failed(self.seeded.webhook_ids[0], 500, "HTTP 500")
 
     def make_a_retry_possible(self) -> None:
         self.run(self._failed_again())

@@ -48,7 +48,7 @@ async def test_the_victims_ids_answer_like_missing_ones_everywhere(
         event_id = await insert_event(
             conn, account_id=victim.id, monitor_id=mid, check_id=cids[1],
             event=payloads.CERTIFICATE_INVALID, body=body)
-    await store.mark_failed(event_id, 500, "HTTP 500")  # retryable by its owner
+    await store.webhook_queue.mark_failed(event_id, 500, "HTTP 500")  # retryable by its owner
 
     attacker_account, attacker_token = await store.create_account("attacker")
     await store.set_webhook_url(attacker_account.id, "https://attacker.example/")

@@ -48,7 +48,7 @@ async def test_the_log_lists_events_newest_first_with_their_delivery_state(
     assert await get(client, "/webapi/webhooks") == (200, [])
     first = await queue(store, acc.id, 5, check_id=None)
     second = await queue(store, acc.id, 6)
-    await store.record_delivered(second, 200)
+    await store.webhook_queue.record_delivered(second, 200)
     status, body = await get(client, "/webapi/webhooks")
     assert status == 200
     assert [e["id"] for e in body] == [second, first]
@@ -70,8 +70,8 @@ async def test_the_log_filters_by_status_and_pages(
 ) -> None:
     acc, _ = account
     ids = [await queue(store, acc.id, m) for m in range(1, 6)]
-    await store.mark_failed(ids[0], 500, "HTTP 500")
-    await store.record_delivered(ids[1])
+    await store.webhook_queue.mark_failed(ids[0], 500, "HTTP 500")
+    await store.webhook_queue.record_delivered(ids[1])
     for status, expected in (
         ("failed", [ids[0]]), ("delivered", [ids[1]]), ("pending", ids[:1:-1]),
     ):
@@ -102,7 +102,7 @@ async def test_another_accounts_events_are_invisible(
 ) -> None:
     other, _ = await store.create_account("other", webhook_url="http://127.0.0.1:9/")
     theirs = await queue(store, other.id, 1)
-    await store.mark_failed(theirs, 500, "HTTP 500")
+    await store.webhook_queue.mark_failed(theirs, 500, "HTTP 500")
     assert await get(client, "/webapi/webhooks") == (200, [])
     status, body = await post(client, f"/webapi/webhooks/{theirs}/retry")
     assert status == 404 and body == {"message": "Webhook not found."}
@@ -116,16 +116,17 @@ async def test_retry_requeues_a_failed_event_and_refuses_others(
     event = await queue(store, acc.id, 1)
     status, body = await post(client, f"/webapi/webhooks/{event}/retry")
     assert status == 409 and "pending" in body["message"]
-    (_claimed,) = await store.claim_due(1, 60)
-    await store.mark_failed(event, 503, "gave up after 24 h; last try: HTTP 503", tries=1)
+    (_claimed,) = await store.webhook_queue.claim(1, 60)
+    await store.webhook_queue.mark_failed(
+        event, 503, "gave up after 24 h; last try: HTTP 503", tries=1)
     status, body = await post(client, f"/webapi/webhooks/{event}/retry")
     assert status == 200
     assert (body["id"], body["status"], body["tries"]) == (event, "pending", 1)
     assert TIMESTAMP.match(body["next_try_at"])
     # The next try carries the next number under the same id.
-    (again,) = await store.claim_due(1, 60)
+    (again,) = await store.webhook_queue.claim(1, 60)
     assert (again.id, again.tries) == (event, 2)
-    await store.record_delivered(event)
+    await store.webhook_queue.record_delivered(event)
     status, body = await post(client, f"/webapi/webhooks/{event}/retry")
     assert status == 409 and "delivered" in body["message"]
     for bad in ("999999", "abc", "0"):
@@ -138,7 +139,8 @@ async def test_retry_without_a_webhook_url_is_a_conflict(
 ) -> None:
     acc, _ = account
     event = await queue(store, acc.id, 1)
-    await store.mark_failed(event, None, "expired: no webhook URL was set within 24 h")
+    await store.webhook_queue.mark_failed(
+        event, None, "expired: no webhook URL was set within 24 h")
     status, body = await post(client, f"/webapi/webhooks/{event}/retry")
     assert status == 409 and "webhook URL" in body["message"]
 

@@ -485,7 +485,7 @@ async def test_a_crashed_deliverers_try_comes_back_after_its_lease_as_the_next_t
     account, _ = await store.create_account("a", webhook_url=receiver.url())
     event = await queue(store, account.id, 1)
     # A deliverer claims the event and dies before recording anything.
-    (claimed,) = await store.claim_due(1, lease_seconds=0.5)
+    (claimed,) = await store.webhook_queue.claim(1, lease_seconds=0.5)
     claimed_at = time.monotonic()
     async with running(store, make_settings(tmp_path)):
         await wait_until(status_is(store, event, "delivered"))
@@ -551,23 +551,34 @@ async def test_a_refused_connection_is_a_failed_try(store: Store, tmp_path: Path
     assert tries_sample(metrics, "connection_error") >= 2
 
 
-class FlakyStore:
-    """The store, except that the first claims find the database gone."""
+class FlakyQueue:
+    """The store's webhook queue, except that the first claims find the database gone."""
 
-    def __init__(self, store: Store, failures: int) -> None:
-        self._store = store
+    def __init__(self, queue: Any, failures: int) -> None:
+        self._queue = queue
         self.failures = failures
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+        return getattr(self._queue, name)
 
-    async def claim_due(self, *args: Any, **kwargs: Any) -> Any:
+    async def claim(self, *args: Any, **kwargs: Any) -> Any:
         if self.failures > 0:
             self.failures -= 1
             from engine.runtime.errors import DatabaseUnavailable
 
             raise DatabaseUnavailable("connection refused")
-        return await self._store.claim_due(*args, **kwargs)
+        return await self._queue.claim(*args, **kwargs)
+
+
+class FlakyStore:
+    """The store, with a :class:`FlakyQueue` as its webhook queue."""
+
+    def __init__(self, store: Store, failures: int) -> None:
+        self._store = store
+        self.webhook_queue = FlakyQueue(store.webhook_queue, failures)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
 
 
 async def test_a_database_outage_delays_delivery_but_does_not_stop_the_deliverer(
@@ -578,7 +589,7 @@ async def test_a_database_outage_delays_delivery_but_does_not_stop_the_deliverer
     flaky = FlakyStore(store, failures=2)
     async with running(flaky, make_settings(tmp_path)):  # type: ignore[arg-type]
         await wait_until(status_is(store, event, "delivered"))
-    assert flaky.failures == 0
+    assert flaky.webhook_queue.failures == 0
     assert [h.try_number for h in receiver.hits] == [1]
 
 

@@ -259,9 +259,31 @@ class OutboxQueue(Generic[Item]):
         results: Sequence[TryResult] = (),
     ) -> list[Item]:
         """Claim up to ``limit`` due rows (plus the rest of their groups) for one try each,
-        oldest due first; see :meth:`engine.db.webhook_queue.WebhookQueueMixin.claim_due`
-        for the fair share (``per_share_limit``, ``in_flight``, ``share_limits``,
-        ``may_exceed``) and ``results``, recorded first in the same transaction."""
+        oldest due first.
+
+        Takes only the oldest pending row of each ordering key (a webhook's monitor), only
+        rows the spec finds deliverable, only when ``next_try_at <= now`` (``now`` defaults to
+        the database clock; tests pass one). Each claimed row gets ``tries + 1`` and
+        ``next_try_at = now + lease``, committed before this returns: until the lease ends no
+        other runner sees it.
+
+        ``per_share_limit`` with ``in_flight`` (share -> tries the caller has running) keeps
+        one share (an account) from taking every slot: a share is given at most
+        ``per_share_limit - in_flight[share]`` rows; ``share_limits`` sets a different limit
+        for some shares. Candidates passed over stay pending and unlocked once this short
+        transaction commits.
+
+        ``may_exceed`` makes the share work-conserving: those shares may go past their limit,
+        up to ``limit``, but only with slots left once every share has had its due, that is
+        when no other share has a due row that fits its limit. Each claim gives the shares
+        out first, so as slots free up another share's due rows are taken before any more of
+        the shares past their limit.
+
+        ``results`` (finished tries, as for :meth:`record_tries`) are recorded first, in the
+        same transaction: the next row of a key whose row was just delivered can be claimed
+        at once, and a round of the runner costs one commit, not two. If anything fails,
+        neither the results nor the claim are written.
+        """
         if limit <= 0:
             if results:
                 await self.record_tries(results)

@@ -27,18 +27,17 @@ Invariants the methods below keep:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
 from engine.db.base import CHANNEL_WEBHOOKS, StoreBase
-from engine.db.outbox import ExpiredEvent, OutboxQueue, QueueSpec, TryResult
+from engine.db.outbox import OutboxQueue, QueueSpec
 from engine.runtime.errors import NotFound, UpwatchError
-from engine.runtime.secretbox import SecretUnreadable, reveal
+from engine.runtime.secretbox import SecretBox, SecretUnreadable, reveal
 
 log = logging.getLogger(__name__)
 _UNREADABLE_LOGGED: set[int] = set()
@@ -51,15 +50,6 @@ VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id
 """
 
-# Candidates for a claim: due, of an account with a webhook URL that is not excluded (its
-# in-flight limit is reached), and the oldest pending event of their monitor. The subquery
-# sees an earlier event that another deliverer holds locked (it does not lock), so a later
-# event of that monitor is never taken alongside it. Written as "id = the monitor's first
-# pending id" rather than NOT EXISTS so that PostgreSQL walks the due index in order and
-# probes (monitor_id, id) per row, stopping at the LIMIT: the cost of a claim does not grow
-# with the backlog (a NOT EXISTS becomes a hash anti-join over every pending row).
-# $1: the clock (NULL = now()), $2: how many rows to lock at most, $3: excluded accounts,
-# $4: ids this claim already holds (a transaction does not skip its own locks).
 # Candidates for a claim: due, of an account with a webhook URL that is not excluded (its
 # in-flight limit is reached), and the oldest pending event of their monitor (the rendered
 # SQL and its reasons are in engine.db.outbox).
@@ -224,147 +214,39 @@ WEBHOOK_QUEUE: QueueSpec[ClaimedEvent] = QueueSpec(
 )
 
 
-class WebhookQueueMixin(StoreBase):
-    # --- deliverer side (the shared outbox, engine.db.outbox) ------------------------------
+class WebhookQueue(OutboxQueue[ClaimedEvent]):
+    """The webhook table's outbox (:class:`OutboxQueue`): claimed events come back with the
+    account's token and webhook URL decrypted for the sender."""
 
+    async def claim(self, *args: Any, **kwargs: Any) -> list[ClaimedEvent]:
+        return [_revealed(self._store.secrets, e) for e in await super().claim(*args, **kwargs)]
+
+
+def _revealed(secrets: SecretBox, event: ClaimedEvent) -> ClaimedEvent:
+    """The event with the account's token and webhook URL decrypted. A key that cannot
+    decrypt them (another node's) leaves the URL out: nothing is sent, the event waits, and
+    the error is logged once per account."""
+    try:
+        token = reveal(secrets, event.token) or ""
+        url = reveal(secrets, event.webhook_url)
+    except SecretUnreadable:
+        if event.account_id not in _UNREADABLE_LOGGED:
+            _UNREADABLE_LOGGED.add(event.account_id)
+            log.error("account %d: webhook secrets cannot be decrypted with this secret "
+                      "key; its webhooks wait", event.account_id)
+        return replace(event, webhook_url=None)
+    return replace(event, token=token, webhook_url=url)
+
+
+class WebhookQueueMixin(StoreBase):
     @property
-    def webhook_queue(self) -> OutboxQueue[ClaimedEvent]:
-        """The webhook table's :class:`OutboxQueue` (made on first use)."""
-        queue: OutboxQueue[ClaimedEvent] | None = self.__dict__.get("_webhook_queue")
+    def webhook_queue(self) -> WebhookQueue:
+        """The webhook table's queue (made on first use): what deliverers claim from."""
+        queue: WebhookQueue | None = self.__dict__.get("_webhook_queue")
         if queue is None:
-            queue = OutboxQueue(WEBHOOK_QUEUE, self)
+            queue = WebhookQueue(WEBHOOK_QUEUE, self)
             self.__dict__["_webhook_queue"] = queue
         return queue
-
-    async def claim_due(
-        self,
-        limit: int,
-        lease_seconds: float,
-        now: datetime | None = None,
-        *,
-        per_account_limit: int | None = None,
-        in_flight: Mapping[int, int] | None = None,
-        account_limits: Mapping[int, int] | None = None,
-        may_exceed: Collection[int] = (),
-        results: Sequence[TryResult] = (),
-    ) -> list[ClaimedEvent]:
-        """Claim up to ``limit`` due events for one try each, oldest due first.
-
-        Takes only the oldest pending event of each monitor, only for accounts with a webhook
-        URL, only when ``next_try_at <= now`` (``now`` defaults to the database clock; tests
-        pass one). Each claimed event gets ``tries + 1`` and ``next_try_at = now + lease``,
-        committed before this returns: until the lease ends no other deliverer sees it.
-
-        ``per_account_limit`` with ``in_flight`` (account id -> tries the caller has running)
-        keeps one account's receiver from taking every slot: an account is given at most
-        ``per_account_limit - in_flight[account]`` events; ``account_limits`` sets a
-        different limit for some accounts. Candidates passed over stay pending and
-        unlocked once this short transaction commits.
-
-        ``may_exceed`` makes the share work-conserving: those accounts may go past their
-        limit, up to ``limit``, but only with slots that are left once every account has had
-        its share, that is when no other account has a due event that fits its limit. Each
-        claim gives the shares out first, so as slots free up another account's due events
-        are taken before any more of the accounts past their limit.
-
-        ``results`` (finished tries, as for :meth:`record_tries`) are recorded first, in the
-        same transaction: the next event of a monitor whose event was just delivered can be
-        claimed at once, and a round of the deliverer costs one commit, not two. If anything
-        fails, neither the results nor the claim are written.
-        """
-        events = await self.webhook_queue.claim(
-            limit, lease_seconds, now,
-            per_share_limit=per_account_limit, in_flight=in_flight,
-            share_limits=account_limits, may_exceed=may_exceed, results=results,
-        )
-        return [self._revealed(e) for e in events]
-
-    def _revealed(self, event: ClaimedEvent) -> ClaimedEvent:
-        """The event with the account's token and webhook URL decrypted (issue 23). A key
-        that cannot decrypt them (another node's) leaves the URL out: nothing is sent, the
-        event waits, and the error is logged once per account."""
-        try:
-            token = reveal(self.secrets, event.token) or ""
-            url = reveal(self.secrets, event.webhook_url)
-        except SecretUnreadable:
-            if event.account_id not in _UNREADABLE_LOGGED:
-                _UNREADABLE_LOGGED.add(event.account_id)
-                log.error("account %d: webhook secrets cannot be decrypted with this secret "
-                          "key; its webhooks wait", event.account_id)
-            return replace(event, webhook_url=None)
-        return replace(event, token=token, webhook_url=url)
-
-    async def record_delivered(self, event_id: int, status_code: int = 200) -> bool:
-        """The receiver answered 200: the event is delivered. False if it already was."""
-        return await self.webhook_queue.record_delivered(event_id, status_code)
-
-    async def record_failed_try(
-        self,
-        event_id: int,
-        status_code: int | None,
-        error: str | None,
-        next_try_at: datetime,
-        *,
-        tries: int | None = None,
-    ) -> bool:
-        """A try failed; the event stays pending and is due again at ``next_try_at``.
-
-        ``tries`` is the number of the try that failed: the write is skipped (False) when the
-        event has moved on since (its lease ran out and another try was claimed) or is no
-        longer pending.
-        """
-        return await self.webhook_queue.record_failed_try(
-            event_id, status_code, error, next_try_at, tries=tries
-        )
-
-    async def mark_failed(
-        self,
-        event_id: int,
-        status_code: int | None,
-        error: str | None,
-        *,
-        tries: int | None = None,
-    ) -> bool:
-        """Give up on a pending event: it becomes ``failed`` and is kept (same guard as
-        :meth:`record_failed_try`)."""
-        return await self.webhook_queue.mark_failed(event_id, status_code, error, tries=tries)
-
-    async def record_tries(self, results: Sequence[TryResult]) -> None:
-        """Record many finished tries in one short transaction, with the same semantics and
-        guards as :meth:`record_delivered`, :meth:`record_failed_try` and
-        :meth:`mark_failed`. A deliverer calls this before its next claim, so the next event
-        of a monitor is only claimable once the previous one's result is committed."""
-        await self.webhook_queue.record_tries(results)
-
-    async def release_claim(
-        self, event_id: int, tries: int, *, undo_try: bool, error: str | None = None
-    ) -> bool:
-        """Hand a claimed event back so any deliverer takes it at once.
-
-        ``undo_try`` takes the try back when nothing was sent; otherwise the try counts (it
-        may have reached the receiver) and the next one carries the next number.
-        """
-        return await self.webhook_queue.release(event_id, tries, undo_try=undo_try, error=error)
-
-    async def expire_webhooks(
-        self, max_age_seconds: float, now: datetime | None = None
-    ) -> list[ExpiredEvent]:
-        """Mark pending events older than ``max_age_seconds`` ``failed`` (with a reason in
-        ``last_error``), except those whose final try is scheduled or in flight; returns
-        them."""
-        return await self.webhook_queue.expire(max_age_seconds, now)
-
-    async def webhook_queue_stats(self) -> tuple[int, float]:
-        """(pending events, age in seconds of the oldest pending one; 0 when none)."""
-        return await self.webhook_queue.stats()
-
-    def listen_webhooks(
-        self, on_notify: Callable[[], None]
-    ) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
-        """LISTEN on ``upwatch_webhooks`` for the life of the context; ``on_notify`` is called
-        (on the event loop) for every notification. Yields the listening connection so the
-        caller can see it close (``is_closed()``) and listen again."""
-        return self.webhook_queue.listen(on_notify)
 
     # --- delivery log (API) ----------------------------------------------------------------
 

@@ -136,8 +136,7 @@ class RunnerMetrics:
 
 
 class Queue(Protocol[Item]):
-    """What the runner calls of its queue (an :class:`engine.db.outbox.OutboxQueue`, or
-    a store's named methods for it)."""
+    """What the runner calls of its queue: an :class:`engine.db.outbox.OutboxQueue`."""
 
     async def claim(
         self, limit: int, lease_seconds: float, *, per_share_limit: int | None,

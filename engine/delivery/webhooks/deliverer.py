@@ -12,7 +12,7 @@ Contract (decisions.md "Webhooks"):
   ``X-Service-Current-Try`` (1, 2, ...), ``X-Service-Parent-Webhook`` (the incident's opening
   event, else the event itself) and ``X-Service-Signature`` over the exact stored body bytes.
 - Per-monitor order and one-sender-per-try come from the store's claim
-  (:meth:`engine.db.webhook_queue.WebhookQueueMixin.claim_due`); several deliverers, in one
+  (:meth:`engine.db.outbox.OutboxQueue.claim`); several deliverers, in one
   process or many, can run against one database.
 - The private-address rule is applied to the addresses the connection is made to: the host
   is resolved on every try and every address checked before connecting to one of them (IP
@@ -39,15 +39,11 @@ another instance, a lost notification, a lease that ran out).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
-
-import asyncpg
+from collections.abc import Sequence
 
 from engine import USER_AGENT
-from engine.db.outbox import ExpiredEvent, TryResult
 from engine.db.webhook_queue import ClaimedEvent, WebhookQueueMixin
 from engine.delivery.outbox import (
     BATCH_WINDOW,
@@ -78,7 +74,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "BATCH_WINDOW", "LEASE_MARGIN", "MAX_RESPONSE_BODY", "RESULT_DELIVERED", "RESULT_EXPIRED",
-    "RESULT_GAVE_UP", "BlockedTarget", "Deliverer", "Outcome", "WebhookSender",
+    "RESULT_GAVE_UP", "BlockedTarget", "Deliverer", "WebhookSender",
 ]
 # Connect timeout, within the total: a receiver that does not accept in this long is down.
 MAX_CONNECT_TIMEOUT = 5.0
@@ -95,10 +91,6 @@ RESULT_TIMEOUT = "timeout"
 RESULT_CONNECTION_ERROR = "connection_error"
 RESULT_BLOCKED = "blocked"
 # RESULT_DELIVERED, RESULT_GAVE_UP and RESULT_EXPIRED come from the runner (re-exported).
-
-
-# What one try came to (the runner's Attempt; the old name stays for readers of the log).
-Outcome = Attempt
 
 
 # The same for every try; Accept as any client sends it. No Accept-Encoding: a body is only
@@ -139,16 +131,16 @@ class WebhookSender:
     def members(self, event: ClaimedEvent) -> Sequence[tuple[int, int]]:
         return ((event.id, event.tries),)
 
-    async def send(self, event: ClaimedEvent) -> Outcome:
+    async def send(self, event: ClaimedEvent) -> Attempt:
         return await self._attempt(event)
 
-    async def _attempt(self, event: ClaimedEvent) -> Outcome:
+    async def _attempt(self, event: ClaimedEvent) -> Attempt:
         """One POST of ``event``; never raises (apart from cancellation)."""
         assert event.webhook_url is not None
         try:
             target = parse_url(event.webhook_url)
         except BadUrl as exc:
-            return Outcome(RESULT_CONNECTION_ERROR, error=str(exc))
+            return Attempt(RESULT_CONNECTION_ERROR, error=str(exc))
         try:
             # One deadline for the whole try: resolving, connecting, sending and the answer.
             answer = await self._client.post(
@@ -156,75 +148,35 @@ class WebhookSender:
                 timeout=self._timeout, connect_timeout=self._connect_timeout,
             )
         except BlockedTarget as exc:
-            return Outcome(RESULT_BLOCKED, error=f"{exc}; refused")
+            return Attempt(RESULT_BLOCKED, error=f"{exc}; refused")
         except ResolveError as exc:
-            return Outcome(RESULT_CONNECTION_ERROR,
+            return Attempt(RESULT_CONNECTION_ERROR,
                            error=f"cannot resolve the webhook host: {exc}")
         except ConnectError as exc:
-            return Outcome(RESULT_CONNECTION_ERROR, error=f"cannot connect: {exc}")
+            return Attempt(RESULT_CONNECTION_ERROR, error=f"cannot connect: {exc}")
         except NoAnswer as exc:
-            return Outcome(RESULT_CONNECTION_ERROR, error=str(exc))
+            return Attempt(RESULT_CONNECTION_ERROR, error=str(exc))
         except TimeoutError:  # before OSError: TimeoutError is one
-            return Outcome(RESULT_TIMEOUT,
+            return Attempt(RESULT_TIMEOUT,
                            error=f"no answer within {self._timeout:g}s (timed out)")
         except OSError as exc:
-            return Outcome(RESULT_CONNECTION_ERROR, error=f"connection error: {exc}")
+            return Attempt(RESULT_CONNECTION_ERROR, error=f"connection error: {exc}")
         except Exception as exc:
             # Not expected; still a failed try with its words, not a crashed task whose
             # event would only come back after its lease.
             log.exception("webhooks: unexpected error in a try of webhook %d", event.id)
-            return Outcome(RESULT_CONNECTION_ERROR, error=f"{type(exc).__name__}: {exc}")
+            return Attempt(RESULT_CONNECTION_ERROR, error=f"{type(exc).__name__}: {exc}")
         status = answer.status
         if status == 200:
-            return Outcome(RESULT_DELIVERED, status_code=200)
+            return Attempt(RESULT_DELIVERED, status_code=200)
         if 300 <= status < 400:
             where = f" to {answer.location}" if answer.location else ""
-            return Outcome(RESULT_REDIRECT, status_code=status,
+            return Attempt(RESULT_REDIRECT, status_code=status,
                            error=f"HTTP {status}: redirect{where} not followed")
         # One line in a log and a table cell.
         snippet = " ".join(answer.snippet.decode("utf-8", "replace").split())
         detail = f": {snippet}" if snippet else ""
-        return Outcome(RESULT_HTTP_ERROR, status_code=status, error=f"HTTP {status}{detail}")
-
-
-class _StoreQueue:
-    """The runner's queue calls as the store's webhook methods (wrappers of the store, such
-    as a test's flaky one, see every call)."""
-
-    def __init__(self, store: WebhookQueueMixin) -> None:
-        self._store = store
-
-    async def claim(
-        self, limit: int, lease_seconds: float, *, per_share_limit: int | None,
-        in_flight: Mapping[int, int], share_limits: Mapping[int, int],
-        may_exceed: Collection[int], results: Sequence[TryResult],
-    ) -> list[ClaimedEvent]:
-        return await self._store.claim_due(
-            limit, lease_seconds, per_account_limit=per_share_limit, in_flight=in_flight,
-            account_limits=share_limits, may_exceed=may_exceed, results=results,
-        )
-
-    async def record_tries(self, results: Sequence[TryResult]) -> None:
-        await self._store.record_tries(results)
-
-    async def release(
-        self, row_id: int, tries: int, *, undo_try: bool, error: str | None = None
-    ) -> bool:
-        return await self._store.release_claim(row_id, tries, undo_try=undo_try, error=error)
-
-    async def expire(self, max_age_seconds: float) -> list[ExpiredEvent]:
-        return await self._store.expire_webhooks(max_age_seconds)
-
-    async def stats(self) -> tuple[int, float]:
-        return await self._store.webhook_queue_stats()
-
-    def held_for(self) -> float | None:
-        return None  # webhooks are never held back
-
-    def listen(
-        self, on_notify: Callable[[], None]
-    ) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
-        return self._store.listen_webhooks(on_notify)
+        return Attempt(RESULT_HTTP_ERROR, status_code=status, error=f"HTTP {status}{detail}")
 
 
 class Deliverer(OutboxRunner[ClaimedEvent]):
@@ -246,7 +198,7 @@ class Deliverer(OutboxRunner[ClaimedEvent]):
     ) -> None:
         m = metrics or Metrics()
         super().__init__(
-            _StoreQueue(store),
+            store.webhook_queue,
             WebhookSender(settings, resolver=resolver),
             concurrency=settings.webhook_concurrency,
             timeout=settings.webhook_timeout,
