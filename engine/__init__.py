@@ -1,4 +1,16 @@
-"""Upwatch: self-hosted website monitoring engine."""
+"""Upwatch: self-hosted website monitoring.
+
+The packages read as the flow, top to bottom (each may import only those below it; the
+import-linter contracts in ``pyproject.toml`` keep it so): ``cli`` (commands) and ``daemon``
+(the composition root: builds and wires every component) -> ``web`` (API, status pages) ->
+``cluster`` (nodes, ownership, confirmation by another region) -> ``scheduler`` (the engine:
+wheel, dispatch, one probe's flow, transitions) and ``delivery`` (outbox: webhooks,
+notifications) -> ``db`` (all SQL) -> ``kinds`` (one module per kind of check) ->
+``monitors`` (what a user configures, validated) -> ``probes`` (the I/O of probing) ->
+``domain`` (pure rules) -> ``runtime`` (settings, errors, logs, metrics).
+
+A newcomer reads ``docs/design.md`` first, then ``daemon.py``.
+"""
 
 from importlib.metadata import PackageNotFoundError, version
 

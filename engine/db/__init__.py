@@ -1,4 +1,8 @@
-"""PostgreSQL access: the pool, migrations, the embedded server and the store.
+"""PostgreSQL, the only store: the pool, numbered ``.sql`` migrations, the embedded server
+and its lease, the store's areas (one mixin per area, combined in ``store.Store``), the
+durable outbox queue, and upkeep (result partitions, roll-ups).
 
-Only :mod:`engine.db.store` runs SQL; everything else calls its public methods.
+All SQL lives here, as named queries; only public store methods open transactions. May
+import :mod:`engine.kinds`, :mod:`engine.monitors`, :mod:`engine.domain` and
+:mod:`engine.runtime`.
 """

@@ -1,0 +1,8 @@
+"""What a user configures, validated once: the API's input rules (``validation``), custom
+requests and assertions (``requests``, ``requestspecs``), and monitors as code: a file's
+document (``file``), the plan against an account's monitors (``plan``), applying it
+(``apply``) and its commands (``commands``).
+
+May import :mod:`engine.probes` (the compiled request a probe sends), :mod:`engine.domain`
+and :mod:`engine.runtime`; never the store or the web layer, which call into it.
+"""

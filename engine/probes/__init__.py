@@ -1,6 +1,8 @@
-"""The probes: uptime (``http.HttpProber``) and certificate (``tls.CertProber``).
+"""The I/O of probing: the reactor (epoll outside the loop's callbacks), the resolver
+(c-ares with a cache), the TLS layer over memory BIOs, and the probers themselves
+(``http.HttpProber``, ``tls.CertProber``).
 
-Both return plain outcomes (``outcome``), never raise (except cancellation) and never outlive
-their timeout. ``_net`` holds what they share: checked resolution, TLS over memory BIOs,
-cheap deadlines and the words for errors.
+A prober returns a plain outcome (:mod:`engine.domain.outcomes`) with a reason in words and
+measured phases; it never raises (except cancellation), never blocks the loop and never
+outlives its timeout. May import only :mod:`engine.domain` and :mod:`engine.runtime`.
 """
