@@ -280,7 +280,7 @@ class WebhookQueueMixin(StoreBase):
         return [self._revealed(e) for e in events]
 
     def _revealed(self, event: ClaimedEvent) -> ClaimedEvent:
-        """The event with the account's token and webhook URL decrypted (issue 23). A key
+        """The event with the account's token and webhook URL decrypted. A key
         that cannot decrypt them (another node's) leaves the URL out: nothing is sent, the
         event waits, and the error is logged once per account."""
         try:
