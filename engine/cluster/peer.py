@@ -148,7 +148,7 @@ def peer_routes(
         url = await targets.confirm_target(check_id)
         if url is None:
             return refuse(404, "No such uptime check.")
-        # The check's own request and assertions, from the shared database (issue 23).
+        # The check's own request and assertions, from the shared database.
         spec = specs.build(await targets.confirm_config(check_id))
         outcome = await (prober.probe(url) if spec is None
                          else prober.probe(url, spec))  # type: ignore[call-arg]

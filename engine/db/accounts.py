@@ -2,7 +2,7 @@
 
 Tokens are made with :mod:`secrets`, looked up through their SHA-256 and compared in constant
 time; they are never logged. The token itself is kept because it keys webhook signatures:
-encrypted at rest, as is the webhook URL (issue 23; ``engine/runtime/secretbox.py``), so no row or
+encrypted at rest, as is the webhook URL (``engine/runtime/secretbox.py``), so no row or
 dump holds either in clear.
 
 Authentication is remembered for :data:`AUTH_CACHE_SECONDS` (token digest -> account), so a
@@ -224,7 +224,7 @@ class AccountsMixin(StoreBase):
         self.auth_cache.drop_account(account_id)
         return self._account(row) if row else None
 
-    # -- secrets at rest (issue 23) -------------------------------------------------------------
+    # -- secrets at rest -------------------------------------------------------------------------
 
     def _seal(self, value: str | None) -> str | None:
         return None if value is None else self.secrets.encrypt(value)

@@ -104,7 +104,7 @@ class ClusterMixin(StoreBase):
         return url
 
     async def confirm_config(self, check_id: int) -> tuple[Any, Any] | None:
-        """The stored ``(request, assertions)`` of the check's monitor (issue 23); None when
+        """The stored ``(request, assertions)`` of the check's monitor; None when
         it sets neither or no longer exists."""
         row = await self._fetchrow(SQL_CONFIRM_CONFIG, check_id)
         if row is None or (row["request"] is None and row["assertions"] is None):

@@ -144,7 +144,7 @@ FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::te
 WHERE m.id = u.id
 """
 
-# Issue 23's request and assertions, stored forms (jsonb as text, see _json_or_none).
+# A monitor's request and assertions, stored forms (jsonb as text, see _json_or_none).
 SQL_UPDATE_MONITOR_CONFIG = """
 UPDATE monitors AS m
 SET request = u.request::jsonb, assertions = u.assertions::jsonb, updated_at = now()

@@ -364,7 +364,8 @@ class MonitorRecord:
     port: str
     checks: dict[str, CheckRecord]
     uptime: UptimeFigures | None = None
-    # Issue 23, as stored (engine/monitors/requests.py): None when not set.
+    # The monitor's request and assertions, as stored (engine/monitors/requests.py): None
+    # when not set.
     request: Any = None
     assertions: Any = None
 
@@ -563,7 +564,7 @@ class MonitorsMixin(StoreBase):
         URL change keeps history. Either way a URL change bumps ``config_version`` and
         notifies; an alias change only notifies (payloads carry the alias). NotFound when
         the monitor is not the account's. ``config``: the new stored ``(request,
-        assertions)`` (issue 23); a change of them bumps ``config_version`` like a URL change.
+        assertions)``; a change of them bumps ``config_version`` like a URL change.
         """
         async with self._tx() as conn:
             current = await conn.fetchrow(SQL_LOCK_MONITOR, account_id, monitor_id)

@@ -1,4 +1,4 @@
-"""Notification channels and their queue: the store side of issue 24.
+"""Notification channels and their queue: the store side (docs/notifications.md).
 
 - Channels are rows of ``notification_channels`` owned by an account; every read and write
   names the account, so another account's channel is simply not found.

@@ -143,7 +143,7 @@ class Transition:
 
 def classify(outcome: HttpOutcome, slow_threshold_ms: float) -> Outcome:
     """decisions.md: 2xx/3xx within the slow threshold is ok; a slow or 4xx response is
-    degraded; no response or a 5xx is a failure. Issue 23: a failed assertion is a
+    degraded; no response or a 5xx is a failure. A failed assertion is a
     failure; a status_code assertion that held replaces the 2xx/3xx rule."""
     code = outcome.status_code
     if code is None or code >= 500:
@@ -151,7 +151,7 @@ def classify(outcome: HttpOutcome, slow_threshold_ms: float) -> Outcome:
             return _DEGRADED if outcome.total_ms > slow_threshold_ms else _OK
         return _FAILURE
     if outcome.assertion_error is not None:
-        return _FAILURE  # issue 23: any failed assertion fails the probe
+        return _FAILURE  # any failed assertion fails the probe
     if (code >= 400 and not outcome.status_asserted) or outcome.total_ms > slow_threshold_ms:
         return _DEGRADED
     return _OK
@@ -184,7 +184,7 @@ def lifetime_days(outcome: CertOutcome) -> float | None:
 
 def certificate_meta(outcome: CertOutcome) -> dict[str, Any]:
     """api.md's keys always present (null when the probe could not read the certificate);
-    the leaf's identity (issue 17) added when it was read."""
+    the leaf's identity (docs/alerts.md) added when it was read."""
     meta: dict[str, Any] = {
         "issuer": outcome.issuer,
         "signature_algorithm": outcome.signature_algorithm,

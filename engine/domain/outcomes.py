@@ -40,7 +40,7 @@ class HttpOutcome:
     remote_ip: str | None = None
     # The last hop's name came from the resolver's cache (``dns_ms`` is then 0).
     dns_cached: bool = False
-    # A monitor's assertions (issue 23): the first failed one's words (the response, with
+    # A monitor's assertions: the first failed one's words (the response, with
     # its status_code, counts as a failure then), and whether a status_code assertion held
     # in place of the 2xx/3xx rule.
     assertion_error: str | None = None
@@ -65,7 +65,7 @@ class CertOutcome:
     valid_from: datetime | None
     valid_to: datetime | None
     total_ms: float
-    # The leaf's identity (issue 17): SHA-256 of its DER (lower-case hex), serial number
+    # The leaf's identity: SHA-256 of its DER (lower-case hex), serial number
     # (lower-case hex), key ("RSA-2048", "EC-secp256r1", "Ed25519") and subject common name.
     fingerprint_sha256: str | None = None
     serial: str | None = None

@@ -8,7 +8,7 @@ is new or changed, then carry the plan out in one transaction (engine.db.monitor
 re-planned under the account's lock so that a concurrent change is not overwritten blindly.
 An unchanged file writes nothing: no lock, no row, no NOTIFY.
 
-A monitor's ``request`` and ``assertions`` (issue 23) follow the file's rule for every
+A monitor's ``request`` and ``assertions`` follow the file's rule for every
 field: the file states the whole monitor, so an entry without them means a monitor
 without them (as a dropped ``alias`` means the default alias), and an entry's ``request``
 replaces the stored one whole. As in the API's update, a header value ``"********"`` keeps

@@ -18,7 +18,7 @@ The document is ``{"monitors": [entry, ...]}``; an entry is::
     expiry_threshold_days = 14
     enabled = true
 
-    [monitors.request]               # optional (issue 23): as in the API
+    [monitors.request]               # optional: as in the API
     method = "POST"
     body = "{}"
     [monitors.request.headers]

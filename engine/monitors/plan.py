@@ -58,7 +58,7 @@ class MonitorSpec:
     alias: str
     uptime: CheckSettings
     certificate: CheckSettings
-    # Issue 23's request and assertions (engine/monitors/requests.py), None when not set: of a
+    # The request and assertions (engine/monitors/requests.py), None when not set: of a
     # monitor the account has, the stored forms; of a file's entry, the validated ones (a
     # header value "********" keeps the stored value). Compared by :func:`changes`.
     request: Any = field(default=None, compare=False)

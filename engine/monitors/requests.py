@@ -1,4 +1,4 @@
-"""A monitor's ``request`` and ``assertions`` on the API side (issue 23): validation with
+"""A monitor's ``request`` and ``assertions`` on the API side: validation with
 field paths, the update rules, secrets encrypted for the store and masked for every answer.
 
 Three forms of the same configuration:
@@ -103,7 +103,7 @@ def validate(body: Mapping[str, Any], *, creating: bool) -> Config:
 def validated(
     body: Mapping[str, Any], creating: bool, other: Callable[[], Any]
 ) -> tuple[Any, Config]:
-    """``other()`` (the seed's validation of the same body) and :func:`validate`, with the
+    """``other()`` (the API's validation of the rest of the body) and :func:`validate`, with the
     errors of both in one 422."""
     errors: dict[str, list[str]] = {}
     result = None

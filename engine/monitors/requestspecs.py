@@ -1,4 +1,4 @@
-"""Stored request configuration -> the probe's :class:`RequestSpec` (issue 23).
+"""Stored request configuration -> the probe's :class:`RequestSpec`.
 
 Used where a check is probed: the engine when it adopts a check, the peer endpoint and the
 local confirmer through the engine's check. Secrets are decrypted here and nowhere else.

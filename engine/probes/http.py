@@ -28,68 +28,11 @@ skipped. Once the final status line and headers are read the probe has its answe
 that is cut short, malformed or still streaming at the deadline does not turn it into an
 error.
 
-Speed (plain HTTP against the bench's local targets, 50 to 800 probes in flight; a shared,
-noisy 2-vCPU VM, so CPU per request is the steadier figure): this probe, started with
-:meth:`HttpProber.start`, spends ~100-120 us of client CPU (user + kernel) per request; the
-session-3 probe (``loop.create_connection`` in a task) 124-131 us at 50 in flight and
-169-203 us at 800 in the same hour; ``aiohttp.ClientSession(force_close=True)``
-~330-580 us; ``wrk`` ~70-90 us. What makes the difference:
-
-* a plain non-blocking socket on the prober's :class:`~engine.probes.reactor.Reactor` (an
-  epoll nested in the event loop: 8 system calls instead of 12, and no coroutine, futures or
-  libuv handle per connection as with ``loop.create_connection``; ~7k fewer user-space
-  instructions a probe) and
-  httptools: no connector, no ``ClientResponse``/``StreamReader``/header multidict. Reads
-  land in two buffers owned by the prober (no ``bytes`` per read); body bytes
-  are counted, never copied (no ``on_body`` callback); the parser/protocol and
-  exception/frame reference cycles are broken so a finished probe is freed by reference
-  counting, not by the cyclic GC;
-* deadlines share one timer per 4 ms slot (``_net.Deadlines``): ``asyncio.timeout`` cost
-  ~10 us per probe (a libuv timer each); IP literals are recognised with ``inet_pton``, not
-  ``ipaddress`` (~5 us); ``is_public_ip`` answers are cached; URLs of the API's normalised
-  form are split by one regular expression instead of ``urlsplit``;
-* no task per probe on the engine's path (:meth:`HttpProber.start`: the connection's
-  callbacks walk hops and addresses and call back; a task per probe cost ~13k user-space
-  instructions), and no Python call per response header line (``_Locator``: with a fix
-  since made moot by the reactor, ~10% of the client's user-space instructions on the
-  bench's answer, ~15% on one with 11 headers; valgrind counts, which the shared machine's
-  load does not disturb).
-
-Memory per in-flight HTTPS probe (handshake done, waiting for the answer; RSS growth over
-1000 such probes, uvloop, OpenSSL 3.0; in brackets after warm-up churn):
-
-==========================================================  ==============  ==============
-client                                                      idle            200 KB of body
-==========================================================  ==============  ==============
-this probe (TLS over memory BIOs, one context per prober)   49 (36) KiB     63 KiB
-uvloop SSL transport, one shared context                    54 (44) KiB     267 KiB
-uvloop SSL transport, ``create_default_context()`` each     902 (402) KiB   1184 KiB
-aiohttp ``ClientSession``                                   63 (52) KiB     608 KiB
-==========================================================  ==============  ==============
-
-What we found:
-
-* The big cost is a context per connection: ``create_default_context()`` (or ``ssl=True``)
-  loads the whole system trust store each time, ~0.4-0.9 MB and milliseconds of CPU. The
-  prober creates one context, lazily, without CA certificates (it does not verify).
-* uvloop's SSL transport (``uvloop/sslproto.pyx``) ``PyMem_RawMalloc``s a 256 KiB read buffer
-  per connection (``SSL_READ_MAX_SIZE``, not tunable) and calls ``SSLObject.read(256 KiB)``,
-  which allocates a 256 KiB ``bytes`` per read before shrinking it. Idle, the buffer costs
-  little (glibc ``mmap``s it; untouched pages are not resident), but every page a response
-  passes through stays resident for the connection's life: the 267 KiB above.
-  ``ssl_handshake_timeout`` (60 s default) only arms a timer and changes no memory; the real
-  trap is ``ssl_shutdown_timeout``: ``close()`` waits up to 30 s for the peer's
-  close_notify, keeping everything alive. Probes ``abort()`` instead.
-* Doing TLS in the protocol over ``ssl.MemoryBIO`` (``_net.ClientConn``) removes the
-  per-connection buffer: ciphertext and plaintext go through the prober's two buffers (now
-  256 KiB). A memory BIO never gives capacity back, so ciphertext is fed one TLS record at a
-  time (fed 64 KiB at once, the 200 KB case held 119 KiB per probe). The pyOpenSSL layer
-  (the default since) feeds no BIO: OpenSSL reads the ciphertext in the prober's buffer
-  through a read-only memory BIO (``openssl_layer.receive``).
-* What remains (~43 KiB; a plain-HTTP in-flight probe is 5.6 KiB) is OpenSSL's own state: the
-  SSL object (~10 KiB before the handshake), key share and transcript while it runs, then
-  the peer chain, cipher contexts and TLS 1.3 session tickets. The ``ssl`` module offers no
-  knob for those; ``SSL_MODE_RELEASE_BUFFERS`` is already on in CPython's contexts.
+How it stays cheap (one plain non-blocking socket on the prober's
+:class:`~engine.probes.reactor.Reactor`, no task per probe on the engine's path, httptools
+with no Python call per header line, reads into two buffers the prober owns, body bytes
+counted and never copied, one deadline timer per 4 ms slot), what it costs and what it holds
+in memory per in-flight HTTPS probe: docs/performance.md ("http", "Memory").
 """
 
 from __future__ import annotations
@@ -378,7 +321,7 @@ class _HttpConn(ClientConn):
 
 
 class _CaptureConn(_HttpConn):
-    """The connection of a probe with its own request (issue 23): also keeps the final
+    """The connection of a probe with its own request: also keeps the final
     response's headers that assertions name, the ``Location`` (no ``_Locator`` needed), and
     with ``capture`` at most ``max_body`` bytes of the body. Plain probes never use it, so
     their parser keeps having no header or body callback."""
@@ -855,7 +798,7 @@ class _Probe:
         self.next_addr = 0
         self.last_error = "connection failed"
         self.starting = False
-        # A monitor's own request (issue 23); None on the plain path.
+        # A monitor's own request; None on the plain path.
         self.spec: RequestSpec | None = None
         self.method = "GET"
         self.with_body = False
@@ -1142,14 +1085,14 @@ class _Probe:
         resumption skips the key exchange (about -45% CPU a probe), a TLS 1.3 one still
         makes an ECDHE exchange (psk_dhe_ke: OpenSSL offers no other mode a server would
         pick) but skips the certificate's parse and signature check (-20 to -35%;
-        engine/bench/RESULTS.md, "TLS layer"). Through the ssl module TLS 1.2 only (TLS
+        docs/performance.md). Through the ssl module TLS 1.2 only (TLS
         1.3 measured no cheaper there: it copies the session, certificate included, each
         time one is read). Through pyOpenSSL a kept session is its DER without the
         peer's certificate (~330 bytes; the session object, certificate included, held
         ~9.8 KB). Taken once the answer was read, not right after the handshake: session
         tickets may come after it (always in TLS 1.3, where a session taken at once has
-        none: the "naive TLS 1.3 resumption" of issue 15, a full handshake plus the
-        session's cost). The session the server issued last replaces the one resumed."""
+        none, and the next connection would pay a full handshake plus the session's
+        cost). The session the server issued last replaces the one resumed."""
         key = self._session_key()
         if key is None:
             return

@@ -1,7 +1,7 @@
 """The uptime probe's TLS layer over pyOpenSSL, with the OpenSSL that the ``cryptography``
 wheel bundles (4.x) instead of the system one the ``ssl`` module links (3.0 here).
 
-Why (``python -m engine.bench.tlscompare``, engine/bench/RESULTS.md, "TLS layer"): OpenSSL 3.0
+Why (measured: docs/performance.md, "Kept" under the internet scenario): OpenSSL 3.0
 spends a third of a resumed handshake's CPU looking algorithms up by name on every new
 connection (``OPENSSL_strcasecmp``, ``CRYPTO_strndup``, read locks); the newer library
 caches them, and a connection costs less whatever Python wrapper drives it. And the ``ssl``
@@ -109,9 +109,7 @@ def client_context() -> Any:
     # for every ClientHello, also when a TLS 1.2 session is offered and the server resumes
     # it without any key exchange. P-256's share is cheaper to make (a fixed-base multiple
     # from OpenSSL's precomputed tables) than X25519's, its exchange a little dearer
-    # (callgrind, instructions per probe of a 100 KB page, the same tree, X25519 first ->
-    # P-256 first: TLS 1.2 resumed 1,574,872 -> 1,370,357, full 3,711,983 -> 3,558,771;
-    # TLS 1.3 resumed 2,753,685 -> 2,793,470, full 3,798,500 -> 3,851,872). P-256 is the
+    # (instructions per probe: docs/performance.md). P-256 is the
     # group every TLS 1.3 server must implement (RFC 8446, 9.1), so no server asks for
     # another share (HelloRetryRequest) for want of it. The probe's GET is as confidential
     # as with the ssl module's layer, no more.
@@ -207,7 +205,7 @@ def take_session(conn: Conn, strip: bool = True) -> bytes | None:
     (``i2d_SSL_SESSION``) without the certificate, which resumption does not use (the
     uptime probe does not verify; the certificate probe makes full handshakes), is a few
     hundred bytes: the ticket, the master secret, the cipher, the times. Parsing it back
-    when it is offered costs a few microseconds (engine/bench/RESULTS.md, "i15-resume").
+    when it is offered costs a few microseconds (docs/performance.md).
     ``strip``: False when the session is known to hold no certificate (a resumed one)."""
     sess = _lib.SSL_get_session(conn._ssl)
     if sess == _ffi.NULL:
@@ -347,7 +345,7 @@ def receive(conn: Conn, ptr: Any, n: int) -> None:
     previous one, read to its end, is freed). A memory BIO that owns its data copied every
     byte in (after zeroing the room for it) and out again, and cleansed its buffer when
     freed: ~0.2 M of a resumed probe's ~2 M instructions with a 100 KB body (callgrind,
-    engine/bench/RESULTS.md, "i15-resumed"), and it kept its largest size for good.
+    docs/performance.md), and it kept its largest size for good.
 
     The caller drives ``conn`` (:func:`handshake`, :func:`read_into`) until it wants more
     ciphertext, or ends the connection, before the bytes at ``ptr`` change; then it calls

@@ -1,25 +1,10 @@
 """Probe connections as plain non-blocking sockets, driven by an epoll nested in the loop.
 
-A probe opens a connection, writes a few hundred bytes, reads one answer and closes: the
-event loop's transport machinery is most of its cost. Under uvloop each
-``create_connection`` builds a coroutine, two futures, a libuv handle and a connect request,
-sets ``TCP_NODELAY``, reads back the local and peer addresses, registers the transport in a
-``WeakValueDictionary`` and schedules ``connection_made`` through ``call_soon``. Here a
-connection is one small object over a socket: ``socket``, ``connect``, one ``epoll_ctl``
+A connection is one small object over a socket: ``socket``, ``connect``, one ``epoll_ctl``
 to register it edge-triggered for both directions, ``send`` when it is writable
 (``getsockopt(SO_ERROR)`` only when epoll reports an error or hang-up), ``recv_into`` until
-a read comes back short, and ``close`` (which also drops the registration).
-
-Measured side by side on the 2-core development machine (one client on one core, a local
-server on the other, 50 connections in flight, ``Connection: close``), CPU per request:
-a bare ``asyncio.Protocol`` client over uvloop's ``create_connection`` 81-96 us, the same
-exchange over this reactor 69-76 us (user 12-16 us instead of 18-24; kernel 55-60 us
-instead of 63-72), ``wrk`` 82-94 us. An engine probe makes 7 system calls (``strace -c``:
-``socket``, ``connect``, one ``epoll_ctl``, ``send``, ``recv``, the ``setsockopt`` of the
-reset below, ``close``). Registered level-triggered for writing and then switched to
-reading, it made 8 (the switch was a second ``epoll_ctl``); over ``create_connection`` it
-made 12 (``setsockopt``, ``getsockopt``, ``getsockname``, ``getpeername``, a failing
-``epoll_ctl`` and the probe task's ``getpid`` instead of the reset's ``setsockopt``).
+a read comes back short, and ``close`` (which also drops the registration): 7 system calls
+a probe, and no coroutine, future or libuv handle per connection.
 
 How it fits in the event loop: a :class:`Reactor` owns one ``select.epoll`` (the platform's
 default selector elsewhere) and registers its descriptor with the loop's ``add_reader``.
@@ -30,27 +15,20 @@ connects are non-blocking, writes that do not fit wait for ``EPOLLOUT``.
 The protocol side is a subset of ``asyncio.BufferedProtocol`` (see :class:`Endpoint`).
 Unlike an asyncio transport, ``abort()`` closes the socket at once and calls nothing back.
 
-Events in batches under load. Waking for each socket that became ready costs more than the
-work the wake-up brings: in ``upwatch bench internet``'s HTTPS-only window (633 resumed
-probes a second, ~100 in flight) the loop woke about twice a probe, and a probe cost
-418-451 us of CPU; polling the epoll every millisecond instead, 336-370 us (every 4 ms,
-280 us), user and kernel time alike (engine/bench/RESULTS.md, "Session 15"). So a reactor
-given a ``batch`` interval counts its wake-ups: while it is woken more often than once per
-interval (over windows of ``SWITCH_WINDOW``), it leaves the loop's reader and polls on a
-timer every ``batch`` seconds instead, taking what came meanwhile in one pass; once a
-window brings fewer events than half its ticks, it goes back to waking for each. A light load is
-thus timed to the event. Under load each step of a probe (the connect, the server's
-flight, the answer) may wait up to one interval, and its timings include that wait: at
-1 ms, a resumed HTTPS probe took 3.0 ms more beyond its server's think time (4.8-5.0 ms
-against 1.8-1.9, same section).
+Events in batches under load: a reactor given a ``batch`` interval (``probe_batch_ms``)
+counts its wake-ups. While it is woken more often than once per interval (over windows of
+``SWITCH_WINDOW``), it leaves the loop's reader and polls on a timer every ``batch`` seconds
+instead, taking what came meanwhile in one pass; once a window brings fewer events than half
+its ticks, it goes back to waking for each. A light load is thus timed to the event. Under
+load each step of a probe (the connect, the server's flight, the answer) may wait up to one
+interval, and its timings include that wait. What waking per event cost, and what batching
+saves: docs/performance.md.
 
 A connected socket is closed with a reset (``SO_LINGER`` on, 0 s), as HAProxy closes its
 connections to servers: a probe closes once it has what it came for (or at its deadline),
-so there is nothing left to deliver, and neither side keeps the connection in TIME_WAIT.
-A prober opening thousands of connections a minute to the same site would otherwise hold
-an ephemeral port per connection for a minute; and ``close()`` costs less: 16-17 us of
-CPU instead of 24-25 (measured in the bare client above, three runs each; 83-94 us a
-request instead of 99-105).
+so there is nothing left to deliver, and neither side keeps the connection in TIME_WAIT
+(a prober opening thousands of connections a minute to one site would otherwise hold an
+ephemeral port per connection for a minute).
 """
 
 from __future__ import annotations
@@ -98,8 +76,7 @@ _STREAM_NONBLOCK: Final = socket.SOCK_STREAM | socket.SOCK_NONBLOCK
 # _ready again while its descriptor is readable). select.epoll.poll allocates an array of
 # maxevents 12-byte events on every call: 42 (504 bytes) come from Python's small-object
 # allocator, 1,024 (12 KiB) came from malloc's large-request path, which first merges every
-# free small chunk of the heap (malloc_consolidate). In the engine's HTTPS window the poll
-# fell from 2.95% to 2.31% of the samples (engine/bench/RESULTS.md, "Session 13").
+# free small chunk of the heap (malloc_consolidate).
 MAX_EVENTS: Final = 42
 # Reads of one connection per event before the other callbacks of the loop get their turn
 # (1 MiB with the probes' 256 KiB buffers).

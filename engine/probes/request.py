@@ -1,4 +1,4 @@
-"""A monitor's own request and its assertions, as the probe uses them (issue 23).
+"""A monitor's own request and its assertions, as the probe uses them.
 
 A monitor without ``request`` and ``assertions`` never meets this module: its probe is the
 plain GET of ``engine/probes/http.py``. A monitor with either gets one :class:`RequestSpec`,

@@ -1,58 +1,44 @@
 """Name lookups made for a prober: asynchronous, cached per answer TTL, one in flight per name.
 
 A prober looks the same few thousand names up again and again, each every interval; the
-system resolver (``loop.getaddrinfo``) runs every lookup in a thread pool, sends an A and an
-AAAA query every time (glibc caches nothing) and, behind a resolver tens of milliseconds
-away, limits the whole engine to the pool's threads over the latency (issue 15: 502 probes/s
-at 30 ms). Here:
+system resolver (``loop.getaddrinfo``) runs every lookup in a thread pool and caches
+nothing. Here:
 
 * lookups go through c-ares (``pycares``), its sockets on the event loop (no thread), with
   ``resolv.conf`` (servers, search, ndots, timeout, attempts) and ``/etc/hosts`` honoured as
   c-ares does (the ``lookups`` order of ``resolv.conf``; it does not read ``nsswitch.conf``);
-  ``servers``, ``timeout`` and ``tries`` override. Measured against dnspython's asynchronous
-  resolver and against c-ares with its own event thread (``aiodns``' default):
-  docs/design.md, "Name lookups";
-* c-ares's own query cache (on by default since c-ares 1.31) is turned off
-  (engine/probes/cares_channel.py): it kept every response message besides our entry,
-  ~2.2 KB of RSS per name asked for A only and ~2.8-3.4 KB for A and AAAA (10,000 names, after
-  ``malloc_trim``; 0.6-0.7 KB without it), and it answered a refresh from that cache with
-  the remaining TTL, so a refreshed answer ended when the old one did;
+  ``servers``, ``timeout`` and ``tries`` override. c-ares's own query cache is turned off
+  (engine/probes/cares_channel.py): this cache is the only one;
 * each answer is kept for its TTL (the smallest of its addresses' and CNAMEs'), clamped to
   ``[min_ttl, max_ttl]``; a name that does not exist for ``negative_ttl``, any other answer
   that is a failure (SERVFAIL, refused, no address, CNAME loop, oversized answer) for
   ``failure_ttl``, so a broken name costs one query per that time, not one per probe;
-* a time-out says nothing about the name, only that our resolver did not answer in time:
-  c-ares retries it within the lookup (below), and a lookup that still timed out is kept
-  as a failure for at most ``TIMEOUT_TTL`` (1 s), not ``failure_ttl``. A name with a
-  previous good answer is then served that answer instead (serve-stale, RFC 8767), for at
-  most ``serve_stale`` seconds past its TTL, asking again every ``STALE_RECHECK`` s; the
-  same when the resolver refuses the connection ("resolver unreachable"). Failures that
-  are answers about the name (NXDOMAIN, SERVFAIL, ...) are never served stale;
-* c-ares (1.32+) learns each server's time-out from its answers: 5x their recent average,
-  at least 250 ms; the configured ``timeout`` is only its first guess. Behind a resolver
-  20 ms away every try then waited 250 ms (the second 250-500 ms), so any answer later
-  than ~0.75 s was "resolver timed out" whatever ``timeout`` said (measured: a server that
-  answered in 600 ms after twenty answers in 20 ms failed every lookup with ``timeout``
-  2 s, ``tries`` 2). Here a try waits at most ``timeout`` (c-ares's ``maxtimeout``) and
-  c-ares gets the tries its doubling needs to get from 250 ms up to ``timeout``, on top of
-  ``tries`` (:func:`cares_tries`: 5 for 2 s and 2): a lost datagram is asked again after
-  250 ms, a slow server is waited for up to ``timeout`` a try, as the setting says; and
-  c-ares's socket holds 1 MiB of answers (``_CARES_RCVBUF``) for a busy loop to read;
+* a time-out says nothing about the name: a lookup that timed out is kept as a failure for
+  at most ``TIMEOUT_TTL`` (1 s), not ``failure_ttl``. A name with a previous good answer is
+  then served that answer instead (serve-stale, RFC 8767), for at most ``serve_stale``
+  seconds past its TTL, asking again every ``STALE_RECHECK`` s; the same when the resolver
+  refuses the connection ("resolver unreachable"). Failures that are answers about the name
+  (NXDOMAIN, SERVFAIL, ...) are never served stale;
+* a try waits at most ``timeout`` (c-ares's ``maxtimeout``; c-ares otherwise learns a
+  shorter per-try time-out from the server's recent answers), and c-ares gets the tries its
+  doubling needs to get from 250 ms up to ``timeout`` on top of ``tries``
+  (:func:`cares_tries`: 5 for 2 s and 2): a lost datagram is asked again after 250 ms, a
+  slow server is waited for up to ``timeout`` a try. c-ares's socket holds 1 MiB of answers
+  (``_CARES_RCVBUF``) for a busy loop to read;
 * one lookup in flight per name: probes of a name being looked up wait for that lookup;
 * an answer whose TTL is over is still served for a tenth of its TTL more (at most
   ``STALE_MAX`` s) while it is looked up again in the background (the one lookup in flight
   for the name): a name probed at least that often is never waited for after its first
-  lookup, and the server is asked once per TTL, not more. A refresh before the end (as
-  Unbound's prefetch does, in the last tenth) would ask 1.11 times per TTL from an
-  authoritative server and, behind a caching resolver (most operators'), get the remaining
-  TTL back: a second question per TTL and a probe waiting at its end. A stale answer is
-  used for at most that grace, only while its refresh runs (unless the refresh times out:
-  above); failures are never served stale;
+  lookup, and the server is asked once per TTL, not more. Failures are never served stale
+  (except a time-out's previous answer: above);
 * at most ``max_names`` names are kept; the least recently used go first (a full cache
   drops the oldest 64th of them at once, see :meth:`ProbeResolver._store`; a hit counts as
   a use once the cache is three quarters full, see ``_recency_from``);
 * A and AAAA per ``family``: AF_INET asks A only, AF_INET6 AAAA only, AF_UNSPEC both
   (the probes' family follows their source address, :func:`engine.probes._net.source_family`).
+
+Why each of these, and what they were measured against: docs/design.md, "Name lookups", and
+docs/performance.md, "Name lookups".
 
 The private-address rule is NOT applied here: the probes apply it to every address of every
 answer, cached or not, at connect time (``engine/probes/_net.py``), so a cached answer

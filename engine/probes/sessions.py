@@ -4,13 +4,13 @@ Contract: :meth:`TlsSessions.get` gives the session kept for a site, or None;
 :meth:`TlsSessions.keep` keeps one (replacing the site's last) when there is room;
 :meth:`TlsSessions.drop` forgets a site's. At most ``limit`` sessions are kept (0: none).
 
-Sizing and order (engine/bench/RESULTS.md, "i15-resume"): the engine probes its sites in a
-cycle, each once per interval. A cache that drops its oldest entry for each new one keeps
-none long enough to be used when the sites outnumber it (the internet bench: 1,000 kept,
-~40,000 HTTPS names, 0 of ~15,000 handshakes resumed). So a full cache keeps what it has and
-turns new sessions away, and sessions are dropped only when unused: entries live in two
-generations, and every ``idle`` seconds the older generation (sessions not offered or renewed
-for ``idle`` to ``2 * idle`` seconds: deleted monitors, servers gone) is dropped whole. With
+Sizing and order: the engine probes its sites in a cycle, each once per interval. A cache
+that drops its oldest entry for each new one keeps none long enough to be used when the
+sites outnumber it (docs/performance.md: 0 of ~15,000 handshakes resumed). So a full cache
+keeps what it has and turns new sessions away, and sessions are dropped only when unused:
+entries live in two generations, and every ``idle`` seconds the older generation (sessions
+not offered or renewed for ``idle`` to ``2 * idle`` seconds: deleted monitors, servers gone)
+is dropped whole. With
 ``limit`` below the number of HTTPS sites, ``limit`` of them resume; with ``limit`` above,
 all of them.
 

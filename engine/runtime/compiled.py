@@ -86,7 +86,7 @@ def is_stale(name: str, built: Path) -> bool:
 
     Only a checkout's sources change after a build. A regular install copies the ``.py``
     files next to the extension in the same step, a few microseconds after it, which is no
-    sign of an edit: counting it cried wolf on every module (issue 15)."""
+    sign of an edit: counting it would cry wolf on every module."""
     if not built.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
         return False
     parents = built.parents

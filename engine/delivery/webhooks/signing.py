@@ -50,7 +50,7 @@ def verify(body: bytes, token: str, signature: str | bytes | None) -> bool:
 #
 # ``X-Service-Signature-256: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">``, with the
 # same key. The time is that of the try, so a receiver can refuse a captured request replayed
-# later (docs/webhooks.md shows one refusing more than 5 minutes either way); the seed's
+# later (docs/webhooks.md shows one refusing more than 5 minutes either way); api.md's
 # X-Service-Signature is sent unchanged beside it.
 
 SIGNATURE_256_HEADER = "X-Service-Signature-256"

@@ -129,7 +129,7 @@ class CreateCombiner:
 def spec_of(command: MonitorCreate, request: Any = None, assertions: Any = None
             ) -> MonitorSpec:
     """A validated create body as the monitor it makes: both checks enabled, no expiry
-    threshold, no key; ``request``/``assertions`` in their stored forms (issue 23)."""
+    threshold, no key; ``request``/``assertions`` in their stored forms."""
     t = command.target
     return MonitorSpec(
         key=None, url=t.url, scheme=t.scheme, host=t.host, port=t.port, alias=command.alias,

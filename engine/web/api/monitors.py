@@ -112,7 +112,7 @@ async def _stored_config(
     store: Any, settings: Settings, account_id: int, monitor_id: int,
     config: requestconfig.Config,
 ) -> tuple[Any, Any] | None:
-    """The monitor's new stored ``(request, assertions)`` for an update (issue 23), or None
+    """The monitor's new stored ``(request, assertions)`` for an update, or None
     when the body carries neither: keys left out keep what is stored."""
     if config.request is None and config.assertions is None:
         return None

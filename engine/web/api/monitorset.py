@@ -1,4 +1,4 @@
-"""Monitors as code over HTTP (decisions: issue 16).
+"""Monitors as code over HTTP (docs/monitors-as-code.md).
 
 - ``PUT /webapi/monitors[?prune=true][&dry_run=true]``: the body is the file's JSON form
   (``{"monitors": [...]}``, engine.monitors.file); the account's monitors are made to match

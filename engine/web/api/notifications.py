@@ -1,4 +1,4 @@
-"""Notification channels: ``/webapi/notification-channels`` (issue 24).
+"""Notification channels: ``/webapi/notification-channels`` (docs/notifications.md).
 
 - ``GET`` lists the account's channels, ``POST`` creates one (201); ``GET/PUT/DELETE
   .../{id}`` read, change (only the fields the body carries) and delete one (204). A

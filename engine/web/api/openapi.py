@@ -87,7 +87,7 @@ def _r(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/responses/{name}"}
 
 
-# Issue 17's check settings: listed only when set (non-zero), so not required.
+# The alert settings of docs/alerts.md: listed only when set (non-zero), so not required.
 _RECOVERY: dict[str, Any] = {
     "type": "integer", "minimum": 0, "maximum": MAX_RECOVERY_THRESHOLD,
     "description": "Seconds of good probes before uptime_restored (0: the first one); "
@@ -135,7 +135,7 @@ def _schemas() -> dict[str, Any]:
             "is_self_signed": _nullable({"type": "boolean"}),
             "valid_from": _nullable({"type": "string"}),
             "valid_to": _nullable({"type": "string"}),
-            # Issue 17: present once the check has read a certificate.
+            # Present once the check has read a certificate.
             "fingerprint_sha256": {"type": "string", "description": "SHA-256 of the leaf "
                                    "(lower-case hex); present once a certificate was read."},
             "serial": {"type": "string", "description": "Lower-case hexadecimal."},
@@ -272,7 +272,7 @@ def _schemas() -> dict[str, Any]:
 
 
 def _request_schemas() -> dict[str, Any]:
-    """Issue 23: a monitor's own request and its assertions (README, "What up means")."""
+    """A monitor's own request and its assertions (docs/api.md, "What up means")."""
     from engine.monitors.requests import MAX_ASSERTIONS, MAX_BODY_BYTES, MAX_HEADERS
     from engine.probes import request as spec
 
@@ -317,7 +317,7 @@ def _request_schemas() -> dict[str, Any]:
 
 
 def _with_requests(schemas: dict[str, Any]) -> dict[str, Any]:
-    """The optional ``request`` and ``assertions`` of issue 23 on the monitor shapes (shown
+    """The optional ``request`` and ``assertions`` on the monitor shapes (shown
     only when a monitor sets either) and on the create and update bodies."""
     extra = {
         "request": {"nullable": True, "allOf": [_ref("Request")]},

@@ -65,8 +65,8 @@ def certificate_meta(check: CheckRecord) -> dict[str, Any]:
 
 
 def _certificate_identity(meta: dict[str, Any]) -> dict[str, Any]:
-    """Issue 17's keys, once the check has read a certificate that has them (before, the
-    meta is exactly api.md's)."""
+    """The certificate identity keys (docs/alerts.md), once the check has read a certificate
+    that has them (before, the meta is exactly api.md's)."""
     if not isinstance(meta.get("fingerprint_sha256"), str):
         return {}
     return {k: meta.get(k) for k in ("fingerprint_sha256", "serial", "key_type",
@@ -74,8 +74,8 @@ def _certificate_identity(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _alert_settings(check: CheckRecord, out: dict[str, Any]) -> dict[str, Any]:
-    """Issue 17's settings, added to a check object only when set (non-zero): a client
-    that uses none of them sees exactly api.md's shapes."""
+    """The alert settings (docs/alerts.md), added to a check object only when set (non-zero):
+    a client that uses none of them sees exactly api.md's shapes."""
     if check.recovery_threshold:
         out["recovery_threshold"] = check.recovery_threshold
     if check.expiry_threshold_percent:
@@ -125,7 +125,7 @@ def monitor_full(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
 
 
 def request_fields(monitor: MonitorRecord) -> dict[str, Any]:
-    """Issue 23: ``request`` and ``assertions`` (secrets masked) when the monitor sets
+    """``request`` and ``assertions`` (secrets masked) when the monitor sets
     either, else nothing, so that api.md's shapes stay exact for monitors without them."""
     if monitor.request is None and not monitor.assertions:
         return {}

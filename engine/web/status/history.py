@@ -1,5 +1,5 @@
-"""What the status page shows beyond its seed (issue 18): a detail line per day of the
-90-day bars (uptime, and each outage with its start, length and cause), and a stacked chart
+"""What the status page shows beyond what decisions.md asks of it: a detail line per day of
+the 90-day bars (uptime, and each outage with its start, length and cause), and a stacked chart
 of where the probes' time went over the last 24 hours (DNS, connect, TLS, first byte).
 
 Pure view builders (:func:`day_lines`, :func:`phase_chart`) and :func:`enrich`, which reads
