@@ -18,14 +18,10 @@ import pytest
 
 from engine.runtime.settings import Settings
 from upwatch_bench import layout
-from upwatch_bench.harness import (
-    BenchError,
-    Options,
-    _capacity_window,
-    _like_for_like,
-    _pair_orders,
-)
+from upwatch_bench.harness import capacity_window
+from upwatch_bench.options import BenchError, Options
 from upwatch_bench.roles.engine_run import answered
+from upwatch_bench.scenarios.names import like_for_like, pair_orders
 
 
 def _args(**kw: object) -> argparse.Namespace:
@@ -38,13 +34,13 @@ def _args(**kw: object) -> argparse.Namespace:
 def test_both_sides_of_a_pair_run_the_same_probes_at_once() -> None:
     """The cap is what the literals' 100 addresses allow at the per-host limit: names (a
     host each) reach it as literals do."""
-    settings = Settings(**_like_for_like())
+    settings = Settings(**like_for_like())
     assert settings.max_in_flight == settings.per_host_limit * len(layout.HEALTHY_HOSTS)
     assert settings.max_in_flight < Settings().max_in_flight  # names ran more before
 
 
 def test_pairs_take_turns_at_going_first() -> None:
-    assert _pair_orders(4) == [["literals", "names"], ["names", "literals"],
+    assert pair_orders(4) == [["literals", "names"], ["names", "literals"],
                                ["literals", "names"], ["names", "literals"]]
 
 
@@ -74,9 +70,9 @@ def test_a_rate_below_the_monitors_at_30_s_stretches_the_interval() -> None:
     class B:
         opts = Options.from_args(_args(rate=100.0))
 
-    w = _capacity_window(B(), "x", 30_000.0)  # type: ignore[arg-type]
+    w = capacity_window(B(), "x", 30_000.0)  # type: ignore[arg-type]
     assert w.interval == pytest.approx(100.0)
-    w = _capacity_window(type("B", (), {"opts": Options.from_args(_args())})(), "x", 30_000.0)
+    w = capacity_window(type("B", (), {"opts": Options.from_args(_args())})(), "x", 30_000.0)
     assert w.interval == pytest.approx(10_000 / 30_000)
 
 
@@ -96,8 +92,8 @@ def test_names_cost_reports_every_pair_in_one_line() -> None:
     assert len(lines) == 1, proc.stdout
     rec = json.loads(lines[0])
     assert rec["mode"] == "names_cost"
-    assert rec["settings"] == _like_for_like()
-    assert [p["order"] for p in rec["pairs"]] == _pair_orders(2)
+    assert rec["settings"] == like_for_like()
+    assert [p["order"] for p in rec["pairs"]] == pair_orders(2)
     for pair in rec["pairs"]:
         names, literals = pair["names"], pair["literals"]
         assert names["error_rate"] == literals["error_rate"] == 0.0

@@ -301,7 +301,7 @@ def test_the_bytes_a_cached_name_holds_are_counted_compiled_or_not() -> None:
     from types import SimpleNamespace
 
     from engine.probes.resolver import DnsAnswer
-    from upwatch_bench.scenarios.internet import python_bytes_per_name
+    from upwatch_bench.roles.dnscache import python_bytes_per_name
 
     shared = ["127.0.0.1"]
     res = SimpleNamespace(_cache={f"n{i}.example": DnsAnswer(shared, None, 10.0, 12.0)

@@ -172,11 +172,11 @@ def test_the_dns_server_counts_questions_per_name_and_type_in_a_window() -> None
 
 
 def test_one_dns_question_per_ttl_allows_a_start_of_a_ttl_in_each_ttl_of_the_window() -> None:
-    from upwatch_bench.harness import _dns_figures
+    from upwatch_bench.harness import dns_figures
 
     res = {"seconds": 70.0, "probes": {"uptime,ok": 100.0}, "dns": {"hits": 90, "lookups": 10}}
     count = {"window": 6, "most_per_name_type": 3, "name_types": 2}
-    fig = _dns_figures(res, count, 30)
+    fig = dns_figures(res, count, 30)
     assert fig["dns_queries_allowed_per_name_type"] == 3  # starts at ~0, 30 and 60 s
     assert fig["dns_most_queries_per_name_type"] == 3 and fig["dns_queries_per_probe"] == 0.06
     assert fig["dns_cache_hit_ratio"] == 0.9
@@ -185,7 +185,7 @@ def test_one_dns_question_per_ttl_allows_a_start_of_a_ttl_in_each_ttl_of_the_win
 def test_load_only_is_for_the_engine_scenarios() -> None:
     import argparse
 
-    from upwatch_bench.harness import BenchError, Options
+    from upwatch_bench.options import BenchError, Options
 
     def args(scenario: str) -> argparse.Namespace:
         return argparse.Namespace(scenario=scenario, monitors=None, duration=None, quick=True,
@@ -200,7 +200,7 @@ def test_load_only_is_for_the_engine_scenarios() -> None:
 def test_https_only_is_for_the_internet_scenario() -> None:
     import argparse
 
-    from upwatch_bench.harness import BenchError, Options
+    from upwatch_bench.options import BenchError, Options
 
     def args(scenario: str, https_only: bool) -> argparse.Namespace:
         return argparse.Namespace(scenario=scenario, monitors=None, duration=None, quick=True,

@@ -40,7 +40,7 @@ ROLES = {
     "apiserver": "upwatch_bench.roles.apiserver",
     "dns": "upwatch_bench.roles.dnsserver",
     "world_backend": "upwatch_bench.roles.worldserver",
-    "world_dnscache": "upwatch_bench.scenarios.internet",
+    "world_dnscache": "upwatch_bench.roles.dnscache",
 }
 
 _PR_SET_PDEATHSIG = 1

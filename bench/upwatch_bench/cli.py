@@ -1,16 +1,26 @@
 """The bench's command line: ``upwatch-bench SCENARIO [flags]``, also ``upwatch bench ...``.
 
-Parses the flags and runs one scenario, which prints one record: a table, or one JSON line
+Parses the flags, runs one scenario (:mod:`upwatch_bench.scenarios`) inside a
+:class:`~upwatch_bench.harness.Bench`, and prints one record: a table, or one JSON line
 with ``--json``. Exit codes: 0 done, 1 a step failed, 2 bad flags, 128+N a signal.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import os
+import signal
 import sys
+from typing import Any
 
-from upwatch_bench import SCENARIOS
+import orjson
+
+from upwatch_bench import scenarios
+from upwatch_bench.harness import Bench, BenchError, Options
+from upwatch_bench.procs import ChildFailed
+from upwatch_bench.stats import Progress, clean
 
 
 def parser(prog: str = "upwatch-bench") -> argparse.ArgumentParser:
@@ -19,7 +29,7 @@ def parser(prog: str = "upwatch-bench") -> argparse.ArgumentParser:
         description="Measure Upwatch's capacity and speed against local targets "
                     "(loopback only), side by side with a naive baseline and the machine's "
                     "limit.")
-    p.add_argument("scenario", choices=SCENARIOS)
+    p.add_argument("scenario", choices=scenarios.SCENARIOS)
     p.add_argument("--monitors", type=int, default=None, help="monitors (scenario default)")
     p.add_argument("--duration", type=float, default=None, help="measured seconds")
     p.add_argument("--quick", action="store_true", help="a short smoke run")
@@ -46,10 +56,10 @@ def parser(prog: str = "upwatch-bench") -> argparse.ArgumentParser:
                         "names against IP literals, with the same probes in flight")
     p.add_argument("--rate", type=float, default=None, metavar="PER_S",
                    help="http, tls: probes a second asked in the capacity windows "
-                        "(default 30000; tls 8000); lower under UPWATCH_BENCH_CALLGRIND")
+                        "(default 30000; tls 8000); lower under --callgrind")
     p.add_argument("--probe-timeout", type=float, default=None, metavar="S",
                    help="the engine's probe timeout (default 10; --quick 2); longer "
-                        "under UPWATCH_BENCH_CALLGRIND")
+                        "under --callgrind")
     p.add_argument("--probe-batch-ms", type=float, default=None, metavar="MS",
                    help="the engine's probe_batch_ms (default: the engine's, 1; 0 takes "
                         "every ready socket at once, for a side-by-side run)")
@@ -59,17 +69,83 @@ def parser(prog: str = "upwatch-bench") -> argparse.ArgumentParser:
     return p
 
 
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived; everything the run started has been stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+async def _run(opts: Options, progress: Progress) -> dict[str, Any]:
+    """One scenario run. SIGINT and SIGTERM cancel it once (a second signal is ignored so the
+    cleanup, bounded in time, is not cut short): children, database and files are released
+    on the way out either way."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    received: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        if not received:
+            received.append(signum)
+            main.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        async with Bench(opts, progress) as b:
+            rec = await scenarios.run(b)
+            b.describe(rec)
+            return rec
+    except asyncio.CancelledError:
+        if received:
+            raise Interrupted(received[0]) from None
+        raise
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Entry of ``upwatch-bench`` and of ``upwatch bench``; returns the exit code."""
+    import uvloop
+
     if prog is None:
         prog = os.path.basename(sys.argv[0]) or "upwatch-bench"
     args = parser(prog).parse_args(argv)
+    try:
+        opts = Options.from_args(args)
+    except BenchError as exc:
+        sys.stderr.write(f"{prog}: {exc}\n")
+        return 2
     from engine.runtime import logs
-    from upwatch_bench.harness import run
 
     logs.configure()
-    return run(args)
+    # The bench's own progress line says what happens; the store's INFO lines (embedded
+    # server started, migration applied) would only interleave with it.
+    logging.getLogger("engine").setLevel(logging.WARNING)
+    progress = Progress()
+    try:
+        rec = uvloop.run(_run(opts, progress))
+    except (KeyboardInterrupt, Interrupted) as exc:
+        progress.clear()
+        sys.stderr.write(f"{prog}: interrupted; everything it started is stopped\n")
+        return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
+    except (BenchError, ChildFailed, RuntimeError, OSError) as exc:
+        progress.clear()
+        sys.stderr.write(f"{prog}: {exc}\n")
+        return 1
+    progress.clear()
+    rec = clean(rec)
+    if opts.json:
+        sys.stdout.write(orjson.dumps(rec).decode() + "\n")
+    else:
+        sys.stdout.write(scenarios.table(rec) + "\n")
+    sys.stdout.flush()
+    return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
+

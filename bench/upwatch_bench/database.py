@@ -96,7 +96,7 @@ def with_database(dsn: str, database: str) -> str:
     return urlunsplit(parts._replace(path="/" + database))
 
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def server_cpu_seconds(pgdata: Path) -> float | None:
@@ -117,9 +117,9 @@ def server_cpu_seconds(pgdata: Path) -> float | None:
         pid, ppid = int(entry), int(fields[1])
         if pid == master:
             # utime, stime, cutime, cstime: fields 14-17 of stat (11-14 after the name)
-            total += sum(int(x) for x in fields[11:15]) / _CLK_TCK
+            total += sum(int(x) for x in fields[11:15]) / CLK_TCK
         elif ppid == master:
-            total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
     return total
 
 

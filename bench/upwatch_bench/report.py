@@ -127,7 +127,7 @@ def api_targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
 # -- the table ------------------------------------------------------------------------------
 
 
-def _fmt(v: Any, unit: str = "") -> str:
+def fmt(v: Any, unit: str = "") -> str:
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -151,32 +151,24 @@ def _fmt(v: Any, unit: str = "") -> str:
     return f"{text} {unit}".rstrip() if unit and unit != "s" else text
 
 
-def _lat_text(d: dict[str, Any] | None) -> str:
+def lat_text(d: dict[str, Any] | None) -> str:
     if not d or d.get("p50") is None:
         return "-"
     return f"{d['p50']:.1f}/{d['p99']:.1f}/{d['max']:.0f} ms"
 
 
-def _targets_text(targets: list[dict[str, Any]]) -> list[str]:
+def targets_text(targets: list[dict[str, Any]]) -> list[str]:
     lines = ["  targets:"]
     for t in targets:
         mark = {True: "met   ", False: "MISSED", None: "n/a   "}[t["met"]]
-        value = _fmt(t["value"])
+        value = fmt(t["value"])
         lines.append(f"    [{mark}] {t['name']}: {value} (target {t['op']} "
-                     f"{_fmt(t['bound'])}{(' ' + t['unit']) if t['unit'] else ''})")
+                     f"{fmt(t['bound'])}{(' ' + t['unit']) if t['unit'] else ''})")
     return lines
 
 
 def table(rec: dict[str, Any]) -> str:
     """A readable block for one record."""
-    if "assertions_share" in rec:  # upwatch bench http --assertions (issue 23)
-        from upwatch_bench.scenarios.assertions import table as assertions_table
-
-        return assertions_table(rec)
-    if rec.get("scenario") == "internet":  # issue 15
-        from upwatch_bench.scenarios.internet import table as internet_table
-
-        return internet_table(rec)
     sc = rec["scenario"]
     head = (f"== upwatch bench {sc}: {rec['monitors']:,} monitors, "
             f"{rec['duration_s']:g} s measured")
@@ -193,46 +185,46 @@ def table(rec: dict[str, Any]) -> str:
 
         tool = rec.get("limit_tool") or "limit"
         row("", "engine", "naive baseline", tool)
-        row("probes per second", _fmt(rec.get("probes_per_s")),
-            _fmt(rec.get("baseline_probes_per_s")), _fmt(rec.get("limit_per_s")))
-        row("CPU seconds per probe", _fmt(rec.get("cpu_s_per_probe"), "s"),
-            _fmt(rec.get("baseline_cpu_s_per_probe"), "s"),
-            _fmt(rec.get("limit_cpu_s_per_op"), "s"))
-        row("probes per CPU second", _fmt(rec.get("probes_per_cpu_s")),
-            _fmt(rec.get("baseline_probes_per_cpu_s")), _fmt(rec.get("limit_per_cpu_s")))
+        row("probes per second", fmt(rec.get("probes_per_s")),
+            fmt(rec.get("baseline_probes_per_s")), fmt(rec.get("limit_per_s")))
+        row("CPU seconds per probe", fmt(rec.get("cpu_s_per_probe"), "s"),
+            fmt(rec.get("baseline_cpu_s_per_probe"), "s"),
+            fmt(rec.get("limit_cpu_s_per_op"), "s"))
+        row("probes per CPU second", fmt(rec.get("probes_per_cpu_s")),
+            fmt(rec.get("baseline_probes_per_cpu_s")), fmt(rec.get("limit_per_cpu_s")))
         cap, bcap = rec.get("capacity") or {}, rec.get("baseline_capacity") or {}
         if cap:
-            row("at capacity: probes per s", _fmt(cap.get("probes_per_s")),
-                _fmt(bcap.get("probes_per_s")), _fmt(rec.get("limit_per_s")))
-            row("at capacity: per CPU second", _fmt(cap.get("probes_per_cpu_s")),
-                _fmt(bcap.get("probes_per_cpu_s")), _fmt(rec.get("limit_per_cpu_s")))
-        row("lateness p50 / p99 / max", _lat_text(rec.get("lateness_ms")),
-            _lat_text(rec.get("baseline_lateness_ms")), "")
-        row("RSS per scheduled monitor", _fmt(rec.get("rss_per_monitor_bytes"), "B"),
-            _fmt(rec.get("baseline_rss_per_monitor_bytes"), "B"), "")
-        row("probe error rate", _fmt(rec.get("error_rate")),
-            _fmt(rec.get("baseline_error_rate")), "")
+            row("at capacity: probes per s", fmt(cap.get("probes_per_s")),
+                fmt(bcap.get("probes_per_s")), fmt(rec.get("limit_per_s")))
+            row("at capacity: per CPU second", fmt(cap.get("probes_per_cpu_s")),
+                fmt(bcap.get("probes_per_cpu_s")), fmt(rec.get("limit_per_cpu_s")))
+        row("lateness p50 / p99 / max", lat_text(rec.get("lateness_ms")),
+            lat_text(rec.get("baseline_lateness_ms")), "")
+        row("RSS per scheduled monitor", fmt(rec.get("rss_per_monitor_bytes"), "B"),
+            fmt(rec.get("baseline_rss_per_monitor_bytes"), "B"), "")
+        row("probe error rate", fmt(rec.get("error_rate")),
+            fmt(rec.get("baseline_error_rate")), "")
         if sc == "tls":
-            row("RSS per in-flight HTTPS probe", _fmt(rec.get("https_inflight_bytes"), "B"),
-                _fmt(rec.get("baseline_https_inflight_bytes"), "B"), "")
-        lines.append(f"  {'result rows written':<30}{_fmt(rec.get('rows_per_s')):>22} /s"
-                     f"   capacity {_fmt(rec.get('rows_capacity_per_s'))} rows/s")
-        lines.append(f"  {'engine CPU (cores)':<30}{_fmt(rec.get('cpu_utilization')):>22}"
-                     f"   load {_fmt(rec.get('load_s'))} s")
-        lines.append(f"  ratio vs baseline (per CPU s): {_fmt(rec.get('ratio_vs_baseline'))}x"
-                     f" at load, {_fmt(rec.get('capacity_ratio_vs_baseline'))}x at capacity;"
-                     f" vs limit: {_fmt(rec.get('ratio_vs_limit'))}x")
+            row("RSS per in-flight HTTPS probe", fmt(rec.get("https_inflight_bytes"), "B"),
+                fmt(rec.get("baseline_https_inflight_bytes"), "B"), "")
+        lines.append(f"  {'result rows written':<30}{fmt(rec.get('rows_per_s')):>22} /s"
+                     f"   capacity {fmt(rec.get('rows_capacity_per_s'))} rows/s")
+        lines.append(f"  {'engine CPU (cores)':<30}{fmt(rec.get('cpu_utilization')):>22}"
+                     f"   load {fmt(rec.get('load_s'))} s")
+        lines.append(f"  ratio vs baseline (per CPU s): {fmt(rec.get('ratio_vs_baseline'))}x"
+                     f" at load, {fmt(rec.get('capacity_ratio_vs_baseline'))}x at capacity;"
+                     f" vs limit: {fmt(rec.get('ratio_vs_limit'))}x")
         pairs = rec.get("ratio_vs_limit_pairs") or []
         if len(pairs) > 1:
             lines.append("  vs limit, each adjacent pair (engine at capacity, then the tool): "
-                         + ", ".join(f"{_fmt(r)}x" for r in pairs) + " (median above)")
+                         + ", ".join(f"{fmt(r)}x" for r in pairs) + " (median above)")
         if sc == "mixed":
-            clean_lat = _lat_text(rec.get("reference_lateness_ms"))
-            hostile_lat = _lat_text(rec.get("healthy_lateness_ms"))
+            clean_lat = lat_text(rec.get("reference_lateness_ms"))
+            hostile_lat = lat_text(rec.get("healthy_lateness_ms"))
             lines.append(f"  healthy lateness clean:   {clean_lat}")
             lines.append(f"  healthy lateness hostile: {hostile_lat}"
-                         f"   (p99 ratio {_fmt(rec.get('healthy_p99_ratio'))}x)")
-            lines.append(f"  hostile probe error rate: {_fmt(rec.get('hostile_error_rate'))}")
+                         f"   (p99 ratio {fmt(rec.get('healthy_p99_ratio'))}x)")
+            lines.append(f"  hostile probe error rate: {fmt(rec.get('hostile_error_rate'))}")
     elif sc == "webhooks":
         for label, key, unit in (
             ("offered rate", "offered_per_s", "/s"), ("queued", "queued_per_s", "/s"),
@@ -243,42 +235,42 @@ def table(rec: dict[str, Any]) -> str:
             ("CPU seconds per delivery", "cpu_s_per_delivery", "s"),
             ("deliverer CPU (cores)", "cpu_utilization", ""),
         ):
-            lines.append(f"  {label:<30}{_fmt(rec.get(key), unit):>22}")
+            lines.append(f"  {label:<30}{fmt(rec.get(key), unit):>22}")
     elif sc == "notify":
         for run in rec.get("runs") or []:
             lines.append(f"  {run['label']}:")
-            lines.append(f"    all {rec['monitors']:,} down after {_fmt(run.get('down_s'), 's')};"
+            lines.append(f"    all {rec['monitors']:,} down after {fmt(run.get('down_s'), 's')};"
                          f" {run.get('webhooks_delivered')} webhooks delivered by"
-                         f" {_fmt(run.get('webhooks_s'), 's')}")
+                         f" {fmt(run.get('webhooks_s'), 's')}")
             if run.get("channels"):
                 lines.append(f"    every channel has its digest by "
-                             f"{_fmt(run.get('every_channel_digest_s'), 's')}: "
+                             f"{fmt(run.get('every_channel_digest_s'), 's')}: "
                              + "; ".join(f"{c['messages']} messages for {c['events']} events"
                                          for c in run.get("per_channel") or []))
-            lines.append(f"    engine lateness p50/p99/max {_lat_text(run.get('lateness_ms'))}"
+            lines.append(f"    engine lateness p50/p99/max {lat_text(run.get('lateness_ms'))}"
                          f" over {run.get('probe_rows')} probes")
         lines.append(f"  p99 lateness with channels / without: "
-                     f"{_fmt(rec.get('p99_lateness_ratio'))}x")
+                     f"{fmt(rec.get('p99_lateness_ratio'))}x")
     elif sc == "api":
         stats = rec.get("statistics_ms") or {}
         timings = rec.get("timings_ms") or {}
         for label, value in (
-            ("GET /webapi/monitors/{id}", _fmt(rec.get("get_monitor_rps"), "req/s")),
-            ("GET /webapi/monitors", _fmt(rec.get("list_monitors_rps"), "req/s")),
-            ("statistics p50 / p99", f"{_fmt(stats.get('p50'))} / {_fmt(stats.get('p99'))} ms"),
-            ("timings (30d) p50 / p99", f"{_fmt(timings.get('p50'))} / "
-                                          f"{_fmt(timings.get('p99'))} ms"),
-            ("CPU seconds per GET monitor", _fmt(rec.get("cpu_s_per_get"), "s")),
+            ("GET /webapi/monitors/{id}", fmt(rec.get("get_monitor_rps"), "req/s")),
+            ("GET /webapi/monitors", fmt(rec.get("list_monitors_rps"), "req/s")),
+            ("statistics p50 / p99", f"{fmt(stats.get('p50'))} / {fmt(stats.get('p99'))} ms"),
+            ("timings (30d) p50 / p99", f"{fmt(timings.get('p50'))} / "
+                                          f"{fmt(timings.get('p99'))} ms"),
+            ("CPU seconds per GET monitor", fmt(rec.get("cpu_s_per_get"), "s")),
             *((f"POST monitors, concurrency {c}",
-               f"{_fmt(v.get('rps'), '/s')} {_fmt(v.get('p50'))}/{_fmt(v.get('p99'))} ms")
+               f"{fmt(v.get('rps'), '/s')} {fmt(v.get('p50'))}/{fmt(v.get('p99'))} ms")
               for c, v in (rec.get("create_monitor_by_concurrency") or {}).items()),
             ("apply / again / export",
-             "{} / {} / {} s".format(*(_fmt((rec.get("apply") or {}).get(k)) for k in
+             "{} / {} / {} s".format(*(fmt((rec.get("apply") or {}).get(k)) for k in
                                       ("apply_s", "reapply_unchanged_s", "export_s")))),
             ("load tool", rec.get("load_tool") or "-"),
         ):
             lines.append(f"  {label:<30}{value:>22}")
     for note in rec.get("notes") or []:
         lines.append(f"  note: {note}")
-    lines += _targets_text(rec.get("targets") or [])
+    lines += targets_text(rec.get("targets") or [])
     return "\n".join(lines)

@@ -177,7 +177,7 @@ class _Hook(asyncio.Protocol):
         self._parser = None  # parser -> bound methods -> self
 
 
-def _socket(host: str, port: int) -> socket.socket:
+def listen_socket(host: str, port: int) -> socket.socket:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -198,7 +198,7 @@ async def _serve(cfg: dict[str, Any]) -> None:
     held: list[socket.socket] = []
     servers: list[asyncio.AbstractServer] = []
     for host, port, mode in cfg["binds"]:
-        sock = _socket(host, int(port))
+        sock = listen_socket(host, int(port))
         if mode == "refuse":
             held.append(sock)  # bound, never listening: connects are refused
             continue

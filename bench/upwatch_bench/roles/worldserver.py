@@ -17,7 +17,7 @@ import contextlib
 from typing import Any
 
 from upwatch_bench.child import commands, emit
-from upwatch_bench.roles.targets import _socket
+from upwatch_bench.roles.targets import listen_socket
 from upwatch_bench.world import parse_path
 
 MAX_HEAD = 16 * 1024
@@ -104,12 +104,12 @@ async def start(cfg: dict[str, Any],
     counts = stats if stats is not None else {}
     counts.update(connections=0, answered=0)
     servers: list[asyncio.AbstractServer] = [await loop.create_server(
-        lambda: _Backend(body, cap, counts), sock=_socket(cfg["host"], int(cfg["port"])),
+        lambda: _Backend(body, cap, counts), sock=listen_socket(cfg["host"], int(cfg["port"])),
         backlog=4096)]
     if cfg.get("hang"):
         host, port = cfg["hang"]
         servers.append(await loop.create_server(
-            lambda: _Hang(cap), sock=_socket(host, int(port)), backlog=4096))
+            lambda: _Hang(cap), sock=listen_socket(host, int(port)), backlog=4096))
     return servers
 
 

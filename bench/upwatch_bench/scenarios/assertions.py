@@ -18,11 +18,20 @@ from __future__ import annotations
 
 import os
 import statistics
+from datetime import date, timedelta
 from typing import Any
 
 import orjson
 
 from upwatch_bench import layout
+from upwatch_bench.harness import (
+    Bench,
+    capacity_window,
+    engine_figures,
+    load_window,
+    row_lateness,
+    run_engine,
+)
 from upwatch_bench.stats import per, ratio
 
 ENV_COMPARE = "UPWATCH_BENCH_COMPARE_PYTHON"
@@ -66,22 +75,13 @@ async def _seed(b: Any, account_id: int, urls: list[str],
             [ids[i] for i in chosen], [orjson.dumps(assertions[i]).decode() for i in chosen])
 
 
-async def scenario_assertions(b: Any, share: float) -> dict[str, Any]:
-    from upwatch_bench.harness import (
-        _capacity_window,
-        _engine_figures,
-        _load_window,
-        _row_lateness,
-        _run_engine,
-    )
-
+async def scenario_assertions(b: Bench, share: float) -> dict[str, Any]:
     opts = b.opts
     n = opts.monitors
     plain_port, json_port, bomb_port = (layout.free_port() for _ in range(3))
     b.progress.phase("starting targets", 3)
     await _targets(b, plain_port, json_port, bomb_port)
     account, _ = await b.store.create_account("bench")
-    from datetime import date, timedelta
     await b.store.ensure_result_partitions(date.today() - timedelta(days=1), 3)
     hosts = layout.HEALTHY_HOSTS
     plain = [f"http://{hosts[i % len(hosts)]}:{plain_port}/m/{i}" for i in range(n)]
@@ -95,12 +95,12 @@ async def scenario_assertions(b: Any, share: float) -> dict[str, Any]:
     ours: list[float] = []
     theirs: list[float] = []
     for i in range(1 if opts.quick else 2):
-        w = _capacity_window(b, f"plain, this build ({i + 1})", demand)
-        ours.append(_engine_figures(await _run_engine(b, w), "uptime")["cpu_s_per_probe"])
+        w = capacity_window(b, f"plain, this build ({i + 1})", demand)
+        ours.append(engine_figures(await run_engine(b, w), "uptime")["cpu_s_per_probe"])
         if compare:
-            w = _capacity_window(b, f"plain, {compare} ({i + 1})", demand)
-            theirs.append(_engine_figures(
-                await _run_engine(b, w, python=compare), "uptime")["cpu_s_per_probe"])
+            w = capacity_window(b, f"plain, {compare} ({i + 1})", demand)
+            theirs.append(engine_figures(
+                await run_engine(b, w, python=compare), "uptime")["cpu_s_per_probe"])
     plain_cpu = statistics.median(ours)
     rec["plain_cpu_s_per_probe"] = plain_cpu
     rec["plain_cpu_s_per_probe_runs"] = ours
@@ -117,8 +117,8 @@ async def scenario_assertions(b: Any, share: float) -> dict[str, Any]:
     asserting = {i: JSON_ASSERTIONS for i in range(0, n, step)}
     b.progress.phase(f"seeding {len(asserting):,} asserting monitors", max(1.0, n / 20_000))
     await _seed(b, account.id, urls, asserting)
-    w = _capacity_window(b, "with assertions", demand)
-    fig = _engine_figures(await _run_engine(b, w), "uptime")
+    w = capacity_window(b, "with assertions", demand)
+    fig = engine_figures(await run_engine(b, w), "uptime")
     real_share = len(asserting) / n
     rec["mixed_cpu_s_per_probe"] = fig["cpu_s_per_probe"]
     rec["mixed_error_rate"] = fig["error_rate"]
@@ -137,11 +137,11 @@ async def scenario_assertions(b: Any, share: float) -> dict[str, Any]:
     saved = opts.monitors
     opts.monitors = bombs + others
     try:
-        w = _load_window(b, "regex stress")
-        res = await _run_engine(b, w)
+        w = load_window(b, "regex stress")
+        res = await run_engine(b, w)
     finally:
         opts.monitors = saved
-    groups = await _row_lateness(b, res["wall_start"], res["wall_end"], w.interval)
+    groups = await row_lateness(b, res["wall_start"], res["wall_end"], w.interval)
     rec["regex_stress"] = {
         "bomb_monitors": bombs, "plain_monitors": others, "interval_s": w.interval,
         "plain_lateness_ms": groups["healthy"]["lateness_ms"],

@@ -46,11 +46,19 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from upwatch_bench import bracket, layout, report
 from upwatch_bench.certs import WorldCerts, make_world_certs
 from upwatch_bench.database import seed_monitors
+from upwatch_bench.harness import (
+    Bench,
+    BenchError,
+    Window,
+    baseline_figures,
+    dns_figures,
+    run_engine,
+)
 from upwatch_bench.limits import run_s_time, run_wrk
 from upwatch_bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
 from upwatch_bench.stats import per, ratio, summary_ms, time_wait_sockets
@@ -67,9 +75,6 @@ from upwatch_bench.world import (
     World,
     index_of,
 )
-
-if TYPE_CHECKING:
-    from upwatch_bench.harness import Bench
 
 INTERVAL_S = 60
 HTTPS_SHARE_SCALE = 4  # step 2: a quarter of the HTTPS monitors at a quarter of the interval
@@ -99,8 +104,6 @@ DB_SETTLE_LIMIT_S = 20.0
 
 
 async def scenario_internet(b: Bench) -> dict[str, Any]:
-    from upwatch_bench.harness import BenchError
-
     b.progress.phase("nginx: installing it if missing", 5)
     try:
         exe = await ensure_nginx()
@@ -171,7 +174,7 @@ class Sampler:
         return out
 
     def _processes(self) -> dict[str, float]:
-        from upwatch_bench.database import _CLK_TCK
+        from upwatch_bench.database import CLK_TCK
 
         out: dict[str, float] = {}
         for name, pids in self._pids().items():
@@ -180,7 +183,7 @@ class Sampler:
                 with contextlib.suppress(OSError, IndexError, ValueError):
                     with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
                         fields = fh.read().rsplit(")", 1)[1].split()
-                    total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
+                    total += (int(fields[11]) + int(fields[12])) / CLK_TCK
             out[name] = total
         db = self._db_cpu()
         if db is not None:
@@ -536,8 +539,6 @@ async def https_window(b: Bench, world: World, certs: WorldCerts, sampler: Sampl
     interval (its checks alone enabled), with rounds of s_time right before and right after
     it (``--quick``: one round, after): the record's ``https_only``,
     ``https_cpu_s_per_probe``, ``s_time_rounds`` and the s_time figures and ratios."""
-    from upwatch_bench.harness import Window, _run_engine
-
     https_n = await _only_https(b, world)
     # s_time runs as fast as nginx lets it and pays for each wait, so a database still
     # writing or vacuuming the first window's results on nginx's core would make the
@@ -552,7 +553,7 @@ async def https_window(b: Bench, world: World, certs: WorldCerts, sampler: Sampl
     # As long as the first window: at 10 s, two runs of the same tree read 802 and 952 us a
     # probe, and the ratios to s_time moved with them.
     w2 = Window("engine, HTTPS only", INTERVAL_S * ts2 + 1.0, b.opts.duration, ts2)
-    res2 = await _run_engine(b, w2, dns_warm_s=0.0, settings=extra, slices=HTTPS_SLICES)
+    res2 = await run_engine(b, w2, dns_warm_s=0.0, settings=extra, slices=HTTPS_SLICES)
     time_wait = time_wait_sockets()
     rounds += await _s_time_rounds(b, world, certs, sampler, "after",
                                    1 if b.opts.quick else S_TIME_ROUNDS)
@@ -635,8 +636,6 @@ def s_time_instruction_figures(by_kind: dict[str, dict[str, Any] | None],
 
 async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
                    sampler: Sampler) -> dict[str, Any]:
-    from upwatch_bench.harness import Window, _baseline_figures, _dns_figures, _run_engine
-
     opts = b.opts
     n = world.monitors
     b.progress.phase(f"seeding {n:,} monitors", max(1.0, n / 20_000))
@@ -670,7 +669,7 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
     w = Window("engine", interval * opts.warmup_intervals + 1.0, opts.duration,
                opts.time_scale)
     rec["warmup_s"] = w.warmup
-    res = await _run_engine(b, w, dns_warm_s=0.0, settings=extra)
+    res = await run_engine(b, w, dns_warm_s=0.0, settings=extra)
     queries = await b.dns_queries(res["wall_start"], res["wall_end"])
     total_queries = await b.dns_queries(0.0, time.time())
     probes = sum(res["probes"].values())
@@ -695,7 +694,7 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
         "error_rate": per(outcomes["healthy_failed"],
                           sum(g["probes"] for k, g in outcomes["by_kind"].items()
                               if k not in FAILING_KINDS or k == "badcert"), 6),
-        **_dns_figures(res, queries),
+        **dns_figures(res, queries),
         "dns_queries_per_probe_whole_run": per(total_queries, res.get("probes_all"), 6),
         "dns_queries_whole_run": total_queries,
         "tls_handshakes": tls.get("handshakes"),
@@ -733,7 +732,7 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
     timeout = float(b.settings()["probe_timeout"])
     base = await _baseline(b, world, interval, timeout)
     # "errors" of the baseline here: probes whose outcome was not the site's expected one.
-    rec.update({"baseline_" + k: v for k, v in _baseline_figures(base).items()})
+    rec.update({"baseline_" + k: v for k, v in baseline_figures(base).items()})
     rec["baseline_unexpected_outcomes"] = base["errors"]
     rec["ratio_vs_baseline"] = ratio(rec["probes_per_cpu_s"], rec["baseline_probes_per_cpu_s"])
 
@@ -808,175 +807,100 @@ def targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
 
 def table(rec: dict[str, Any]) -> str:
     """The readable report of one internet run."""
-    from upwatch_bench.report import _fmt, _lat_text, _targets_text
+    from upwatch_bench.report import fmt, lat_text, targets_text
 
     lines = [f"== upwatch bench internet: {rec['monitors']:,} monitors at "
-             f"{_fmt(rec.get('interval_s'))} s, DNS {_fmt(rec.get('dns_latency_s'))} s away "
+             f"{fmt(rec.get('interval_s'))} s, DNS {fmt(rec.get('dns_latency_s'))} s away "
              f"(TTL {rec.get('dns_ttl_s')} s), {rec['duration_s']:g} s measured =="]
 
     def row(label: str, value: str) -> None:
         lines.append(f"  {label:<44} {value}")  # a space even after a long label
 
-    row("probes/s asked / done", f"{_fmt(rec.get('probes_asked_per_s'))} / "
-        f"{_fmt(rec.get('probes_per_s'))} (held {_fmt(rec.get('held'))})")
-    row("CPU per probe (all / HTTPS only)", f"{_fmt(rec.get('cpu_s_per_probe'), 's')} / "
-        f"{_fmt(rec.get('https_cpu_s_per_probe'), 's')}")
-    row("engine CPU (cores)", _fmt(rec.get("cpu_utilization")))
-    row("lateness p50 / p99 / max", _lat_text(rec.get("lateness_ms")))
-    row("in flight at the end", _fmt(rec.get("in_flight_at_end")))
+    row("probes/s asked / done", f"{fmt(rec.get('probes_asked_per_s'))} / "
+        f"{fmt(rec.get('probes_per_s'))} (held {fmt(rec.get('held'))})")
+    row("CPU per probe (all / HTTPS only)", f"{fmt(rec.get('cpu_s_per_probe'), 's')} / "
+        f"{fmt(rec.get('https_cpu_s_per_probe'), 's')}")
+    row("engine CPU (cores)", fmt(rec.get("cpu_utilization")))
+    row("lateness p50 / p99 / max", lat_text(rec.get("lateness_ms")))
+    row("in flight at the end", fmt(rec.get("in_flight_at_end")))
     row("cores busy (window)", ", ".join(
-        f"{k} {_fmt(v)}" for k, v in (rec.get("cores_busy") or {}).items()))
+        f"{k} {fmt(v)}" for k, v in (rec.get("cores_busy") or {}).items()))
     row("world's processes (cores)", ", ".join(
-        f"{k} {_fmt(v)}" for k, v in (rec.get("world_cpu_cores") or {}).items()))
+        f"{k} {fmt(v)}" for k, v in (rec.get("world_cpu_cores") or {}).items()))
     row("healthy failed / degraded", f"{rec.get('healthy_failed')} / "
         f"{rec.get('healthy_degraded')} {rec.get('healthy_failure_reasons') or ''}")
     for kind, g in (rec.get("by_kind") or {}).items():
         took = g.get("total_ms") or {}
         row(f"  {kind}: failed / probes (confirmations)",
             f"{g['failed']} / {g['probes']} ({g.get('confirmations')}), took p50/p99 "
-            f"{_fmt(took.get('p50'))}/{_fmt(took.get('p99'))} ms {g['reasons'][:1]}")
+            f"{fmt(took.get('p50'))}/{fmt(took.get('p99'))} ms {g['reasons'][:1]}")
     cert = rec.get("certificate_checks") or {}
     row("  badcert certificate checks failed", f"{cert.get('failed')} / {cert.get('probes')} "
         f"{(cert.get('reasons') or [])[:1]}")
-    row("DNS questions per probe (window / run)", f"{_fmt(rec.get('dns_queries_per_probe'))} / "
-        f"{_fmt(rec.get('dns_queries_per_probe_whole_run'))}")
-    row("DNS cache hit ratio", _fmt(rec.get("dns_cache_hit_ratio")))
-    row("TLS resumed ratio", f"{_fmt(rec.get('tls_resumed_ratio'))} "
+    row("DNS questions per probe (window / run)", f"{fmt(rec.get('dns_queries_per_probe'))} / "
+        f"{fmt(rec.get('dns_queries_per_probe_whole_run'))}")
+    row("DNS cache hit ratio", fmt(rec.get("dns_cache_hit_ratio")))
+    row("TLS resumed ratio", f"{fmt(rec.get('tls_resumed_ratio'))} "
         f"({rec.get('tls_resumed')} of {rec.get('tls_handshakes')})")
     row("RSS per monitor: idle + cached name = sum",
-        f"{_fmt(rec.get('rss_per_monitor_before_probes_bytes'), 'B')} + "
-        f"{_fmt(rec.get('dns_cache_bytes_per_name'), 'B')} = "
-        f"{_fmt(rec.get('rss_per_idle_monitor_with_name_bytes'), 'B')}")
+        f"{fmt(rec.get('rss_per_monitor_before_probes_bytes'), 'B')} + "
+        f"{fmt(rec.get('dns_cache_bytes_per_name'), 'B')} = "
+        f"{fmt(rec.get('rss_per_idle_monitor_with_name_bytes'), 'B')}")
     row("  read after the first sweep's probes",
-        f"{_fmt(rec.get('rss_per_monitor_bytes'), 'B')} + ... = "
-        f"{_fmt(rec.get('rss_per_monitor_with_name_after_wake_bytes'), 'B')}")
+        f"{fmt(rec.get('rss_per_monitor_bytes'), 'B')} + ... = "
+        f"{fmt(rec.get('rss_per_monitor_with_name_after_wake_bytes'), 'B')}")
     row("RSS per monitor at the window's start (all)",
-        _fmt(rec.get("rss_per_monitor_with_names_bytes"), "B"))
-    row("RSS per in-flight HTTPS probe", _fmt(rec.get("https_inflight_bytes"), "B"))
-    row("baseline: CPU per good probe, good/s", f"{_fmt(rec.get('baseline_cpu_s_per_probe'), 's')}"
-        f", {_fmt(rec.get('baseline_good_probes_per_s'))}/s")
-    row("engine vs baseline per CPU s", f"{_fmt(rec.get('ratio_vs_baseline'))}x")
-    row("wrk Connection: close, CPU per request", _fmt(rec.get("limit_http_cpu_s_per_op"), "s"))
+        fmt(rec.get("rss_per_monitor_with_names_bytes"), "B"))
+    row("RSS per in-flight HTTPS probe", fmt(rec.get("https_inflight_bytes"), "B"))
+    row("baseline: CPU per good probe, good/s", f"{fmt(rec.get('baseline_cpu_s_per_probe'), 's')}"
+        f", {fmt(rec.get('baseline_good_probes_per_s'))}/s")
+    row("engine vs baseline per CPU s", f"{fmt(rec.get('ratio_vs_baseline'))}x")
+    row("wrk Connection: close, CPU per request", fmt(rec.get("limit_http_cpu_s_per_op"), "s"))
     for kind in SERVER_KINDS:
         row(f"s_time {kind} -new / -reuse CPU per op",
-            f"{_fmt((rec.get('s_time_new_cpu_s') or {}).get(kind), 's')} / "
-            f"{_fmt((rec.get('s_time_reuse_cpu_s') or {}).get(kind), 's')}")
-    row("HTTPS probe vs s_time -new / -reuse", f"{_fmt(rec.get('https_vs_s_time_new'))}x / "
-        f"{_fmt(rec.get('https_vs_s_time_reuse'))}x")
+            f"{fmt((rec.get('s_time_new_cpu_s') or {}).get(kind), 's')} / "
+            f"{fmt((rec.get('s_time_reuse_cpu_s') or {}).get(kind), 's')}")
+    row("HTTPS probe vs s_time -new / -reuse", f"{fmt(rec.get('https_vs_s_time_new'))}x / "
+        f"{fmt(rec.get('https_vs_s_time_reuse'))}x")
     row(f"s_time -www {rec.get('s_time_www_path')} -new / -reuse (mean)",
-        f"{_fmt(rec.get('s_time_new_www_cpu_s'), 's')} / "
-        f"{_fmt(rec.get('s_time_reuse_www_cpu_s'), 's')}")
+        f"{fmt(rec.get('s_time_new_www_cpu_s'), 's')} / "
+        f"{fmt(rec.get('s_time_reuse_www_cpu_s'), 's')}")
     row("HTTPS probe vs s_time -www -new / -reuse / targets",
-        f"{_fmt(rec.get('https_vs_s_time_new_www'))}x / "
-        f"{_fmt(rec.get('https_vs_s_time_reuse_www'))}x / "
-        f"{_fmt(rec.get('https_vs_s_time_www_targets'))}x")
+        f"{fmt(rec.get('https_vs_s_time_new_www'))}x / "
+        f"{fmt(rec.get('https_vs_s_time_reuse_www'))}x / "
+        f"{fmt(rec.get('https_vs_s_time_www_targets'))}x")
     parts = rec.get("s_time_user_sys_s") or {}
     only = rec.get("https_only") or {}
     row("user / kernel CPU: HTTPS probe; s_time -reuse -www",
-        f"{_fmt(only.get('user_s_per_probe'), 's')} / {_fmt(only.get('sys_s_per_probe'), 's')}; "
-        f"{_fmt((parts.get('user') or {}).get('reuse_www'), 's')} / "
-        f"{_fmt((parts.get('sys') or {}).get('reuse_www'), 's')}")
+        f"{fmt(only.get('user_s_per_probe'), 's')} / {fmt(only.get('sys_s_per_probe'), 's')}; "
+        f"{fmt((parts.get('user') or {}).get('reuse_www'), 's')} / "
+        f"{fmt((parts.get('sys') or {}).get('reuse_www'), 's')}")
     figs = rec.get("s_time_figures") or {}
     by_round = rec.get("https_vs_s_time_rounds") or {}
     for mode in ("new_www", "reuse_www"):
         fig, rat = figs.get(mode) or {}, by_round.get(mode) or {}
         row(f"  -{mode} rounds: min-max (spread, n)",
-            f"{_fmt(fig.get('min'), 's')} - {_fmt(fig.get('max'), 's')} "
-            f"({_fmt(fig.get('spread'))}, {fig.get('n')})")
+            f"{fmt(fig.get('min'), 's')} - {fmt(fig.get('max'), 's')} "
+            f"({fmt(fig.get('spread'))}, {fig.get('n')})")
         row(f"  probe vs -{mode}: before/after/each",
-            f"{_fmt(rat.get('before'))}x / {_fmt(rat.get('after'))}x / "
-            + ", ".join(f"{_fmt(v)}" for v in rat.get("rounds") or []))
+            f"{fmt(rat.get('before'))}x / {fmt(rat.get('after'))}x / "
+            + ", ".join(f"{fmt(v)}" for v in rat.get("rounds") or []))
     if only.get("instructions_per_answered_probe") is not None:  # UPWATCH_BENCH_CALLGRIND
         mean = rec.get("s_time_reuse_www_instructions_mean")
         row("instructions: HTTPS probe / s_time -reuse -www (mean)",
             f"{only['instructions_per_answered_probe']:,} / "
             f"{'-' if mean is None else format(mean, ',')} = "
-            f"{_fmt(rec.get('https_instructions_vs_s_time_reuse_www'))}x (s_time resumed "
+            f"{fmt(rec.get('https_instructions_vs_s_time_reuse_www'))}x (s_time resumed "
             + " of ".join(str(n) for n in rec.get("s_time_reuse_www_instructions_resumed")
                           or ()) + ")")
     bt = only.get("beyond_think_ms") or {}
     row("HTTPS probe's time beyond think: p50 / mean / p99",
-        f"{_fmt(bt.get('p50'))} / {_fmt(bt.get('mean'))} / {_fmt(bt.get('p99'))} ms")
+        f"{fmt(bt.get('p50'))} / {fmt(bt.get('mean'))} / {fmt(bt.get('p99'))} ms")
     sl = only.get("slice_cpu_s_per_probe") or {}
     row("HTTPS-only window in quarters: CPU a probe",
-        f"{_fmt(sl.get('min'), 's')} - {_fmt(sl.get('max'), 's')} "
-        f"(spread {_fmt(sl.get('spread'))})")
+        f"{fmt(sl.get('min'), 's')} - {fmt(sl.get('max'), 's')} "
+        f"(spread {fmt(sl.get('spread'))})")
     for note in rec.get("notes") or []:
         lines.append(f"  note: {note}")
-    lines += _targets_text(rec.get("targets") or [])
+    lines += targets_text(rec.get("targets") or [])
     return "\n".join(lines)
-
-
-# -- the role ``world_dnscache``: memory per cached name -----------------------------------------
-
-
-async def _dnscache(cfg: dict[str, Any]) -> None:
-    """The engine's resolver (ProbeResolver, A and AAAA) filled with the world's names from
-    the bench's DNS server: RSS growth per cached name, after the first ``warm`` names (the
-    one-time structures) are in."""
-    import gc
-    import socket
-
-    from engine.probes._net import ProbeFailure
-    from engine.probes.resolver import ProbeResolver
-    from upwatch_bench.child import emit
-
-    world = World.from_dict(cfg["world"])
-    hosts = [world.site(i).host for i in range(world.monitors)]
-    res = ProbeResolver(servers=[cfg["dns_server"]], family=socket.AF_UNSPEC,
-                        max_names=len(hosts) + 1)
-
-    async def lookups(names: list[str]) -> None:
-        # 200 workers, not a task per name: the transient objects of 50,000 tasks would
-        # stay in the RSS (freed memory is not given back) and be counted as the cache.
-        it = iter(names)
-
-        async def worker() -> None:
-            for host in it:
-                with contextlib.suppress(ProbeFailure):
-                    await res(host, 0)
-
-        await asyncio.gather(*(worker() for _ in range(200)))
-
-    warm = min(len(hosts) // 10, 1000)
-    await lookups(hosts[:warm])
-    gc.collect()
-    from upwatch_bench.roles.engine_run import settled_rss
-
-    before = await settled_rss(2.0, min_s=0.5)
-    await lookups(hosts[warm:])
-    gc.collect()
-    after = await settled_rss(3.0, min_s=0.5)
-    names = len(res) - warm
-    emit("result", names=names, cached=len(res), rss_before=before, rss_after=after,
-         bytes_per_name=round((after - before) / names, 1) if names > 0 else None,
-         python_bytes_per_name=python_bytes_per_name(res))
-    await res.aclose()
-
-
-def python_bytes_per_name(res: Any) -> float | None:
-    """What the resolver's own cache holds per name in Python objects (key, answer, its
-    list and floats, the dict's share), each object counted once however many entries
-    share it (one-address lists, graces): the rest of the RSS growth per name is native
-    memory (c-ares) and the allocator's."""
-    import sys
-
-    cache = res._cache
-    if not cache:
-        return None
-    seen: dict[int, int] = {}
-    # Compiled, DnsAnswer has no __slots__: its floats live unboxed in the object (in its
-    # getsizeof), and only its object fields point elsewhere.
-    fields = getattr(type(next(iter(cache.values()))), "__slots__", ("addresses", "error"))
-    for key, answer in cache.items():
-        for obj in (key, answer, *(getattr(answer, f) for f in fields)):
-            if obj is not None:
-                seen[id(obj)] = sys.getsizeof(obj)
-    return round((sys.getsizeof(cache) + sum(seen.values())) / len(cache), 1)
-
-
-def run(cfg: dict[str, Any]) -> int:
-    import uvloop
-
-    uvloop.run(_dnscache(cfg))
-    return 0

@@ -27,6 +27,7 @@ from typing import Any
 
 from upwatch_bench import layout
 from upwatch_bench.database import seed_monitors
+from upwatch_bench.harness import Bench, row_lateness
 
 CHANNELS = 3
 TIME_SCALE = 0.1
@@ -45,9 +46,7 @@ async def _poll(fn: Any, limit: float, tick: Any) -> float | None:
     return None
 
 
-async def _one_run(b: Any, label: str, channels: int, n: int) -> dict[str, Any]:
-    from upwatch_bench.harness import _row_lateness  # the harness's own reading
-
+async def _one_run(b: Bench, label: str, channels: int, n: int) -> dict[str, Any]:
     pool = b.store.pool
     port = layout.free_port(layout.HEALTHY_HOSTS[0])
     receiver_port = layout.free_port(layout.RECEIVER_HOST)
@@ -133,7 +132,7 @@ async def _one_run(b: Any, label: str, channels: int, n: int) -> dict[str, Any]:
            GROUP BY channel_id ORDER BY channel_id""", account.id, t0):
         per_channel.append({k: row[k] for k in ("events", "messages", "in_digests")}
                            | {"digest_s": _round(row["digest_s"])})
-    lateness = await _row_lateness(b, stop_wall, end_wall, INTERVAL_S * TIME_SCALE)
+    lateness = await row_lateness(b, stop_wall, end_wall, INTERVAL_S * TIME_SCALE)
     digest_times = [c["digest_s"] for c in per_channel if c["digest_s"] is not None]
     return {
         "label": label,
@@ -154,7 +153,7 @@ def _round(v: Any) -> float | None:
     return round(float(v), 3) if v is not None else None
 
 
-async def scenario_notify(b: Any) -> dict[str, Any]:
+async def scenario_notify(b: Bench) -> dict[str, Any]:
     n = b.opts.monitors
     await b.store.ensure_result_partitions(date.today() - timedelta(days=1), 3)
     without = await _one_run(b, "webhook only", 0, n)
