@@ -17,6 +17,7 @@ ratios taken at the same moment compare. Layout of the package:
 ``report``            the table and JSON shape, targets met or missed
 ``procs``             child processes: spawn pinned, JSON-line protocol, cleanup
 ``child``             entry point of every child (``python -m upwatch_bench.child``)
+``engine_parts``      the one place the bench builds the engine and its probers
 ``world``             which site each monitor of the internet world is (pure)
 ``nginx``             nginx installed, configured, started for the internet world
 ``bracket``           limit-tool rounds around a window, and their robust figures

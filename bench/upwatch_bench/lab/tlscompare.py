@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine import USER_AGENT
 from engine.probes.http import HttpProber
+from upwatch_bench.engine_parts import build_http_prober
 from upwatch_bench.stats import cpu_seconds
 
 SERVERS = {
@@ -170,8 +170,8 @@ def s_time(port: int, mode: str, seconds: int) -> tuple[float, float] | None:
 
 
 def make_prober(layer: str, sessions: bool) -> HttpProber:
-    return HttpProber(timeout=10.0, user_agent=USER_AGENT, allow_private=True,
-                      tls_sessions=1000 if sessions else 0, tls_layer=layer)
+    return build_http_prober(timeout=10.0, tls_sessions=1000 if sessions else 0,
+                             tls_layer=layer)
 
 
 async def compare(ports: dict[str, int], layers: list[str], n: int, in_flight: int,

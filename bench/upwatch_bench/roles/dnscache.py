@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from upwatch_bench.engine_parts import build_resolver
 from upwatch_bench.world import World
 
 
@@ -15,16 +16,13 @@ async def _dnscache(cfg: dict[str, Any]) -> None:
     the bench's DNS server: RSS growth per cached name, after the first ``warm`` names (the
     one-time structures) are in."""
     import gc
-    import socket
 
     from engine.probes._net import ProbeFailure
-    from engine.probes.resolver import ProbeResolver
     from upwatch_bench.child import emit
 
     world = World.from_dict(cfg["world"])
     hosts = [world.site(i).host for i in range(world.monitors)]
-    res = ProbeResolver(servers=[cfg["dns_server"]], family=socket.AF_UNSPEC,
-                        max_names=len(hosts) + 1)
+    res = build_resolver([cfg["dns_server"]], max_names=len(hosts) + 1)
 
     async def lookups(names: list[str]) -> None:
         # 200 workers, not a task per name: the transient objects of 50,000 tasks would

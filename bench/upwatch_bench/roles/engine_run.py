@@ -37,6 +37,13 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from upwatch_bench.child import commands, emit
+from upwatch_bench.engine_parts import (
+    build_engine,
+    build_http_prober,
+    http_prober_of,
+    resolver_of,
+    scheduled_hosts,
+)
 from upwatch_bench.stats import cpu_seconds, cpu_split, rss_bytes, summary_ms
 from upwatch_bench.tracers import callgrind
 
@@ -176,7 +183,7 @@ async def _prewarm(resolver: Any, engine: Any, at_once: int = 200) -> None:
     second; bounded by the lookups' own time-outs."""
     from engine.probes._net import ip_literal
 
-    hosts = sorted({c.host for c in engine._checks.values() if ip_literal(c.host) is None})
+    hosts = sorted(h for h in scheduled_hosts(engine) if ip_literal(h) is None)
     for i in range(0, len(hosts), at_once):
         batch = [h for h in hosts[i:i + at_once] if resolver.cached(h) is None]
         if batch:
@@ -246,7 +253,6 @@ async def _engine(cfg: dict[str, Any]) -> None:
     from engine.runtime.metrics import Metrics
     from engine.runtime.secretbox import SecretBox
     from engine.runtime.settings import Settings
-    from engine.scheduler.runner import Engine
 
     settings = Settings(**cfg["settings"])
     store = await Store.connect(cfg["dsn"], min_size=2, max_size=10,
@@ -255,7 +261,7 @@ async def _engine(cfg: dict[str, Any]) -> None:
         metrics = Metrics()
         recorder = LatenessRecorder(metrics.lateness)
         metrics.lateness = cast(Any, recorder)  # see LatenessRecorder: a reading, not a change
-        engine = Engine(store, settings, metrics=metrics)
+        engine = build_engine(store, settings, metrics)
         outbox: list[asyncio.Task[None]] = []
         outbox_stop = asyncio.Event()
         if cfg.get("outbox"):
@@ -288,7 +294,7 @@ async def _engine(cfg: dict[str, Any]) -> None:
             scheduled = len(engine)
             emit("loaded", scheduled=scheduled, load_s=round(load_s, 3))
             warmup = await _warmup_timeline(engine, metrics, cfg["warmup_s"])
-            resolver = getattr(getattr(engine, "_http", None), "resolver", None)
+            resolver = resolver_of(engine)
             if cfg.get("dns_prewarm") and resolver is not None:
                 await _prewarm(resolver, engine)
             if cfg.get("dns_warm_s") and resolver is not None:
@@ -310,10 +316,10 @@ async def _engine(cfg: dict[str, Any]) -> None:
                 await callgrind.instrument(True)
                 cg_probes0 = _counter_values(metrics.probes)
             probes0 = _counter_values(metrics.probes)
-            dns = getattr(getattr(engine, "_http", None), "resolver", None)
+            dns = resolver_of(engine)
             dns0 = (dns.hits, dns.lookups) if dns is not None else (0, 0)
             written0 = engine.results.written
-            http = getattr(engine, "_http", None)
+            http = http_prober_of(engine)
             tls0 = (getattr(http, "tls_handshakes", 0), getattr(http, "tls_resumed", 0))
             rss_window = rss_bytes()  # names cached by now when the warm-up covered them
             wall0, t0, cpu0 = time.time(), loop.time(), cpu_seconds()
@@ -440,7 +446,7 @@ async def _warmup_timeline(engine: Any, metrics: Any, seconds: float) -> list[li
     process's CPU (share of a core)]. Counts are per second. A reading: it changes nothing
     in the engine."""
     loop = asyncio.get_running_loop()
-    dns = getattr(getattr(engine, "_http", None), "resolver", None)
+    dns = resolver_of(engine)
 
     def counts() -> tuple[float, int, int, int]:
         failures = dict(dns.failures) if dns is not None else {}
@@ -504,11 +510,7 @@ async def settled_rss(max_s: float, *, min_s: float = 1.0) -> int:
 
 
 async def _inflight(cfg: dict[str, Any]) -> None:
-    from engine import USER_AGENT
-    from engine.probes.http import HttpProber
-
-    prober = HttpProber(timeout=cfg.get("timeout_s", 120.0), user_agent=USER_AGENT,
-                        allow_private=True)
+    prober = build_http_prober(timeout=cfg.get("timeout_s", 120.0))
     # Complete probes first, so one-time costs (TLS context, code paths, caches) belong to
     # the baseline, not to the in-flight probes.
     warm = [await prober.probe(u) for u in cfg["warm_urls"]]
