@@ -2,8 +2,8 @@
 
 Protocol with the parent (:mod:`upwatch_bench.procs`):
 
-- the config file holds ``role`` (which module runs), ``cpus`` (the cores to pin to),
-  ``experiment`` (an optional what-if file, see :func:`main`) and the role's own keys;
+- the config file holds ``role`` (which module runs), ``cpus`` (the cores to pin to) and
+  the role's own keys;
 - the child writes one JSON object per line on stdout, each with an ``event`` key
   (``ready``, ``result``, ...); logs and tracebacks go to stderr (a file the parent shows
   when something fails);
@@ -94,14 +94,6 @@ def main(argv: list[str]) -> int:
     cfg = orjson.loads(Path(argv[1]).read_bytes())
     _die_with_parent()
     pin(cfg.get("cpus"))
-    if cfg.get("experiment"):
-        # UPWATCH_BENCH_EXPERIMENT=FILE: a what-if for a proposed change, run before the
-        # role starts (it may patch modules, in this process only; ROLE names the role).
-        # Figures from such a run describe the proposal, not the code as it is.
-        import runpy
-
-        runpy.run_path(cfg["experiment"], init_globals={"ROLE": cfg["role"]},
-                       run_name="bench_experiment")
     module = importlib.import_module(ROLES[cfg["role"]])
     code: int = module.run(cfg)
     return code

@@ -219,15 +219,6 @@ class Window:
 
 
 
-def _gc_experiment() -> list[int] | None:
-    """``UPWATCH_BENCH_GC_THRESHOLD=a,b,c``: run the engine child with ``gc.set_threshold``
-    (a what-if for proposals; the engine itself is unchanged)."""
-    value = os.environ.get("UPWATCH_BENCH_GC_THRESHOLD")
-    if not value:
-        return None
-    return [int(x) for x in value.split(",")]
-
-
 def cprofile_path(b: Bench, w: Window) -> str | None:
     """``UPWATCH_BENCH_CPROFILE=DIR``: cProfile each engine window into DIR (pstats files)."""
     value = os.environ.get("UPWATCH_BENCH_CPROFILE")
@@ -299,7 +290,7 @@ async def finish_profile(task: asyncio.Task[Any] | None) -> None:
 
 
 async def run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
-                      python: str | None = None, dns_warm_s: float | None = None,
+                      dns_warm_s: float | None = None,
                       settings: dict[str, Any] | None = None,
                       slices: int = 1, dns_prewarm: bool = False) -> dict[str, Any]:
     """``dns_warm_s``: how long the child waits for its resolver to hold every name before
@@ -315,12 +306,11 @@ async def run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
            "settings": b.settings(time_scale=w.time_scale, **(settings or {})),
            "warmup_s": w.warmup, "duration_s": w.duration, "load_timeout_s": 300,
            "dns_warm_s": dns_warm_s,
-           "write_capacity_s": write_capacity_s, "gc_threshold": _gc_experiment(),
+           "write_capacity_s": write_capacity_s,
            "cprofile": cprofile_path(b, w), "callgrind": cg_out is not None,
            "slices": slices, "dns_prewarm": dns_prewarm}
     child = await b.procs.spawn("engine", "engine", cfg, b.engine_cpus,
-                                prefix=callgrind.wrapper(cg_out) if cg_out else None,
-                                python=python)
+                                prefix=callgrind.wrapper(cg_out) if cg_out else None)
     try:
         await b.wait(child, "loaded", f"{w.name}: loading {b.opts.monitors:,} checks", 5, 300)
         prof = profile_window(b, child, w)

@@ -181,29 +181,25 @@ class Procs:
 
     async def spawn(
         self, name: str, role: str, cfg: dict[str, Any], cpus: set[int] | list[int] | None,
-        *, prefix: list[str] | None = None, python: str | None = None,
+        *, prefix: list[str] | None = None,
     ) -> Child:
         """Start a child of ``role`` with ``cfg``, pinned to ``cpus``; ``prefix`` runs it
-        under another program (valgrind); ``python``: another installation's interpreter
-        (its own ``engine``: run from the work directory, without our PYTHONPATH)."""
+        under another program (valgrind)."""
         self._seq += 1
         stem = f"{self._seq:02d}-{name}"
         config = self.workdir / f"{stem}.json"
         config.write_bytes(orjson.dumps({
             **cfg, "role": role, "cpus": sorted(cpus) if cpus else None,
-            "experiment": os.environ.get("UPWATCH_BENCH_EXPERIMENT") or None,
         }))
         log = self.workdir / f"{stem}.log"
         with open(log, "wb") as err:  # noqa: ASYNC230 - a local temp file, opened at once
             proc = await asyncio.create_subprocess_exec(
-                *(prefix or ()), python or sys.executable, "-m", "upwatch_bench.child",
+                *(prefix or ()), sys.executable, "-m", "upwatch_bench.child",
                 str(config),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=err,
-                env=self._env if python is None else {
-                    k: v for k, v in self._env.items() if k != "PYTHONPATH"},
-                cwd=None if python is None else self.workdir,
+                env=self._env,
                 start_new_session=True,
             )
         child = Child(name, proc, log)

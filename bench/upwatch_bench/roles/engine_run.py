@@ -276,8 +276,6 @@ async def _engine(cfg: dict[str, Any]) -> None:
                 asyncio.create_task(
                     notification_runner(store, settings, metrics=metrics).run(outbox_stop)),
             ]
-        if cfg.get("gc_threshold"):
-            gc.set_threshold(*cfg["gc_threshold"])  # an experiment: UPWATCH_BENCH_GC_THRESHOLD
         gc_timer = GcTimer()
         gc.callbacks.append(gc_timer)
         gc.collect()

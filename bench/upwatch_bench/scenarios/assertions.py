@@ -1,11 +1,8 @@
-"""``upwatch bench http --assertions SHARE``: what requests and assertions cost (issue 23).
+"""``upwatch bench http --assertions SHARE``: what requests and assertions cost.
 
 Three measurements, each side by side in one run:
 
-1. Plain monitors' CPU per probe, this build against another installation's engine on the
-   same monitors, targets and database (``UPWATCH_BENCH_COMPARE_PYTHON``: the interpreter of
-   a checkout of main, e.g. ``/work/main/.venv/bin/python``), at capacity, alternating
-   (this, that, this, that). Without it, the plain figure is reported alone.
+1. Plain monitors' CPU per probe at capacity (twice; ``--quick``: once), the reference.
 2. ``SHARE`` of the monitors (every 1/SHARE-th) asserting on a 100 KiB JSON answer
    (``json $.status equals "UP"`` and ``body contains "UP"``), the rest plain, at capacity:
    the extra CPU per asserting probe is ``(cpu per probe - plain cpu per probe) / SHARE``.
@@ -16,7 +13,6 @@ Three measurements, each side by side in one run:
 
 from __future__ import annotations
 
-import os
 import statistics
 from datetime import date, timedelta
 from typing import Any
@@ -34,7 +30,6 @@ from upwatch_bench.harness import (
 )
 from upwatch_bench.stats import per, ratio
 
-ENV_COMPARE = "UPWATCH_BENCH_COMPARE_PYTHON"
 JSON_ASSERTIONS: list[dict[str, Any]] = [
     {"source": "json", "property": "$.status", "comparison": "equals", "target": "UP"},
     {"source": "body", "property": None, "comparison": "contains", "target": '"UP"'},
@@ -87,28 +82,17 @@ async def scenario_assertions(b: Bench, share: float) -> dict[str, Any]:
     plain = [f"http://{hosts[i % len(hosts)]}:{plain_port}/m/{i}" for i in range(n)]
     rec: dict[str, Any] = {"scenario": "http", "assertions_share": share, "monitors": n}
 
-    # 1. Plain monitors: this build, and the other installation's, alternating.
+    # 1. Plain monitors.
     b.progress.phase(f"seeding {n:,} plain monitors", max(1.0, n / 20_000))
     await _seed(b, account.id, plain, {})
-    compare = os.environ.get(ENV_COMPARE) or None
     demand = 30_000.0
     ours: list[float] = []
-    theirs: list[float] = []
     for i in range(1 if opts.quick else 2):
-        w = capacity_window(b, f"plain, this build ({i + 1})", demand)
+        w = capacity_window(b, f"plain ({i + 1})", demand)
         ours.append(engine_figures(await run_engine(b, w), "uptime")["cpu_s_per_probe"])
-        if compare:
-            w = capacity_window(b, f"plain, {compare} ({i + 1})", demand)
-            theirs.append(engine_figures(
-                await run_engine(b, w, python=compare), "uptime")["cpu_s_per_probe"])
     plain_cpu = statistics.median(ours)
     rec["plain_cpu_s_per_probe"] = plain_cpu
     rec["plain_cpu_s_per_probe_runs"] = ours
-    if theirs:
-        rec["compare_python"] = compare
-        rec["compare_cpu_s_per_probe"] = statistics.median(theirs)
-        rec["compare_cpu_s_per_probe_runs"] = theirs
-        rec["plain_vs_compare"] = ratio(plain_cpu, statistics.median(theirs))
 
     # 2. A share of the monitors asserting on a 100 KiB JSON answer.
     step = max(1, round(1 / share))
@@ -163,11 +147,6 @@ def table(rec: dict[str, Any]) -> str:
              f"{rec['monitors']:,} monitors =="]
     lines.append(f"  plain CPU per probe (this build)      {us(rec.get('plain_cpu_s_per_probe'))}"
                  f"  runs {[us(v) for v in rec.get('plain_cpu_s_per_probe_runs') or []]}")
-    if rec.get("compare_python"):
-        lines.append(f"  plain CPU per probe ({rec['compare_python']})  "
-                     f"{us(rec.get('compare_cpu_s_per_probe'))}  runs "
-                     f"{[us(v) for v in rec.get('compare_cpu_s_per_probe_runs') or []]}")
-        lines.append(f"  this build / compared                 {rec.get('plain_vs_compare')}")
     lines.append(f"  CPU per probe with assertions mixed   {us(rec.get('mixed_cpu_s_per_probe'))}"
                  f"  (error rate {rec.get('mixed_error_rate')})")
     lines.append("  extra CPU per asserting probe         "
