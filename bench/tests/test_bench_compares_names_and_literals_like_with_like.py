@@ -79,14 +79,12 @@ def test_a_rate_below_the_monitors_at_30_s_stretches_the_interval() -> None:
 @pytest.mark.serial  # measures timing: run alone (scripts/test)
 @pytest.mark.timeout(150)
 def test_names_cost_reports_every_pair_in_one_line() -> None:
-    env = dict(os.environ)
     external = os.environ.get("UPWATCH_TEST_DATABASE_URL")
-    if external:
-        env["UPWATCH_BENCH_DATABASE_URL"] = external
     proc = subprocess.run(
-        [sys.executable, "-m", "engine", "bench", "http", "--names", "--names-cost", "2",
-         "--monitors", "300", "--quick", "--json"],
-        capture_output=True, text=True, timeout=140, env=env, check=False)
+        [sys.executable, "-m", "upwatch_bench", "http", "--names", "--names-cost", "2",
+         "--monitors", "300", "--quick", "--json",
+         *(["--database-url", external] if external else [])],
+        capture_output=True, text=True, timeout=140, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stdout

@@ -25,13 +25,11 @@ COMMON = (
 
 
 def _bench(*args: str, timeout: float = 80) -> dict[str, Any]:
-    env = dict(os.environ)
     external = os.environ.get("UPWATCH_TEST_DATABASE_URL")
-    if external:
-        env["UPWATCH_BENCH_DATABASE_URL"] = external
     proc = subprocess.run(
-        [sys.executable, "-m", "engine", "bench", *args, "--quick", "--json"],
-        capture_output=True, text=True, timeout=timeout, env=env, check=False,
+        [sys.executable, "-m", "engine", "bench", *args, "--quick", "--json",
+         *(["--database-url", external] if external else [])],
+        capture_output=True, text=True, timeout=timeout, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     # The bench gives its components one key: no operator's warning of a generated one.

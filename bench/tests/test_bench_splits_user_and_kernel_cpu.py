@@ -49,42 +49,35 @@ def test_own_cpu_split_adds_up() -> None:
     assert user > 0 and system >= 0
 
 
-def test_tracing_is_off_without_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(kernelprof.ENV_PERF, raising=False)
-    monkeypatch.delenv(kernelprof.ENV_STRACE, raising=False)
-    assert not kernelprof.enabled()
+def test_tracing_is_off_without_its_flags() -> None:
+    assert not kernelprof.KernelTracing().enabled
+    assert kernelprof.KernelTracing(strace=Path("/tmp/x")).enabled
 
 
-def test_traced_runs_are_indexed_with_their_figures(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(kernelprof.ENV_PERF, str(tmp_path / "perf"))
-    monkeypatch.delenv(kernelprof.ENV_STRACE, raising=False)
-    kernelprof.note("http-01-wrk", requests=200, cpu_s=0.01, user_s=0.001, sys_s=0.009)
-    kernelprof.note("http-02-engine", probes=100, cpu_s=0.02, user_s=0.01, sys_s=0.01)
+def test_traced_runs_are_indexed_with_their_figures(tmp_path: Path) -> None:
+    tracing = kernelprof.KernelTracing(perf=tmp_path / "perf")
+    kernelprof.note(tracing, "http-01-wrk", requests=200, cpu_s=0.01, user_s=0.001,
+                    sys_s=0.009)
+    kernelprof.note(tracing, "http-02-engine", probes=100, cpu_s=0.02, user_s=0.01, sys_s=0.01)
     lines = (tmp_path / "perf" / "index.jsonl").read_bytes().splitlines()
     assert [orjson.loads(x)["stem"] for x in lines] == ["http-01-wrk", "http-02-engine"]
     assert orjson.loads(lines[0])["requests"] == 200
 
 
-async def _trace_busy(tmp_path: Path) -> None:
+async def _trace_busy(tmp_path: Path, tracing: kernelprof.KernelTracing) -> None:
     """kernelprof.trace for 1 s of a process that opens and closes files, as "busy"."""
     proc = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 20\n"
                              "while time.time() < end: open('/dev/null').close()\n"])
     try:
-        await kernelprof.trace(Procs(tmp_path), proc.pid, 1.0, "busy", None)
+        await kernelprof.trace(tracing, Procs(tmp_path), proc.pid, 1.0, "busy", None)
     finally:
         proc.kill()
         proc.wait()
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
-async def test_strace_counts_the_system_calls_of_a_running_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(kernelprof.ENV_STRACE, str(tmp_path))
-    monkeypatch.delenv(kernelprof.ENV_PERF, raising=False)
-    await _trace_busy(tmp_path)
+async def test_strace_counts_the_system_calls_of_a_running_process(tmp_path: Path) -> None:
+    await _trace_busy(tmp_path, kernelprof.KernelTracing(strace=tmp_path))
     summary = (tmp_path / "busy.strace").read_text()
     if "calls" not in summary:
         pytest.skip(f"strace could not attach here: {summary[:200]!r}")
@@ -104,18 +97,17 @@ def _perf_works() -> bool:
 
 @pytest.mark.skipif(not _perf_works(), reason="perf not usable here")
 async def test_perf_profiles_a_running_process_and_divides_its_time_per_operation(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setenv(kernelprof.ENV_PERF, str(tmp_path))
-    monkeypatch.delenv(kernelprof.ENV_STRACE, raising=False)
-    await _trace_busy(tmp_path)
+    tracing = kernelprof.KernelTracing(perf=tmp_path)
+    await _trace_busy(tmp_path, tracing)
     if not (tmp_path / "busy.data").exists():
         pytest.skip("perf record could not attach here")
     stat = (tmp_path / "busy.stat").read_text()
     assert "context-switches" in stat
     assert "raw_syscalls" not in stat  # tracepoints would cost the profiled process
     # 1 s of CPU over 1,000 operations: 1,000 us each, split by the profile's shares.
-    kernelprof.note("busy", probes=1000, cpu_s=1.0, user_s=0.5, sys_s=0.5)
+    kernelprof.note(tracing, "busy", probes=1000, cpu_s=1.0, user_s=0.5, sys_s=0.5)
     table = kernelprof.summarize(tmp_path)
     top = (tmp_path / "busy-top.txt").read_text()
     assert "== by shared object" in top and "[kernel.kallsyms]" in top

@@ -66,6 +66,31 @@ def parser(prog: str = "upwatch-bench") -> argparse.ArgumentParser:
     p.add_argument("--assertions", type=float, default=None, metavar="SHARE",
                    help="http: what requests and assertions cost "
                         "(upwatch_bench/scenarios/assertions.py)")
+    p.add_argument("--database-url", default=None, metavar="DSN",
+                   help="an existing PostgreSQL server whose role may create databases: a "
+                        "fresh database is made there and dropped at the end (default: a "
+                        "fresh embedded server)")
+    tracers = p.add_argument_group(
+        "tracers", "opt-in profiles of the measured windows (upwatch_bench/tracers/); "
+                   "they slow what they trace: quote figures from untraced runs")
+    tracers.add_argument("--profile", default=None, metavar="DIR",
+                         help="py-spy over each measured window into DIR")
+    tracers.add_argument("--profile-native", action="store_true",
+                         help="--profile with C frames (py-spy pauses the process to sample)")
+    tracers.add_argument("--cprofile", default=None, metavar="DIR",
+                         help="cProfile of each engine, deliverer and API window into DIR")
+    tracers.add_argument("--perf", default=None, metavar="DIR",
+                         help="perf record and perf stat of each engine window and wrk run "
+                              "into DIR (python -m upwatch_bench.tracers.kernelprof DIR "
+                              "sums them up)")
+    tracers.add_argument("--perf-callgraph", default=None, metavar="MODE",
+                         help="--perf: perf record --call-graph MODE (e.g. dwarf; "
+                              "default -g)")
+    tracers.add_argument("--strace", default=None, metavar="DIR",
+                         help="strace -c and perf stat's tracepoint counts instead, into DIR")
+    tracers.add_argument("--callgrind", default=None, metavar="DIR",
+                         help="every engine child under valgrind's callgrind, files into DIR: "
+                              "instructions per probe")
     return p
 
 

@@ -1,6 +1,6 @@
 """A fresh database for each bench run, and the set-based SQL that fills it.
 
-Without ``UPWATCH_BENCH_DATABASE_URL`` an embedded PostgreSQL is started in the run's
+Without ``--database-url`` an embedded PostgreSQL is started in the run's
 temporary directory (fsync off: a benchmark measures our code, not the disk) and destroyed
 at the end. With it, that server must let the role create databases: a database
 ``upwatch_bench_<random>`` is created there, migrated, and dropped at the end.
@@ -27,8 +27,6 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 log = logging.getLogger(__name__)
-
-ENV_DSN = "UPWATCH_BENCH_DATABASE_URL"
 
 SQL_INSERT_MONITORS = """
 INSERT INTO monitors (account_id, identifier, alias, url, scheme, host, port)
@@ -127,9 +125,9 @@ class BenchDatabase:
     """``await start()`` gives the DSN of a fresh, migrated database; ``await close()``
     drops it (and the embedded server)."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, external: str | None = None) -> None:
         self._workdir = workdir
-        self._external = os.environ.get(ENV_DSN) or None
+        self._external = external
         self._server: Any = None
         self.admin_dsn = ""
         self.dsn = ""

@@ -65,7 +65,9 @@ class Bench:
         self.engine_cpus, self.other_cpus = _cores()
         self.workdir = Path(tempfile.mkdtemp(prefix="upwatch-bench-"))
         self.procs = Procs(self.workdir)
-        self.db = BenchDatabase(self.workdir)
+        self.db = BenchDatabase(self.workdir, external=opts.database_url)
+        self.kernel_tracing = kernelprof.KernelTracing(
+            perf=opts.perf_dir, strace=opts.strace_dir, callgraph=opts.perf_callgraph)
         self.store: Any = None
         self.notes: list[str] = []
         self.certs: CertFiles | None = None
@@ -220,13 +222,13 @@ class Window:
 
 
 def cprofile_path(b: Bench, w: Window) -> str | None:
-    """``UPWATCH_BENCH_CPROFILE=DIR``: cProfile each engine window into DIR (pstats files)."""
-    value = os.environ.get("UPWATCH_BENCH_CPROFILE")
-    if not value:
+    """``--cprofile DIR``: the pstats file of this window in DIR (None without the flag)."""
+    out_dir = b.opts.cprofile_dir
+    if out_dir is None:
         return None
-    Path(value).mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     name = w.name.replace(" ", "-").replace(",", "").replace("%", "pct")
-    return str(Path(value) / f"{b.opts.scenario}-{name}.pstats")
+    return str(out_dir / f"{b.opts.scenario}-{name}.pstats")
 
 
 def load_window(b: Bench, name: str) -> Window:
@@ -250,9 +252,9 @@ def capacity_window(b: Bench, name: str, demand_per_s: float) -> Window:
 
 
 def profile_window(b: Bench, child: Child, w: Window) -> asyncio.Task[Any] | None:
-    """With UPWATCH_BENCH_PROFILE set: py-spy over the child's measured window (it starts
+    """With ``--profile DIR``: py-spy over the child's measured window (it starts
     ``warmup`` seconds after the child said ``loaded``)."""
-    out_dir = pyspy.profile_dir()
+    out_dir = b.opts.profile_dir
     if out_dir is None:
         return None
     name = w.name.replace(" ", "-").replace(",", "").replace("%", "pct")
@@ -261,24 +263,24 @@ def profile_window(b: Bench, child: Child, w: Window) -> asyncio.Task[Any] | Non
         await asyncio.sleep(w.warmup)
         return await pyspy.record(
             b.procs, child.pid, w.duration, out_dir / f"{b.opts.scenario}-{name}.txt",
-            b.other_cpus, native=bool(os.environ.get(pyspy.ENV_PROFILE + "_NATIVE")))
+            b.other_cpus, native=b.opts.profile_native)
 
     return asyncio.create_task(go())
 
 
 def kernel_trace(b: Bench, pid: int, seconds: float, name: str, *,
                   delay: float = 0.0) -> tuple[str, asyncio.Task[Any] | None]:
-    """With UPWATCH_BENCH_PERF or UPWATCH_BENCH_STRACE set: perf or strace over ``pid``
+    """With ``--perf DIR`` or ``--strace DIR``: perf or strace over ``pid``
     for ``seconds``, ``delay`` seconds from now (upwatch_bench/tracers/kernelprof.py)."""
     b.seq += 1
     stem = f"{b.opts.scenario}-{b.seq:02d}-" + "".join(
         c if c.isalnum() else "-" for c in name).strip("-")
-    if not kernelprof.enabled():
+    if not b.kernel_tracing.enabled:
         return stem, None
 
     async def go() -> None:
         await asyncio.sleep(delay)
-        await kernelprof.trace(b.procs, pid, seconds, stem, b.other_cpus)
+        await kernelprof.trace(b.kernel_tracing, b.procs, pid, seconds, stem, b.other_cpus)
 
     return stem, asyncio.create_task(go())
 
@@ -322,9 +324,9 @@ async def run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
         await finish_profile(prof)
         if ktrace is not None:
             await finish_profile(ktrace)
-            kernelprof.note(kstem, probes=sum(res["probes"].values()), seconds=res["seconds"],
-                            cpu_s=res["cpu_s"], user_s=res.get("user_s"),
-                            sys_s=res.get("sys_s"))
+            kernelprof.note(b.kernel_tracing, kstem, probes=sum(res["probes"].values()),
+                            seconds=res["seconds"], cpu_s=res["cpu_s"],
+                            user_s=res.get("user_s"), sys_s=res.get("sys_s"))
     finally:
         await b.procs.stop(child)
     if cg_out is not None:
@@ -340,13 +342,12 @@ async def run_engine(b: Bench, w: Window, *, write_capacity_s: float = 0.0,
 
 
 def _callgrind_path(b: Bench, w: Window) -> Path | None:
-    """``UPWATCH_BENCH_CALLGRIND=DIR``: the callgrind output file of this engine window."""
-    out_dir = callgrind.callgrind_dir()
+    """``--callgrind DIR``: the callgrind output file of this engine window."""
+    out_dir = b.opts.callgrind_dir
     if out_dir is None:
         return None
     if not callgrind.available():
-        raise BenchError(f"{callgrind.ENV_CALLGRIND} needs valgrind (Debian: apt-get install"
-                         " valgrind)")
+        raise BenchError("--callgrind needs valgrind (Debian: apt-get install valgrind)")
     out_dir.mkdir(parents=True, exist_ok=True)
     b.seq += 1
     name = w.name.replace(" ", "-").replace(",", "").replace("%", "pct")
@@ -437,7 +438,7 @@ def engine_figures(res: dict[str, Any], kind: str) -> dict[str, Any]:
     total = sum(v for k, v in probes.items() if k.startswith(kind + ","))
     ok = probes.get(f"{kind},ok", 0.0)
     extra = {}
-    if res.get("instructions_per_probe") is not None:  # UPWATCH_BENCH_CALLGRIND
+    if res.get("instructions_per_probe") is not None:  # --callgrind
         for key in ("instructions_per_probe", "instructions_per_answered_probe",
                     "callgrind_probes", "callgrind_unanswered"):
             extra[key] = res.get(key)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 
 class BenchError(Exception):
@@ -34,6 +36,16 @@ class Options:
     probe_timeout: float | None = None  # the engine's probe timeout (None: 10 s, quick 2 s)
     # The engine's probe_batch_ms (engine/probes/reactor.py); None: the engine's default.
     probe_batch_ms: float | None = None
+    # An existing PostgreSQL server instead of a fresh embedded one (None: embedded).
+    database_url: str | None = None
+    # Opt-in tracers of the measured windows (upwatch_bench/tracers/): output directories.
+    profile_dir: Path | None = None  # py-spy
+    profile_native: bool = False  # py-spy with C frames
+    cprofile_dir: Path | None = None
+    perf_dir: Path | None = None
+    perf_callgraph: str | None = None  # perf record --call-graph MODE (None: -g)
+    strace_dir: Path | None = None
+    callgrind_dir: Path | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
@@ -79,7 +91,27 @@ class Options:
             probe_timeout=_positive(getattr(args, "probe_timeout", None), "--probe-timeout",
                                     300.0),
             probe_batch_ms=_batch_ms(getattr(args, "probe_batch_ms", None)),
+            database_url=getattr(args, "database_url", None) or None,
+            profile_dir=_path(getattr(args, "profile", None)),
+            profile_native=_needs(bool(getattr(args, "profile_native", False)),
+                                  getattr(args, "profile", None), "--profile-native", "--profile"),
+            cprofile_dir=_path(getattr(args, "cprofile", None)),
+            perf_dir=_path(getattr(args, "perf", None)),
+            perf_callgraph=_needs(getattr(args, "perf_callgraph", None),
+                                  getattr(args, "perf", None), "--perf-callgraph", "--perf"),
+            strace_dir=_path(getattr(args, "strace", None)),
+            callgrind_dir=_path(getattr(args, "callgrind", None)),
         )
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def _needs(value: Any, other: str | None, flag: str, needed: str) -> Any:
+    if value and not other:
+        raise BenchError(f"{flag} needs {needed}")
+    return value
 
 
 def _names_cost_pairs(value: int | None, names: bool) -> int | None:

@@ -38,7 +38,7 @@ async def _serve(cfg: dict[str, Any]) -> None:
         async for msg in commands():
             if msg.get("cmd") == "mark":
                 tag = str(msg.get("tag"))
-                # UPWATCH_BENCH_CPROFILE: a deterministic profile of each load run, from
+                # --cprofile: a deterministic profile of each load run, from
                 # its "start" mark to its "end" mark.
                 if profiler is not None and tag.endswith("end"):
                     profiler.disable()

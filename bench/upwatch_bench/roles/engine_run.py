@@ -123,7 +123,7 @@ class GcTimer:
 
 
 def _cprofile_start(cfg: dict[str, Any]) -> Any:
-    """With ``cprofile`` in the config (UPWATCH_BENCH_CPROFILE): a deterministic profile of
+    """With ``cprofile`` in the config (--cprofile): a deterministic profile of
     the measured window. It slows the process down (about 2x for Python code), so the run's
     figures are not to be quoted; the call counts and the split between functions are."""
     if not cfg.get("cprofile"):
@@ -553,7 +553,7 @@ async def _deliverer(cfg: dict[str, Any]) -> None:
         emit("ready")
         async for msg in commands():
             if msg.get("cmd") == "mark":
-                # cProfile (UPWATCH_BENCH_CPROFILE) covers the window between these marks.
+                # cProfile (--cprofile) covers the window between these marks.
                 if msg.get("tag") == "start":
                     profiler = _cprofile_start(cfg)
                 elif msg.get("tag") == "end":

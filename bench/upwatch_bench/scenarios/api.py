@@ -188,7 +188,7 @@ async def scenario_api(b: Bench) -> dict[str, Any]:
 
     port = layout.free_port(layout.API_HOST)
     base = f"http://{layout.API_HOST}:{port}"
-    cprofile_dir = os.environ.get("UPWATCH_BENCH_CPROFILE")
+    cprofile_dir = str(opts.cprofile_dir) if opts.cprofile_dir is not None else None
     if cprofile_dir:
         os.makedirs(cprofile_dir, exist_ok=True)
     server = await b.procs.spawn(

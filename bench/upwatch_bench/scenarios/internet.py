@@ -62,7 +62,6 @@ from upwatch_bench.harness import (
 from upwatch_bench.limits import run_s_time, run_wrk
 from upwatch_bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
 from upwatch_bench.stats import per, ratio, summary_ms, time_wait_sockets
-from upwatch_bench.tracers import callgrind
 from upwatch_bench.world import (
     ADDRESS,
     BODY_BYTES,
@@ -85,7 +84,7 @@ MEAN_BODY = sum(BODY_BYTES) // 2  # the world's mean body (uniform sizes)
 # connections are both counted exactly, so CPU per connection does not depend on it).
 S_TIME_ROUNDS = 2
 S_TIME_RUN_S = 1.0
-# Under UPWATCH_BENCH_CALLGRIND: seconds of the short and the long s_time run per kind.
+# Under --callgrind: seconds of the short and the long s_time run per kind.
 S_TIME_CALLGRIND_RUNS_S = (2, 6)
 # What each s_time run of a round does: (mode, -reuse, -www of the mean page).
 S_TIME_MODES = (("new", False, False), ("reuse", True, False), ("new_www", False, True),
@@ -581,8 +580,8 @@ async def https_window(b: Bench, world: World, certs: WorldCerts, sampler: Sampl
     https = per(res2["cpu_s"], p2)
     out = {"https_only": only, "https_cpu_s_per_probe": https, "s_time_rounds": rounds,
            **s_time_figures(https, only["tls_resumed_ratio"], rounds, bracket.halves(slices))}
-    cg_dir = callgrind.callgrind_dir()
-    if cg_dir is not None:  # UPWATCH_BENCH_CALLGRIND
+    cg_dir = b.opts.callgrind_dir
+    if cg_dir is not None:  # --callgrind
         for key in ("instructions_per_probe", "instructions_per_answered_probe",
                     "callgrind_unanswered"):
             only[key] = res2.get(key)
@@ -593,7 +592,7 @@ async def https_window(b: Bench, world: World, certs: WorldCerts, sampler: Sampl
 
 async def _s_time_instructions(b: Bench, world: World, directory: Path,
                                probe: int | None) -> dict[str, Any]:
-    """Under ``UPWATCH_BENCH_CALLGRIND``: ``s_time -reuse -www`` of the world's mean page,
+    """Under ``--callgrind``: ``s_time -reuse -www`` of the world's mean page,
     under callgrind against each TLS server kind, and the HTTPS-only window's instructions
     per answered probe against their mean (its probes spread evenly over the kinds, as in
     s_time_figures). Instructions do not move with the machine's load as its CPU seconds
@@ -885,7 +884,7 @@ def table(rec: dict[str, Any]) -> str:
         row(f"  probe vs -{mode}: before/after/each",
             f"{fmt(rat.get('before'))}x / {fmt(rat.get('after'))}x / "
             + ", ".join(f"{fmt(v)}" for v in rat.get("rounds") or []))
-    if only.get("instructions_per_answered_probe") is not None:  # UPWATCH_BENCH_CALLGRIND
+    if only.get("instructions_per_answered_probe") is not None:  # --callgrind
         mean = rec.get("s_time_reuse_www_instructions_mean")
         row("instructions: HTTPS probe / s_time -reuse -www (mean)",
             f"{only['instructions_per_answered_probe']:,} / "

@@ -80,7 +80,7 @@ async def names_cost(b: Bench, account_id: int, ports: layout.Ports,
                       rec: dict[str, Any]) -> dict[str, Any]:
     """``--names-cost PAIRS``: only interleaved capacity pairs, names against IP literals,
     the same probes in flight both ways: CPU per probe (probes per CPU second) and, under
-    ``UPWATCH_BENCH_CALLGRIND``, user-space instructions per answered probe."""
+    ``--callgrind``, user-space instructions per answered probe."""
     opts = b.opts
     pairs = opts.names_cost or 1
     rate = opts.rate if opts.rate is not None else 30_000.0

@@ -210,7 +210,7 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             rec["literals_capacity_runs_probes_per_cpu_s"] = [
                 c["probes_per_cpu_s"] for c in literal_runs]
             rec["literals_capacity_error_rates"] = [c["error_rate"] for c in literal_runs]
-            if "instructions_per_probe" in literal_runs[0]:  # UPWATCH_BENCH_CALLGRIND
+            if "instructions_per_probe" in literal_runs[0]:  # --callgrind
                 rec["literals_capacity_runs_instructions_per_probe"] = [
                     c.get("instructions_per_probe") for c in literal_runs]
             rec["names_cost_vs_literals_pairs"] = cost
@@ -220,7 +220,7 @@ async def scenario_engine(b: Bench) -> dict[str, Any]:
             rec["names_vs_literals_in_flight_mean"] = [
                 [c.get("in_flight_mean"), lit.get("in_flight_mean")]
                 for c, lit in zip(cap_runs, literal_runs, strict=True)]
-        if "instructions_per_probe" in cfig:  # UPWATCH_BENCH_CALLGRIND
+        if "instructions_per_probe" in cfig:  # --callgrind
             rec["capacity"]["runs_instructions_per_probe"] = [
                 c.get("instructions_per_probe") for c in cap_runs]
         bcap = baseline_figures(await run_baseline(
@@ -306,7 +306,8 @@ async def _run_limit(
         if task is not None:
             await finish_profile(task)
             if tool is not None:
-                kernelprof.note(stem, requests=tool.operations, seconds=tool.seconds,
-                                cpu_s=tool.cpu_s, user_s=tool.user_s, sys_s=tool.sys_s)
+                kernelprof.note(b.kernel_tracing, stem, requests=tool.operations,
+                                seconds=tool.seconds, cpu_s=tool.cpu_s, user_s=tool.user_s,
+                                sys_s=tool.sys_s)
     return tool
 

@@ -44,7 +44,7 @@ async def scenario_webhooks(b: Bench) -> dict[str, Any]:
         "producer", "producer",
         {"dsn": b.db.dsn, "account_id": account.id, "monitors": m, "rate": rate,
          "start_wall": start_wall, "end_wall": w1}, b.other_cpus)
-    # py-spy over the window (UPWATCH_BENCH_PROFILE); cProfile runs between the marks.
+    # py-spy over the window (--profile); cProfile (--cprofile) runs between the marks.
     profiling = profile_window(b, deliverer, Window(
         window.name, start_wall - time.time() + opts.warmup, opts.duration, 1.0))
 

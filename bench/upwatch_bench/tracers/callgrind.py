@@ -1,6 +1,6 @@
 """Instructions per probe: the engine child under valgrind's callgrind (a developer's tool).
 
-``UPWATCH_BENCH_CALLGRIND=DIR upwatch bench ...`` runs every engine child under
+``upwatch bench ... --callgrind DIR`` runs every engine child under
 ``valgrind --tool=callgrind --instr-atstart=no``; the child switches instrumentation on for
 its measured window only (``callgrind_control -i on|off`` on itself) and the run adds
 ``instructions_per_probe`` (user-space instructions, the child's event loop and everything
@@ -25,15 +25,8 @@ import re
 import shutil
 from pathlib import Path
 
-ENV_CALLGRIND = "UPWATCH_BENCH_CALLGRIND"
-
 # The event-count summary callgrind writes at the end of its output file.
 _TOTALS = re.compile(r"^(?:totals|summary):\s+(\d+)", re.MULTILINE)
-
-
-def callgrind_dir() -> Path | None:
-    value = os.environ.get(ENV_CALLGRIND)
-    return Path(value) if value else None
 
 
 def available() -> bool:

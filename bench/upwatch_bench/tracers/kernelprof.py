@@ -1,7 +1,7 @@
 """Kernel-side profiles of the engine at capacity and of the limit tool, taken the same way
 (developer's tools, not dependencies): where each spends its system time per probe.
 
-``UPWATCH_BENCH_PERF=DIR upwatch bench http`` attaches, from the other cores, to every
+``upwatch bench http --perf DIR`` attaches, from the other cores, to every
 measured engine window and to every ``wrk`` run:
 
 - ``perf record -g`` (cpu-clock samples, so it works in a VM without hardware counters)
@@ -9,7 +9,7 @@ measured engine window and to every ``wrk`` run:
 - ``perf stat`` with the software counts (task-clock, context switches, migrations, page
   faults) into ``DIR/<stem>.stat``.
 
-``UPWATCH_BENCH_STRACE=DIR`` attaches ``strace -c -f`` instead (``DIR/<stem>.strace``):
+``--strace DIR`` attaches ``strace -c -f`` instead (``DIR/<stem>.strace``):
 exact counts per system call, at a cost that slows the traced process severalfold, so it
 is not combined with perf in one run; and ``perf stat`` with tracepoint counts (system
 calls, softirqs run in the process's context, packets sent, wake-ups it made, resets sent)
@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,6 @@ import orjson
 
 from upwatch_bench.procs import Procs
 
-ENV_PERF = "UPWATCH_BENCH_PERF"
-ENV_STRACE = "UPWATCH_BENCH_STRACE"
 SAMPLE_HZ = 999
 # Software events (no PMU in this VM: ``cycles`` and ``instructions`` are "not
 # supported"); the tracepoints only beside strace (see the module's docstring).
@@ -64,27 +63,32 @@ _SOFTIRQ = re.compile(r"^\s*([\d.]+)%\s+[\d.]+%\s+\[k\]\s+handle_softirqs\s*$")
 _KERNEL = re.compile(r"^\s*([\d.]+)%\s+\[kernel\.kallsyms\]\s*$")
 
 
-def _dir(env: str) -> Path | None:
-    value = os.environ.get(env)
-    return Path(value) if value else None
+@dataclass(frozen=True)
+class KernelTracing:
+    """What to trace: ``perf`` and ``strace`` output directories (``--perf DIR``,
+    ``--strace DIR``; None: not that tool) and ``perf record``'s call-graph mode
+    (``--perf-callgraph dwarf``: stacks through code built without frame pointers, such as
+    libpython, OpenSSL and libc, at the cost of a much larger data file; None: ``-g``)."""
+
+    perf: Path | None = None
+    strace: Path | None = None
+    callgraph: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.perf is not None or self.strace is not None
 
 
-def enabled() -> bool:
-    """True when a perf or strace directory is set."""
-    return _dir(ENV_PERF) is not None or _dir(ENV_STRACE) is not None
-
-
-async def trace(procs: Procs, pid: int, seconds: float, stem: str,
+async def trace(tracing: KernelTracing, procs: Procs, pid: int, seconds: float, stem: str,
                 cpus: set[int] | None) -> None:
     """Trace ``pid`` for ``seconds`` with the tools asked for; never raises (a missing tool
     or a failed trace leaves a note on stderr, the bench goes on)."""
     try:
-        perf_dir, strace_dir = _dir(ENV_PERF), _dir(ENV_STRACE)
         jobs = []
-        if perf_dir is not None:
-            jobs.append(_perf(procs, pid, seconds, perf_dir, stem, cpus))
-        if strace_dir is not None:
-            jobs.append(_strace(procs, pid, seconds, strace_dir, stem, cpus))
+        if tracing.perf is not None:
+            jobs.append(_perf(procs, pid, seconds, tracing.perf, stem, cpus, tracing.callgraph))
+        if tracing.strace is not None:
+            jobs.append(_strace(procs, pid, seconds, tracing.strace, stem, cpus))
         await asyncio.gather(*jobs)
     except Exception as exc:  # a developer's aid: never the reason a bench fails
         os.write(2, f"upwatch bench: tracing {stem} failed: {exc}\n".encode())
@@ -95,24 +99,21 @@ def _path(out_dir: Path, name: str) -> Path:
     return out_dir / name
 
 
-def note(stem: str, **figures: Any) -> None:
+def note(tracing: KernelTracing, stem: str, **figures: Any) -> None:
     """Record the traced run's own figures (operations, CPU) in each directory's index."""
-    for d in (_dir(ENV_PERF), _dir(ENV_STRACE)):
+    for d in (tracing.perf, tracing.strace):
         if d is not None:
             with open(_path(d, "index.jsonl"), "ab") as fh:
                 fh.write(orjson.dumps({"stem": stem, **figures}) + b"\n")
 
 
 async def _perf(procs: Procs, pid: int, seconds: float, out_dir: Path, stem: str,
-                cpus: set[int] | None) -> None:
+                cpus: set[int] | None, graph: str | None) -> None:
     exe = shutil.which("perf")
     if exe is None:
         raise RuntimeError("perf is not installed (Debian: apt-get install linux-perf)")
     data = _path(out_dir, f"{stem}.data")
     secs = str(max(1, round(seconds)))
-    # UPWATCH_BENCH_PERF_CALLGRAPH=dwarf: stacks through code built without frame pointers
-    # (libpython, OpenSSL, libc), at the cost of a much larger data file.
-    graph = os.environ.get(ENV_PERF + "_CALLGRAPH")
     stacks = ["--call-graph", graph] if graph else ["-g"]
     record = [exe, "record", *stacks, "-F", str(SAMPLE_HZ), "-p", str(pid), "-o", str(data),
               "--", "sleep", secs]

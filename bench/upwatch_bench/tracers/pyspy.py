@@ -1,32 +1,24 @@
 """Optional profiles of the measured children with py-spy (a developer's tool, not a
-dependency): ``UPWATCH_BENCH_PROFILE=DIR upwatch bench ...`` records each measured window
+dependency): ``upwatch bench ... --profile DIR`` records each measured window
 of the engine (and of the baseline, the deliverer and the API server) into
 ``DIR/<scenario>-<role>.txt`` (py-spy's collapsed stacks) and writes the top lines by self
 and by total time beside it (``...-top.txt``).
 
 py-spy runs with ``--nonblocking`` (it reads the child's memory without stopping it) on the
 other cores, so the profiled run's figures move little; still, quote figures from runs
-without a profiler. ``UPWATCH_BENCH_PROFILE_NATIVE=1`` adds C frames (uvloop, OpenSSL,
+without a profiler. ``--profile-native`` adds C frames (uvloop, OpenSSL,
 the kernel entry points); py-spy then has to pause the process for every sample.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import sys
 from collections import Counter
 from pathlib import Path
 
 from upwatch_bench.procs import Procs
-
-ENV_PROFILE = "UPWATCH_BENCH_PROFILE"
-
-
-def profile_dir() -> Path | None:
-    value = os.environ.get(ENV_PROFILE)
-    return Path(value) if value else None
 
 
 def pyspy_path() -> str | None:
