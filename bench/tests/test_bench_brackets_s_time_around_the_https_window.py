@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from upwatch_bench import bracket
-from upwatch_bench.scenarios.internet import S_TIME_MEANS, s_time_by_kind, s_time_figures
+from upwatch_bench.scenarios.internet_stime import S_TIME_MEANS, s_time_by_kind, s_time_figures
 from upwatch_bench.world import SERVER_KINDS
 
 TLS12 = [k for k in SERVER_KINDS if k.startswith("tls12")]
@@ -137,7 +137,7 @@ def test_the_engine_window_in_slices_and_halves() -> None:
 def test_the_rounds_before_wait_for_the_database_to_settle_within_a_limit() -> None:
     import asyncio
 
-    from upwatch_bench.scenarios.internet import Sampler
+    from upwatch_bench.sampler import Sampler
 
     sampler = Sampler(lambda: {}, lambda: None)
     # The database used 0.5 cores, then went quiet: 0.05 cores over the last 2 s.
@@ -158,7 +158,8 @@ def test_the_rounds_before_wait_for_the_database_to_settle_within_a_limit() -> N
 
 
 def test_under_callgrind_the_probe_is_held_to_s_time_in_instructions_over_every_kind() -> None:
-    from upwatch_bench.scenarios.internet import s_time_instruction_figures, table
+    from upwatch_bench.scenarios.internet_stime import s_time_instruction_figures
+    from upwatch_bench.scenarios.internet_table import table
 
     by_kind: dict[str, dict[str, Any] | None] = {
         k: {"instructions": 1_000_000.0 * (2 if k.startswith("tls13") else 1),

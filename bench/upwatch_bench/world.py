@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 ZONE: Final = "internet.test"
+INTERVAL_S: Final = 60  # every monitor's interval (before the run's time scale)
 _M64: Final = (1 << 64) - 1
 
 # The four TLS server kinds (nginx), their protocol and certificate key.

@@ -57,7 +57,7 @@ def table(rec: dict[str, Any]) -> str:
 
         return assertions_table(rec)
     if rec.get("scenario") == "internet":
-        from upwatch_bench.scenarios.internet import table as internet_table
+        from upwatch_bench.scenarios.internet_table import table as internet_table
 
         return internet_table(rec)
     from upwatch_bench.report import table as common_table

@@ -43,12 +43,10 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from upwatch_bench import bracket, layout, report
+from upwatch_bench import bracket, layout
 from upwatch_bench.certs import WorldCerts, make_world_certs
 from upwatch_bench.database import seed_monitors
 from upwatch_bench.harness import (
@@ -59,14 +57,23 @@ from upwatch_bench.harness import (
     dns_figures,
     run_engine,
 )
-from upwatch_bench.limits import run_s_time, run_wrk
+from upwatch_bench.limits import run_wrk
 from upwatch_bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
+from upwatch_bench.sampler import Sampler
+from upwatch_bench.scenarios.internet_stime import (
+    S_TIME_ROUNDS,
+    s_time_by_kind,
+    s_time_figures,
+    s_time_instructions,
+    s_time_rounds,
+)
+from upwatch_bench.scenarios.internet_table import targets
 from upwatch_bench.stats import per, ratio, summary_ms, time_wait_sockets
 from upwatch_bench.world import (
     ADDRESS,
-    BODY_BYTES,
     EXPECTED_WORDS,
     FAILING_KINDS,
+    INTERVAL_S,
     KEY_TYPE,
     KINDS,
     SERVER_KINDS,
@@ -75,26 +82,8 @@ from upwatch_bench.world import (
     index_of,
 )
 
-INTERVAL_S = 60
 HTTPS_SHARE_SCALE = 4  # step 2: a quarter of the HTTPS monitors at a quarter of the interval
 _SAMPLES = 3  # distinct reason words kept per kind
-MEAN_BODY = sum(BODY_BYTES) // 2  # the world's mean body (uniform sizes)
-# s_time rounds on each side of the HTTPS-only window (--quick: one, after it), each run of a
-# round ``-time 1`` (s_time counts whole seconds: a run lasts 1-2 s; its CPU and its
-# connections are both counted exactly, so CPU per connection does not depend on it).
-S_TIME_ROUNDS = 2
-S_TIME_RUN_S = 1.0
-# Under --callgrind: seconds of the short and the long s_time run per kind.
-S_TIME_CALLGRIND_RUNS_S = (2, 6)
-# What each s_time run of a round does: (mode, -reuse, -www of the mean page).
-S_TIME_MODES = (("new", False, False), ("reuse", True, False), ("new_www", False, True),
-                ("reuse_www", True, True))
-# The kinds each mode runs against, whose mean is the mode's figure: without -www, s_time
-# -reuse resumes TLS 1.2 only (it takes its session before a TLS 1.3 ticket arrives;
-# i15-resume's section), so it is not run against TLS 1.3 (its figure there is None).
-S_TIME_MEANS = {"new": SERVER_KINDS,
-                "reuse": tuple(k for k in SERVER_KINDS if k.startswith("tls12")),
-                "new_www": SERVER_KINDS, "reuse_www": SERVER_KINDS}
 HTTPS_SLICES = 4  # the HTTPS-only window read in quarters too
 # Before the first s_time rounds: the database below this many cores over 2 s (the HTTPS
 # window's writes take ~0.04), waiting at most so long.
@@ -150,86 +139,6 @@ async def scenario_internet(b: Bench) -> dict[str, Any]:
         await server.stop()
 
 
-class Sampler:
-    """Every half second: the busy share of each core (``/proc/stat``) and the CPU seconds of
-    the world's processes (nginx, its backend, the DNS server, the database), so a window
-    can say which side was saturated."""
-
-    def __init__(self, pids: Callable[[], dict[str, list[int]]],
-                 db_cpu: Callable[[], float | None]) -> None:
-        self._pids = pids
-        self._db_cpu = db_cpu
-        self.samples: list[tuple[float, dict[str, tuple[float, float]], dict[str, float]]] = []
-
-    @staticmethod
-    def _cores() -> dict[str, tuple[float, float]]:
-        out: dict[str, tuple[float, float]] = {}
-        with contextlib.suppress(OSError), open("/proc/stat", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("cpu") and line[3:4].isdigit():
-                    name, *fields = line.split()
-                    values = [float(x) for x in fields[:8]]
-                    out[name] = (sum(values) - values[3] - values[4], sum(values))
-        return out
-
-    def _processes(self) -> dict[str, float]:
-        from upwatch_bench.database import CLK_TCK
-
-        out: dict[str, float] = {}
-        for name, pids in self._pids().items():
-            total = 0.0
-            for pid in pids:
-                with contextlib.suppress(OSError, IndexError, ValueError):
-                    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-                        fields = fh.read().rsplit(")", 1)[1].split()
-                    total += (int(fields[11]) + int(fields[12])) / CLK_TCK
-            out[name] = total
-        db = self._db_cpu()
-        if db is not None:
-            out["database"] = db
-        return out
-
-    async def run(self) -> None:
-        while True:
-            self.samples.append((time.time(), self._cores(), self._processes()))
-            await asyncio.sleep(0.5)
-
-    def recent_cores(self, name: str, seconds: float) -> float | None:
-        """Cores process group ``name`` used over the last ``seconds`` of samples (None
-        until there are two samples that far apart)."""
-        if not self.samples:
-            return None
-        last = self.samples[-1]
-        first = next((s for s in reversed(self.samples) if last[0] - s[0] >= seconds), None)
-        if first is None or name not in last[2] or name not in first[2]:
-            return None
-        return (last[2][name] - first[2][name]) / (last[0] - first[0])
-
-    async def settle(self, name: str, below: float, seconds: float, limit: float) -> float:
-        """Wait, at most ``limit`` seconds, until ``name`` used fewer than ``below`` cores
-        over the last ``seconds`` (not at all when it is not sampled: a database elsewhere);
-        the seconds waited."""
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        while loop.time() - start < limit:
-            if self.samples and name not in self.samples[-1][2]:
-                break
-            used = self.recent_cores(name, seconds)
-            if used is not None and used < below:
-                break
-            await asyncio.sleep(0.5)  # the next sample; a bounded poll of a reading
-        return round(loop.time() - start, 1)
-
-    def window(self, start: float, end: float) -> dict[str, Any]:
-        """Core busy shares and the processes' cores used between two wall times."""
-        inside = [s for s in self.samples if start <= s[0] <= end]
-        if len(inside) < 2:
-            return {}
-        (t0, c0, p0), (t1, c1, p1) = inside[0], inside[-1]
-        cores = {k: round((c1[k][0] - c0[k][0]) / (c1[k][1] - c0[k][1]), 3)
-                 for k in c1 if k in c0 and c1[k][1] > c0[k][1]}
-        procs = {k: round((p1[k] - p0.get(k, 0.0)) / (t1 - t0), 3) for k in p1}
-        return {"cores_busy": cores, "world_cpu_cores": procs}
 
 
 def _is_root() -> bool:
@@ -425,102 +334,6 @@ async def _limits(b: Bench, world: World) -> dict[str, Any]:
     return {"wrk": wrk.to_dict() if wrk is not None else None}
 
 
-async def _s_time_round(b: Bench, world: World, certs: WorldCerts, sampler: Sampler,
-                        side: str, reverse: bool) -> dict[str, Any]:
-    """One round of s_time runs (every mode of S_TIME_MODES against every TLS server kind,
-    ``reverse``: the kinds in the other order, so that a drift inside a round does not
-    always fall on the same kind), pinned to the engine's core: per mode and kind the CPU
-    per connection, the connections and how many resumed; the machine around it (the
-    cores' busy shares, the world's processes, TIME_WAIT sockets at its start and end)."""
-    page = f"/w/0/{MEAN_BODY}"
-    kinds = SERVER_KINDS[::-1] if reverse else SERVER_KINDS
-    cpu: dict[str, dict[str, float | None]] = {m[0]: {} for m in S_TIME_MODES}
-    user: dict[str, dict[str, float | None]] = {m[0]: {} for m in S_TIME_MODES}
-    system: dict[str, dict[str, float | None]] = {m[0]: {} for m in S_TIME_MODES}
-    ops: dict[str, dict[str, int]] = {m[0]: {} for m in S_TIME_MODES}
-    resumed: dict[str, dict[str, int | None]] = {m[0]: {} for m in S_TIME_MODES}
-    wall0, tw0 = time.time(), time_wait_sockets()
-    for kind in kinds:
-        for mode, reuse, www in S_TIME_MODES:
-            if kind not in S_TIME_MEANS[mode]:
-                continue
-            b.progress.phase(f"limit: openssl s_time -{mode} ({kind}), {side} the HTTPS "
-                             "window", S_TIME_RUN_S + 0.5)
-            tool = await run_s_time(b.procs, ADDRESS[kind], world.https_port,
-                                    seconds=S_TIME_RUN_S, cpus=b.engine_cpus, cafile=certs.ca,
-                                    reuse=reuse, www=page if www else None)
-            cpu[mode][kind] = None if tool is None else per(tool.cpu_s, tool.operations)
-            user[mode][kind] = None if tool is None else per(tool.user_s, tool.operations)
-            system[mode][kind] = None if tool is None else per(tool.sys_s, tool.operations)
-            ops[mode][kind] = 0 if tool is None else tool.operations
-            resumed[mode][kind] = None if tool is None else tool.resumed
-    wall1 = time.time()
-    return {"side": side, "wall": [round(wall0, 3), round(wall1, 3)],
-            "time_wait": [tw0, time_wait_sockets()], "cpu_s_per_op": cpu,
-            "user_s_per_op": user, "sys_s_per_op": system,
-            "operations": ops, "resumed": resumed, **sampler.window(wall0, wall1)}
-
-
-async def _s_time_rounds(b: Bench, world: World, certs: WorldCerts, sampler: Sampler,
-                         side: str, count: int) -> list[dict[str, Any]]:
-    """``count`` rounds; the kinds' order alternates, mirrored after the window (before:
-    forward, reversed; after: reversed, forward)."""
-    first = side == "after"
-    return [await _s_time_round(b, world, certs, sampler, side, (i % 2 == 0) == first)
-            for i in range(count)]
-
-
-def s_time_figures(https: float | None, share: float | None, rounds: list[dict[str, Any]],
-                   halves: list[float | None] | None = None) -> dict[str, Any]:
-    """The record's s_time figures and the HTTPS probe's ratios to them (``https``: its CPU
-    per probe; ``share``: its resumed share; ``halves``: its CPU per probe in each half of
-    its window) from the rounds bracketing its window: each mode's figure is the median
-    over rounds of the round's mean over its kinds (S_TIME_MEANS), each kind's the median
-    of its runs."""
-    figs = bracket.aggregate(rounds, S_TIME_MEANS, SERVER_KINDS)
-    new, reuse = figs["new"]["by_kind"], figs["reuse"]["by_kind"]
-    new_www, reuse_www = figs["new_www"]["median"], figs["reuse_www"]["median"]
-    out: dict[str, Any] = {
-        "s_time_new_cpu_s": new,
-        "s_time_reuse_cpu_s": reuse,
-        # The engine's HTTPS probes spread evenly over the four kinds: against the kinds' mean.
-        "https_vs_s_time_new": ratio(https, figs["new"]["median"]),
-        "https_vs_s_time_new_by_kind": {k: ratio(https, v) for k, v in new.items()},
-        "https_vs_s_time_reuse": ratio(https, figs["reuse"]["median"]),
-        # Like with like: s_time fetching the world's mean page, full and resumed, weighted
-        # by the HTTPS window's resumed share and by the issue's targets (1.0x -new, 1.2x
-        # -reuse).
-        "s_time_www_path": f"/w/0/{MEAN_BODY}",
-        "s_time_new_www_cpu_s": new_www,
-        "s_time_reuse_www_cpu_s": reuse_www,
-        "https_vs_s_time_new_www": ratio(https, new_www),
-        "https_vs_s_time_reuse_www": ratio(https, reuse_www),
-        "https_vs_s_time_www_targets": (
-            ratio(https, (1 - share) * new_www + share * 1.2 * reuse_www)
-            if share is not None and new_www is not None and reuse_www is not None
-            else None),
-        # User and kernel time apart (medians over rounds as above): where the probe's
-        # surplus over s_time lies.
-        "s_time_user_sys_s": {part: {m: f["median"] for m, f in bracket.aggregate(
-            [{"side": r.get("side"), "cpu_s_per_op": r.get(f"{part}_s_per_op") or {}}
-             for r in rounds], S_TIME_MEANS, SERVER_KINDS).items()}
-            for part in ("user", "sys")},
-        # Every round's figures, their spread, and the ratio to each side and each round.
-        "s_time_figures": figs,
-        "https_vs_s_time_rounds": bracket.ratios(https, figs, halves or []),
-    }
-    return out
-
-
-def s_time_by_kind(figs: dict[str, Any], rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per TLS server kind and s_time mode: the median CPU per connection over the rounds,
-    and the connections made and resumed in all of them."""
-    return {kind: {mode: {"cpu_s_per_op": figs[mode]["by_kind"][kind],
-                          "operations": sum(r["operations"][mode].get(kind) or 0
-                                            for r in rounds),
-                          "resumed": sum(r["resumed"][mode].get(kind) or 0 for r in rounds)}
-                   for mode, _, _ in S_TIME_MODES}
-            for kind in SERVER_KINDS}
 
 
 async def _dns_timeline(b: Bench, start: float, end: float) -> list[list[float]] | None:
@@ -546,7 +359,7 @@ async def https_window(b: Bench, world: World, certs: WorldCerts, sampler: Sampl
     if not b.opts.quick:
         b.progress.phase("waiting for the database to settle", DB_SETTLE_LIMIT_S)
         settled = await sampler.settle("database", DB_SETTLED_CORES, 2.0, DB_SETTLE_LIMIT_S)
-    rounds = await _s_time_rounds(b, world, certs, sampler, "before",
+    rounds = await s_time_rounds(b, world, certs, sampler, "before",
                                   0 if b.opts.quick else S_TIME_ROUNDS)
     ts2 = b.opts.time_scale / HTTPS_SHARE_SCALE
     # As long as the first window: at 10 s, two runs of the same tree read 802 and 952 us a
@@ -554,7 +367,7 @@ async def https_window(b: Bench, world: World, certs: WorldCerts, sampler: Sampl
     w2 = Window("engine, HTTPS only", INTERVAL_S * ts2 + 1.0, b.opts.duration, ts2)
     res2 = await run_engine(b, w2, dns_warm_s=0.0, settings=extra, slices=HTTPS_SLICES)
     time_wait = time_wait_sockets()
-    rounds += await _s_time_rounds(b, world, certs, sampler, "after",
+    rounds += await s_time_rounds(b, world, certs, sampler, "after",
                                    1 if b.opts.quick else S_TIME_ROUNDS)
     p2 = sum(res2["probes"].values())
     failed2 = sum(v for k, v in res2["probes"].items() if not k.endswith(",ok"))
@@ -585,52 +398,11 @@ async def https_window(b: Bench, world: World, certs: WorldCerts, sampler: Sampl
         for key in ("instructions_per_probe", "instructions_per_answered_probe",
                     "callgrind_unanswered"):
             only[key] = res2.get(key)
-        out.update(await _s_time_instructions(b, world, cg_dir,
+        out.update(await s_time_instructions(b, world, cg_dir,
                                               only["instructions_per_answered_probe"]))
     return out
 
 
-async def _s_time_instructions(b: Bench, world: World, directory: Path,
-                               probe: int | None) -> dict[str, Any]:
-    """Under ``--callgrind``: ``s_time -reuse -www`` of the world's mean page,
-    under callgrind against each TLS server kind, and the HTTPS-only window's instructions
-    per answered probe against their mean (its probes spread evenly over the kinds, as in
-    s_time_figures). Instructions do not move with the machine's load as its CPU seconds
-    do; they do not see the kernel or cache misses. ``GLIBC_TUNABLES`` set to
-    ``tlsinstr.VECTOR_COPIES`` for the whole bench counts copies alike on both sides."""
-    from upwatch_bench.lab.tlsinstr import STimeFailed, measure_s_time
-
-    page = f"/w/0/{MEAN_BODY}"
-    by_kind: dict[str, dict[str, Any] | None] = {}
-    failed: dict[str, str] = {}
-    for kind in SERVER_KINDS:
-        b.progress.phase(f"s_time -reuse -www ({kind}) under callgrind", 40)
-        try:
-            by_kind[kind] = await asyncio.to_thread(
-                measure_s_time, world.https_port, "reuse", page, S_TIME_CALLGRIND_RUNS_S,
-                directory, f"reuse-www-{kind}", ADDRESS[kind])
-        except STimeFailed as e:  # recorded, not fatal to the rest of the run
-            by_kind[kind] = None
-            failed[kind] = str(e)
-    return {**s_time_instruction_figures(by_kind, probe),
-            "s_time_reuse_www_instructions_failed": failed}
-
-
-def s_time_instruction_figures(by_kind: dict[str, dict[str, Any] | None],
-                               probe: int | None) -> dict[str, Any]:
-    """The record's figures from ``s_time -reuse -www`` under callgrind per server kind
-    (None: that run failed) and the probe's instructions: the mean over the kinds (None
-    unless every kind was measured) and the probe's ratio to it."""
-    runs = [v for v in by_kind.values() if v is not None]
-    mean = bracket.complete_mean(None if (v := by_kind.get(k)) is None else v["instructions"]
-                                 for k in SERVER_KINDS)
-    return {"s_time_reuse_www_instructions": by_kind,
-            "s_time_reuse_www_instructions_mean": None if mean is None else round(mean),
-            # Connections counted and how many of them resumed (all, unless a server
-            # refused a ticket).
-            "s_time_reuse_www_instructions_resumed": [sum(v["resumed"] for v in runs),
-                                                      sum(v["connections"] for v in runs)],
-            "https_instructions_vs_s_time_reuse_www": ratio(probe, mean)}
 
 
 async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
@@ -778,128 +550,3 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
     rec["targets"] = targets(rec)
     return rec
 
-
-def targets(rec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 15's targets for the internet world."""
-    t = report.target
-    ttl = max(1.0, float(rec.get("dns_ttl_s") or 300))
-    interval = float(rec.get("interval_s") or INTERVAL_S) / max(1e-9, rec.get("time_scale", 1))
-    lat = rec.get("lateness_ms") or {}
-    return [
-        t("healthy probes failed", rec.get("healthy_failed"), "==", 0),
-        t("held (first probes done / asked)", rec.get("held"), ">=", 0.98),
-        t("scheduler lateness p99", lat.get("p99"), "<", 100.0, "ms"),
-        t("engine CPU (cores)", rec.get("cpu_utilization"), "<", 1.0),
-        t("vs baseline, per CPU s", rec.get("ratio_vs_baseline"), ">=", 5.0, "x"),
-        t("RSS per idle monitor incl. its cache entry", rec.get(
-            "rss_per_idle_monitor_with_name_bytes"), "<=", 1024, "B"),
-        t("RSS per in-flight HTTPS probe", rec.get("https_inflight_bytes"), "<=", 100_000, "B"),
-        t("HTTPS probe CPU vs s_time -new", rec.get("https_vs_s_time_new"), "<=", 1.0, "x"),
-        t("HTTPS probe CPU vs s_time -reuse (TLS 1.2)", rec.get("https_vs_s_time_reuse"), "<=",
-          1.2, "x"),
-        t("HTTPS probe CPU vs s_time -www (same page; 1.0x -new, 1.2x -reuse, by resumed share)",
-          rec.get("https_vs_s_time_www_targets"), "<=", 1.0, "x"),
-        t("DNS questions per probe (A and AAAA once per TTL)",
-          rec.get("dns_queries_per_probe"), "<=", round(2 * interval / ttl, 4)),
-    ]
-
-
-def table(rec: dict[str, Any]) -> str:
-    """The readable report of one internet run."""
-    from upwatch_bench.report import fmt, lat_text, targets_text
-
-    lines = [f"== upwatch bench internet: {rec['monitors']:,} monitors at "
-             f"{fmt(rec.get('interval_s'))} s, DNS {fmt(rec.get('dns_latency_s'))} s away "
-             f"(TTL {rec.get('dns_ttl_s')} s), {rec['duration_s']:g} s measured =="]
-
-    def row(label: str, value: str) -> None:
-        lines.append(f"  {label:<44} {value}")  # a space even after a long label
-
-    row("probes/s asked / done", f"{fmt(rec.get('probes_asked_per_s'))} / "
-        f"{fmt(rec.get('probes_per_s'))} (held {fmt(rec.get('held'))})")
-    row("CPU per probe (all / HTTPS only)", f"{fmt(rec.get('cpu_s_per_probe'), 's')} / "
-        f"{fmt(rec.get('https_cpu_s_per_probe'), 's')}")
-    row("engine CPU (cores)", fmt(rec.get("cpu_utilization")))
-    row("lateness p50 / p99 / max", lat_text(rec.get("lateness_ms")))
-    row("in flight at the end", fmt(rec.get("in_flight_at_end")))
-    row("cores busy (window)", ", ".join(
-        f"{k} {fmt(v)}" for k, v in (rec.get("cores_busy") or {}).items()))
-    row("world's processes (cores)", ", ".join(
-        f"{k} {fmt(v)}" for k, v in (rec.get("world_cpu_cores") or {}).items()))
-    row("healthy failed / degraded", f"{rec.get('healthy_failed')} / "
-        f"{rec.get('healthy_degraded')} {rec.get('healthy_failure_reasons') or ''}")
-    for kind, g in (rec.get("by_kind") or {}).items():
-        took = g.get("total_ms") or {}
-        row(f"  {kind}: failed / probes (confirmations)",
-            f"{g['failed']} / {g['probes']} ({g.get('confirmations')}), took p50/p99 "
-            f"{fmt(took.get('p50'))}/{fmt(took.get('p99'))} ms {g['reasons'][:1]}")
-    cert = rec.get("certificate_checks") or {}
-    row("  badcert certificate checks failed", f"{cert.get('failed')} / {cert.get('probes')} "
-        f"{(cert.get('reasons') or [])[:1]}")
-    row("DNS questions per probe (window / run)", f"{fmt(rec.get('dns_queries_per_probe'))} / "
-        f"{fmt(rec.get('dns_queries_per_probe_whole_run'))}")
-    row("DNS cache hit ratio", fmt(rec.get("dns_cache_hit_ratio")))
-    row("TLS resumed ratio", f"{fmt(rec.get('tls_resumed_ratio'))} "
-        f"({rec.get('tls_resumed')} of {rec.get('tls_handshakes')})")
-    row("RSS per monitor: idle + cached name = sum",
-        f"{fmt(rec.get('rss_per_monitor_before_probes_bytes'), 'B')} + "
-        f"{fmt(rec.get('dns_cache_bytes_per_name'), 'B')} = "
-        f"{fmt(rec.get('rss_per_idle_monitor_with_name_bytes'), 'B')}")
-    row("  read after the first sweep's probes",
-        f"{fmt(rec.get('rss_per_monitor_bytes'), 'B')} + ... = "
-        f"{fmt(rec.get('rss_per_monitor_with_name_after_wake_bytes'), 'B')}")
-    row("RSS per monitor at the window's start (all)",
-        fmt(rec.get("rss_per_monitor_with_names_bytes"), "B"))
-    row("RSS per in-flight HTTPS probe", fmt(rec.get("https_inflight_bytes"), "B"))
-    row("baseline: CPU per good probe, good/s", f"{fmt(rec.get('baseline_cpu_s_per_probe'), 's')}"
-        f", {fmt(rec.get('baseline_good_probes_per_s'))}/s")
-    row("engine vs baseline per CPU s", f"{fmt(rec.get('ratio_vs_baseline'))}x")
-    row("wrk Connection: close, CPU per request", fmt(rec.get("limit_http_cpu_s_per_op"), "s"))
-    for kind in SERVER_KINDS:
-        row(f"s_time {kind} -new / -reuse CPU per op",
-            f"{fmt((rec.get('s_time_new_cpu_s') or {}).get(kind), 's')} / "
-            f"{fmt((rec.get('s_time_reuse_cpu_s') or {}).get(kind), 's')}")
-    row("HTTPS probe vs s_time -new / -reuse", f"{fmt(rec.get('https_vs_s_time_new'))}x / "
-        f"{fmt(rec.get('https_vs_s_time_reuse'))}x")
-    row(f"s_time -www {rec.get('s_time_www_path')} -new / -reuse (mean)",
-        f"{fmt(rec.get('s_time_new_www_cpu_s'), 's')} / "
-        f"{fmt(rec.get('s_time_reuse_www_cpu_s'), 's')}")
-    row("HTTPS probe vs s_time -www -new / -reuse / targets",
-        f"{fmt(rec.get('https_vs_s_time_new_www'))}x / "
-        f"{fmt(rec.get('https_vs_s_time_reuse_www'))}x / "
-        f"{fmt(rec.get('https_vs_s_time_www_targets'))}x")
-    parts = rec.get("s_time_user_sys_s") or {}
-    only = rec.get("https_only") or {}
-    row("user / kernel CPU: HTTPS probe; s_time -reuse -www",
-        f"{fmt(only.get('user_s_per_probe'), 's')} / {fmt(only.get('sys_s_per_probe'), 's')}; "
-        f"{fmt((parts.get('user') or {}).get('reuse_www'), 's')} / "
-        f"{fmt((parts.get('sys') or {}).get('reuse_www'), 's')}")
-    figs = rec.get("s_time_figures") or {}
-    by_round = rec.get("https_vs_s_time_rounds") or {}
-    for mode in ("new_www", "reuse_www"):
-        fig, rat = figs.get(mode) or {}, by_round.get(mode) or {}
-        row(f"  -{mode} rounds: min-max (spread, n)",
-            f"{fmt(fig.get('min'), 's')} - {fmt(fig.get('max'), 's')} "
-            f"({fmt(fig.get('spread'))}, {fig.get('n')})")
-        row(f"  probe vs -{mode}: before/after/each",
-            f"{fmt(rat.get('before'))}x / {fmt(rat.get('after'))}x / "
-            + ", ".join(f"{fmt(v)}" for v in rat.get("rounds") or []))
-    if only.get("instructions_per_answered_probe") is not None:  # --callgrind
-        mean = rec.get("s_time_reuse_www_instructions_mean")
-        row("instructions: HTTPS probe / s_time -reuse -www (mean)",
-            f"{only['instructions_per_answered_probe']:,} / "
-            f"{'-' if mean is None else format(mean, ',')} = "
-            f"{fmt(rec.get('https_instructions_vs_s_time_reuse_www'))}x (s_time resumed "
-            + " of ".join(str(n) for n in rec.get("s_time_reuse_www_instructions_resumed")
-                          or ()) + ")")
-    bt = only.get("beyond_think_ms") or {}
-    row("HTTPS probe's time beyond think: p50 / mean / p99",
-        f"{fmt(bt.get('p50'))} / {fmt(bt.get('mean'))} / {fmt(bt.get('p99'))} ms")
-    sl = only.get("slice_cpu_s_per_probe") or {}
-    row("HTTPS-only window in quarters: CPU a probe",
-        f"{fmt(sl.get('min'), 's')} - {fmt(sl.get('max'), 's')} "
-        f"(spread {fmt(sl.get('spread'))})")
-    for note in rec.get("notes") or []:
-        lines.append(f"  note: {note}")
-    lines += targets_text(rec.get("targets") or [])
-    return "\n".join(lines)
