@@ -1,4 +1,4 @@
-"""``upwatch bench http --names``: names against IP literals like with like (issue 15).
+"""``upwatch bench http --names``: names against IP literals like with like.
 
 By IP literal the bench's 10,000 monitors share 100 addresses, by name each is a host of its
 own, so at the default per-host limit the literals ran 800 probes at once and the names

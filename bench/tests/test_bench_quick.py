@@ -62,7 +62,7 @@ def test_http_quick_reports_engine_baseline_and_limit() -> None:
     assert rec["baseline_error_rate"] == 0.0
     assert rec["ratio_vs_baseline"] > 0
     assert rec["capacity"]["probes_per_s"] > 0
-    # User and system CPU apart, adding up to the whole (issue 15: kernel time per probe).
+    # User and system CPU apart, adding up to the whole (kernel time per probe).
     assert rec["user_s_per_probe"] + rec["sys_s_per_probe"] == pytest.approx(
         rec["cpu_s_per_probe"], rel=0.01)
     assert len(rec["capacity"]["runs_sys_s_per_probe"]) == 1

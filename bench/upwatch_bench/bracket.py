@@ -5,7 +5,7 @@ cent over minutes (the host's other tenants, the other engineers' work), and ``o
 s_time`` pays more per connection while the core of its server is busy (it waits, its core
 goes idle and wakes). One 3 s run of ``s_time`` minutes after the engine's window therefore
 said as much about that moment as about the tool: four runs of the same tree on a quiet
-machine read the resumed ratio 1.135-1.675x (engine/bench/RESULTS.md, "i15-stime"). Rounds
+machine read the resumed ratio 1.135-1.675x (docs/performance.md). Rounds
 run right before and right after the window, each round every server kind and mode in turn,
 and the median over rounds, follow the machine as the engine saw it; every round and the
 spread stay in the record.

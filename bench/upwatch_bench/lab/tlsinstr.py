@@ -3,7 +3,7 @@
 [--modes full,resumed] [--key ec|rsa] [--s-time 2,8] [--keep DIR] [--json]``.
 
 Why: on this shared 2-core machine a timed ratio to ``s_time -reuse`` moves by 1.0-1.8x
-between rounds (engine/bench/RESULTS.md, "i15-resume"); user-space instructions do not move
+between rounds (docs/performance.md); user-space instructions do not move
 with the load, so a change of a few percent shows. The kernel's part is not counted.
 
 What runs: ``openssl s_server -WWW`` (one per protocol, TLS 1.2 only or 1.3 only, an ECDSA

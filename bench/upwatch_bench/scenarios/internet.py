@@ -27,7 +27,7 @@ the time):
    ``-new`` and ``-reuse``, handshakes only and with ``-www`` of a page of the world's mean
    body size (what a probe does: a handshake, a GET, the whole body read), against each TLS
    server kind of the same nginx, pinned to the engine's core. The HTTPS probe is held to
-   the issue's targets (1.0x ``-new``, 1.2x ``-reuse``, and the two weighted by its share
+   its targets (1.0x ``-new``, 1.2x ``-reuse``, and the two weighted by its share
    of resumed handshakes against the ``-www`` figures) by the median over the rounds.
 3. The naive baseline (upwatch_bench/roles/baseline.py) on the same URLs and names: one task per
    monitor, aiohttp with its default DNS cache, through aiodns to the same server.
@@ -521,7 +521,7 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
     # Idle: read before the engine's first sweep. The reading after the bench's waiter
     # wakes (rss_per_monitor_bytes) also holds the probes that sweep started: the same
     # code gave 745 and 993 B a monitor in two runs, the reading before them 734 and 732
-    # (engine/bench/RESULTS.md, "RSS per idle monitor"). Both sums are in the record.
+    # (docs/performance.md). Both sums are in the record.
     def with_name(per_monitor: float | None) -> float | None:
         names = cache["bytes_per_name"]
         return (round(per_monitor + names, 1)

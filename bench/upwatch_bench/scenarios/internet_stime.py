@@ -30,8 +30,8 @@ S_TIME_CALLGRIND_RUNS_S = (2, 6)
 S_TIME_MODES = (("new", False, False), ("reuse", True, False), ("new_www", False, True),
                 ("reuse_www", True, True))
 # The kinds each mode runs against, whose mean is the mode's figure: without -www, s_time
-# -reuse resumes TLS 1.2 only (it takes its session before a TLS 1.3 ticket arrives;
-# i15-resume's section), so it is not run against TLS 1.3 (its figure there is None).
+# -reuse resumes TLS 1.2 only (it takes its session before a TLS 1.3 ticket arrives), so
+# it is not run against TLS 1.3 (its figure there is None).
 S_TIME_MEANS = {"new": SERVER_KINDS,
                 "reuse": tuple(k for k in SERVER_KINDS if k.startswith("tls12")),
                 "new_www": SERVER_KINDS, "reuse_www": SERVER_KINDS}
@@ -100,8 +100,7 @@ def s_time_figures(https: float | None, share: float | None, rounds: list[dict[s
         "https_vs_s_time_new_by_kind": {k: ratio(https, v) for k, v in new.items()},
         "https_vs_s_time_reuse": ratio(https, figs["reuse"]["median"]),
         # Like with like: s_time fetching the world's mean page, full and resumed, weighted
-        # by the HTTPS window's resumed share and by the targets (1.0x -new, 1.2x
-        # -reuse).
+        # by the HTTPS window's resumed share and by the targets (1.0x -new, 1.2x -reuse).
         "s_time_www_path": f"/w/0/{MEAN_BODY}",
         "s_time_new_www_cpu_s": new_www,
         "s_time_reuse_www_cpu_s": reuse_www,
