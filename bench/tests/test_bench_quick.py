@@ -136,7 +136,7 @@ def test_an_interrupted_run_leaves_nothing_behind() -> None:
     deadline = time.monotonic() + 60
     while workdir is None and time.monotonic() < deadline and proc.poll() is None:
         for ppid, cmd in _cmdlines().values():
-            m = re.search(r"engine\.bench\.child (/\S*/upwatch-bench-[^/\s]+)/\S*engine\.json", cmd)
+            m = re.search(r"upwatch_bench\.child (/\S*/upwatch-bench-[^/\s]+)/\S*engine\.json", cmd)
             if ppid == proc.pid and m:
                 workdir = m.group(1)
         time.sleep(0.2)
