@@ -145,7 +145,7 @@ def table(rec: dict[str, Any]) -> str:
 
     lines = [f"== upwatch bench http --assertions {rec['assertions_share']:g}: "
              f"{rec['monitors']:,} monitors =="]
-    lines.append(f"  plain CPU per probe (this build)      {us(rec.get('plain_cpu_s_per_probe'))}"
+    lines.append(f"  plain CPU per probe                   {us(rec.get('plain_cpu_s_per_probe'))}"
                  f"  runs {[us(v) for v in rec.get('plain_cpu_s_per_probe_runs') or []]}")
     lines.append(f"  CPU per probe with assertions mixed   {us(rec.get('mixed_cpu_s_per_probe'))}"
                  f"  (error rate {rec.get('mixed_error_rate')})")
