@@ -69,45 +69,10 @@ def _parser() -> argparse.ArgumentParser:
         help="send a test message to an Apprise URL now; exit 0 if delivered, else 1",
     )
     ntest.add_argument("url", help="an Apprise URL, e.g. mailtos://user:pass@smtp.example.com")
-    from engine.bench import SCENARIOS
-
-    bench = sub.add_parser("bench", help="measure capacity against local targets (engine/bench)")
-    bench.add_argument("scenario", choices=SCENARIOS)
-    bench.add_argument("--monitors", type=int, default=None, help="monitors (scenario default)")
-    bench.add_argument("--duration", type=float, default=None, help="measured seconds")
-    bench.add_argument("--quick", action="store_true", help="a short smoke run")
-    bench.add_argument("--json", action="store_true", help="one JSON object per line")
-    bench.add_argument("--names", action="store_true",
-                       help="http: the same targets by host name, answered by a DNS server "
-                            "the bench starts (names vs IP literals side by side)")
-    bench.add_argument("--dns-latency", type=float, default=None, metavar="S",
-                       help="--names, internet: seconds the DNS server takes to answer "
-                            "(default 0; internet 0.02)")
-    bench.add_argument("--dns-ttl", type=int, default=None, metavar="S",
-                       help="--names, internet: TTL of its answers (default 300)")
-    bench.add_argument("--warmup-intervals", type=int, default=None, metavar="N",
-                       help="internet: whole intervals before the window starts (default 2: "
-                            "the cold start's interval, then one to catch up from it)")
-    bench.add_argument("--https-only", action="store_true",
-                       help="internet: only the HTTPS-only window and the openssl s_time "
-                            "rounds around it (the HTTPS ratios in under three minutes)")
-    bench.add_argument("--load-only", action="store_true",
-                       help="http, tls, mixed, internet: only the engine at the scheduled "
-                            "load (no baseline, capacity or limit runs)")
-    bench.add_argument("--names-cost", type=int, default=None, metavar="PAIRS",
-                       help="http --names: only PAIRS interleaved pairs of capacity windows, "
-                            "names against IP literals, with the same probes in flight")
-    bench.add_argument("--rate", type=float, default=None, metavar="PER_S",
-                       help="http, tls: probes a second asked in the capacity windows "
-                            "(default 30000; tls 8000); lower under UPWATCH_BENCH_CALLGRIND")
-    bench.add_argument("--probe-timeout", type=float, default=None, metavar="S",
-                       help="the engine's probe timeout (default 10; --quick 2); longer "
-                            "under UPWATCH_BENCH_CALLGRIND")
-    bench.add_argument("--probe-batch-ms", type=float, default=None, metavar="MS",
-                       help="the engine's probe_batch_ms (default: the engine's, 1; 0 takes "
-                            "every ready socket at once, for a side-by-side run)")
-    bench.add_argument("--assertions", type=float, default=None, metavar="SHARE",
-                       help="http: what requests and assertions cost (engine/bench/assertions)")
+    # Only listed here: main() hands everything after "bench" to the bench's own parser.
+    sub.add_parser("bench", add_help=False,
+                   help="measure capacity against local targets (the upwatch-bench package: "
+                        "pip install ./bench from a checkout)")
     return p
 
 
@@ -302,17 +267,30 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(argv: list[str]) -> int:
+    """``upwatch bench ...``: the bench's own command line, when the bench is installed."""
+    try:
+        from upwatch_bench.cli import main as bench_main
+    except ModuleNotFoundError as exc:
+        if exc.name != "upwatch_bench":
+            raise
+        sys.stderr.write("upwatch bench: the bench is not installed; from a checkout of "
+                         "upwatch: pip install ./bench\n")
+        return 2
+    code: int = bench_main(argv, prog="upwatch bench")
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        return _bench(argv[1:])
     args = _parser().parse_args(argv)
     try:
         settings = load_settings(getattr(args, "config", None))
         from engine.runtime import logs
 
         logs.configure(settings.log_level, settings.log_format)
-        if args.command == "bench":
-            from engine.bench.main import run as bench
-
-            return bench(args)
         if args.command == "run":
             from engine.daemon import run
 

@@ -30,11 +30,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from engine.bench.limits import parse_wrk, write_id_script
 from engine.db.store import Store
 from engine.scheduler.wheel import phase_fraction
 from tests.hostile_support import add_monitors, hostile_fleet, percentile
 from tests.instances import Instance, fetch, wait_until
+from upwatch_bench.limits import parse_wrk, write_id_script
 
 MONITORS = 5000
 SCALE = 0.2

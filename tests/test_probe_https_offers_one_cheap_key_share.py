@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from engine import USER_AGENT
-from engine.bench.tlscompare import make_cert, s_server, wait_port
 from engine.probes.http import TLS_LAYERS, HttpProber
 from tests.client_hello import key_share_groups, probe_hello
+from upwatch_bench.lab.tlscompare import make_cert, s_server, wait_port
 
 SECP256R1, X25519 = 0x0017, 0x001D
 

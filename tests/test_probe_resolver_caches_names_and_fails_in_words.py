@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine import USER_AGENT
-from engine.bench.dnsserver import PUBLIC_EXAMPLE, DnsServer
 from engine.probes.http import HttpProber
 from engine.probes.resolver import MAX_ADDRESSES, ProbeResolver
 from engine.probes.tls import CertProber
 from engine.runtime.metrics import Metrics
 from tests.targets import HttpTarget
+from upwatch_bench.roles.dnsserver import PUBLIC_EXAMPLE, DnsServer
 
 ZONE = "names.test"
 

@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 
 from engine import USER_AGENT
-from engine.bench.dnsserver import DnsServer
 from engine.probes.http import HttpProber
 from engine.probes.resolver import cares_tries
 from tests.targets import HttpTarget
@@ -36,6 +35,7 @@ from tests.test_probe_resolver_caches_names_and_fails_in_words import (
     resolver,
     wait_for,
 )
+from upwatch_bench.roles.dnsserver import DnsServer
 
 ZONE = "names.test"
 
