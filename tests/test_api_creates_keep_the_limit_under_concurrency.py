@@ -13,7 +13,7 @@ import pytest
 from engine.db.store import Store
 from engine.runtime.settings import Plan, Settings
 from engine.web.app import create_app
-from tests.conftest import serve
+from tests.support.web import serve
 
 LIMIT = 20
 

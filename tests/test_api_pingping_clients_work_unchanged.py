@@ -373,7 +373,7 @@ async def test_error_answers_never_echo_the_api_key(
 
 @pytest.fixture
 async def limited_api(store: Store, tmp_path: Path) -> AsyncIterator[str]:
-    from conftest import serve
+    from tests.support.web import serve
 
     settings = Settings(data_dir=tmp_path / "data", allow_private_targets=True, port=0,
                         base_url="http://127.0.0.1:8080", rate_limit_per_second=0.01,

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from engine.db.store import Store
-from tests.engine_support import fetch
+from tests.support.engine_support import fetch
 
 GOOD_REQUEST = {"method": "POST", "headers": {"Authorization": "Bearer abc",
                                               "X-Auth-Token": "t0k", "Accept": "text/html"},

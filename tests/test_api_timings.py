@@ -16,7 +16,7 @@ from engine.db.rollups import PhaseRollup
 from engine.db.store import Store
 from engine.domain.timings import SQL_BUCKET, bucket_bounds, bucket_of, quantile
 from engine.web.api.timings import check_slots
-from tests.engine_support import (
+from tests.support.engine_support import (
     add_monitor,
     fast_settings,
     fetch,
@@ -24,7 +24,7 @@ from tests.engine_support import (
     running_engine,
     wait_until,
 )
-from tests.targets import HttpTarget, TlsCerts, tls_target
+from tests.support.targets import HttpTarget, TlsCerts, tls_target
 
 
 def utc_midnight(ts: datetime) -> datetime:

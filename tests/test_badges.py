@@ -1,5 +1,5 @@
 """Badges: GET /{identifier}/badge.svg?type=status|uptime|response&period=24h|7d|30d over
-real PostgreSQL data (tests/status_page_seed.py), served by the real app."""
+real PostgreSQL data (tests/support/status_page_seed.py), served by the real app."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import aiohttp
 from multidict import CIMultiDict
-from status_page_seed import insert_monitor, seed_site
 
 from engine.db.store import Store
+from tests.support.status_page_seed import insert_monitor, seed_site
 
 
 async def _get(api: str, path: str, **headers: str) -> tuple[int, CIMultiDict[str], str]:

@@ -1,32 +1,10 @@
 """The upwatch command line, run as a real process against the test database."""
 
-import os
-import subprocess
-import sys
-
 import orjson
 import pytest
 
 from engine.db.store import Store
-
-
-def upwatch(
-    *args: str, dsn: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("UPWATCH_")}
-    # The installation's key for secrets at rest (conftest's), as an operator's shell has it.
-    full_env["UPWATCH_SECRET_KEY"] = os.environ["UPWATCH_SECRET_KEY"]
-    if dsn:
-        full_env["UPWATCH_DATABASE_URL"] = dsn
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "engine", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=timeout,
-        check=False,
-    )
+from tests.support.cli import upwatch
 
 
 async def test_account_create_json_then_list_and_token_works(db_dsn: str, store: Store) -> None:

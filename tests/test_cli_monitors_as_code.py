@@ -6,9 +6,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from test_cli_commands import upwatch
-
 from engine.db.store import Store
+from tests.support.cli import upwatch
 
 # Tests reach no resolver: names are allowed as they are, and the private-address rule is
 # shown with IP literals only.

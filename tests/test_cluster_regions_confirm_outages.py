@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from engine.db.store import Store
-from tests.instances import (
+from tests.support.instances import (
     Hit,
     Instance,
     RegionalTarget,

@@ -12,7 +12,7 @@ import aiohttp
 import orjson
 
 from engine.db.store import Store
-from tests.instances import Instance, RegionalTarget, WebhookReceiver, fetch, wait_until
+from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch, wait_until
 
 FAST = {
     "UPWATCH_TIME_SCALE": "0.01",  # 30 s interval -> 0.3 s; webhook back-off 10 s -> 0.1 s

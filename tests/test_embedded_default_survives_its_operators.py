@@ -34,7 +34,7 @@ import pytest
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import CONTROL_LOCK, EmbeddedLease
-from tests.instances import Instance, RegionalTarget, WebhookReceiver, fetch, wait_until
+from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch, wait_until
 
 # The same fast clock, log reading and monitor set-up as the external-database outage test.
 from tests.test_hostile_database_outage import FAST, _log, _monitor, _status

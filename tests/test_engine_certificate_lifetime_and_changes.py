@@ -15,7 +15,7 @@ import orjson
 import trustme
 
 from engine.db.store import Store
-from tests.engine_support import (
+from tests.support.engine_support import (
     add_monitor,
     fast_settings,
     fetch,
@@ -23,7 +23,7 @@ from tests.engine_support import (
     running_engine,
     wait_until,
 )
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 HOSTS = ("localhost", "127.0.0.1")
 

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from engine.db.store import Store
-from tests.engine_support import (
+from tests.support.engine_support import (
     add_monitor,
     fast_settings,
     fetch,
@@ -20,7 +20,7 @@ from tests.engine_support import (
     wait_status,
     wait_until,
 )
-from tests.targets import CertKind, HttpTarget, TlsCerts
+from tests.support.targets import CertKind, HttpTarget, TlsCerts
 
 
 async def cert_events(store: Store, check_id: int) -> list[Any]:

@@ -13,7 +13,7 @@ import pytest
 
 from engine.db.store import Store
 from engine.scheduler.runner import Engine
-from tests.engine_support import (
+from tests.support.engine_support import (
     add_monitor,
     check_row,
     delete_monitor,
@@ -26,7 +26,7 @@ from tests.engine_support import (
     wait_status,
     wait_until,
 )
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 
 def hits(site: HttpTarget, path: str) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.db.store import Store
 from engine.runtime.metrics import Metrics
-from tests.engine_support import (
+from tests.support.engine_support import (
     DbProxy,
     add_monitor,
     fast_settings,
@@ -19,7 +19,7 @@ from tests.engine_support import (
     wait_status,
     wait_until,
 )
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 
 async def test_engine_rides_out_a_database_outage(

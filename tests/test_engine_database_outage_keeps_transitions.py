@@ -16,7 +16,7 @@ import orjson
 
 from engine.db.store import Store
 from engine.runtime.metrics import Metrics
-from tests.engine_support import (
+from tests.support.engine_support import (
     DbProxy,
     add_monitor,
     disable_check,
@@ -26,7 +26,7 @@ from tests.engine_support import (
     wait_status,
     wait_until,
 )
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 
 async def test_transitions_during_a_database_outage_are_written_after_it(

@@ -15,8 +15,8 @@ from engine.db.store import Store
 from engine.domain.outcomes import HttpOutcome
 from engine.probes.http import HttpProber
 from engine.runtime.metrics import Metrics
-from tests.engine_support import add_monitor, fast_settings, running_engine, wait_until
-from tests.targets import HttpTarget
+from tests.support.engine_support import add_monitor, fast_settings, running_engine, wait_until
+from tests.support.targets import HttpTarget
 
 
 class CountingProber:

@@ -13,7 +13,7 @@ import pytest
 from engine.db.store import Store
 from engine.domain.maintenance import Window
 from engine.scheduler.calendar import MaintenanceCalendar
-from tests.engine_support import (
+from tests.support.engine_support import (
     add_monitor,
     check_row,
     fast_settings,
@@ -23,7 +23,7 @@ from tests.engine_support import (
     wait_status,
     wait_until,
 )
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 WINDOW = 3.0  # real seconds a test window stays on (windows are wall-clock, never scaled)
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from engine.db.store import Store
-from tests.engine_support import add_monitor, fast_settings, running_engine
-from tests.targets import HttpTarget
+from tests.support.engine_support import add_monitor, fast_settings, running_engine
+from tests.support.targets import HttpTarget
 
 MONITORS = 12
 INTERVAL_S = 30  # 0.3 s at fast_settings' time scale of 0.01

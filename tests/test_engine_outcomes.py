@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.db.store import Store
-from tests.engine_support import add_monitor, fast_settings, running_engine, wait_status
-from tests.targets import HttpTarget, closed_port
+from tests.support.engine_support import add_monitor, fast_settings, running_engine, wait_status
+from tests.support.targets import HttpTarget, closed_port
 
 
 async def test_each_outcome_lands_in_status_error_and_meta(

@@ -11,7 +11,7 @@ from typing import Any
 from engine.db.partitions import PartitionUpkeep
 from engine.db.probing import partition_name
 from engine.db.store import Store
-from tests.engine_support import add_monitor, fast_settings, fetch, fetchval
+from tests.support.engine_support import add_monitor, fast_settings, fetch, fetchval
 
 
 def _row(check_id: int, at: datetime) -> tuple[Any, ...]:

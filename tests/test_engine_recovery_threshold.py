@@ -15,7 +15,7 @@ import orjson
 
 from engine.db.store import Store
 from engine.scheduler.wheel import first_due
-from tests.engine_support import (
+from tests.support.engine_support import (
     add_monitor,
     check_row,
     fast_settings,
@@ -24,7 +24,7 @@ from tests.engine_support import (
     wait_status,
     wait_until,
 )
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 SCALE = 0.01
 INTERVAL = 30  # s (0.3 s scaled)

@@ -26,10 +26,16 @@ from engine.delivery.webhooks.deliverer import Deliverer
 from engine.probes.http import HttpProber
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-from tests.conftest import serve
-from tests.engine_support import fast_settings, fetch, running_engine, wait_status, wait_until
-from tests.instances import WebhookReceiver
-from tests.targets import HttpTarget
+from tests.support.engine_support import (
+    fast_settings,
+    fetch,
+    running_engine,
+    wait_status,
+    wait_until,
+)
+from tests.support.instances import WebhookReceiver
+from tests.support.targets import HttpTarget
+from tests.support.web import serve
 
 SECRET = "Bearer TOPSECRET-7f3a"
 KEYWORD = "Database connection failed"

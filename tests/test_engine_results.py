@@ -14,7 +14,7 @@ from engine.db.store import Store
 from engine.kinds.scheduled import Touch
 from engine.runtime.metrics import Metrics
 from engine.scheduler.results import ResultsWriter
-from tests.engine_support import (
+from tests.support.engine_support import (
     add_monitor,
     check_row,
     fast_settings,
@@ -24,7 +24,7 @@ from tests.engine_support import (
     wait_status,
     wait_until,
 )
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 
 async def test_results_and_rollups_are_written(

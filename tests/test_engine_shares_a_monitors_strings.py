@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.db.store import Store
 from engine.probes.resolver import ProbeResolver
-from tests.engine_support import (
+from tests.support.engine_support import (
     add_monitor,
     disable_check,
     enable_check,

@@ -9,8 +9,8 @@ from typing import Any
 
 from engine.db.store import Store
 from engine.scheduler.runner import DRAIN_PROBES
-from tests.engine_support import add_monitor, fast_settings, fetch, running_engine
-from tests.targets import HttpTarget
+from tests.support.engine_support import add_monitor, fast_settings, fetch, running_engine
+from tests.support.targets import HttpTarget
 
 
 async def test_stop_waits_for_running_probes_then_cuts_off_the_rest(

@@ -13,7 +13,7 @@ from engine.db.store import Store
 from engine.domain.outcomes import HttpOutcome
 from engine.domain.timefmt import fmt, hms
 from engine.scheduler.confirm import Confirmation, ConfirmTarget, LocalConfirmer
-from tests.engine_support import (
+from tests.support.engine_support import (
     add_monitor,
     check_row,
     fast_settings,
@@ -22,7 +22,7 @@ from tests.engine_support import (
     wait_status,
     wait_until,
 )
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 
 async def events_of(store: Store, check_id: int) -> list[Any]:

@@ -41,7 +41,6 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from status_page_seed import seed_site
 
 from engine.db.store import Store
 from engine.db.webhook_queue import insert_event
@@ -49,6 +48,7 @@ from engine.domain import payloads
 from engine.runtime.settings import Settings
 from engine.web.app import create_app
 from engine.web.status.page import IDENTIFIER_PATTERN
+from tests.support.status_page_seed import seed_site
 
 SEED = 20260131
 # Fuzzing-phase examples per operation. The coverage phase adds its own deterministic

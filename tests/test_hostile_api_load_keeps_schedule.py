@@ -33,8 +33,8 @@ import pytest
 from engine.bench.limits import parse_wrk, write_id_script
 from engine.db.store import Store
 from engine.scheduler.wheel import phase_fraction
-from tests.hostile_support import add_monitors, hostile_fleet, percentile
-from tests.instances import Instance, fetch, wait_until
+from tests.support.hostile_support import add_monitors, hostile_fleet, percentile
+from tests.support.instances import Instance, fetch, wait_until
 
 MONITORS = 5000
 SCALE = 0.2

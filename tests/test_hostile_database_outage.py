@@ -37,7 +37,7 @@ import aiohttp
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.store import Store
-from tests.instances import (
+from tests.support.instances import (
     Instance,
     RegionalTarget,
     WebhookReceiver,

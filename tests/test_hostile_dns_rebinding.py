@@ -3,7 +3,7 @@ a private one by the time it is probed (or a webhook is delivered to it) is refu
 matters, at connect time, by the probes and by the deliverer, which resolve the name
 themselves on every try and connect only to the addresses they checked.
 
-Loopback only: a :class:`tests.fake_dns.FakeDns` stands in for the attacker's DNS (a public
+Loopback only: a :class:`tests.support.fake_dns.FakeDns` stands in for the attacker's DNS (a public
 address first, 127.0.0.1 from then on); the private-address rule, the probes, the engine, the
 store and the deliverer are the real ones, with private targets NOT allowed. The API's
 validation looks names up through ``engine.domain.netpolicy.resolve``, which is pointed at the same
@@ -29,10 +29,16 @@ from engine.probes.http import HttpProber
 from engine.probes.tls import CertProber
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-from tests.engine_support import fast_settings, fetch, running_engine, wait_status, wait_until
-from tests.fake_dns import FakeDns
-from tests.instances import WebhookReceiver
-from tests.targets import HttpTarget
+from tests.support.engine_support import (
+    fast_settings,
+    fetch,
+    running_engine,
+    wait_status,
+    wait_until,
+)
+from tests.support.fake_dns import FakeDns
+from tests.support.instances import WebhookReceiver
+from tests.support.targets import HttpTarget
 
 PUBLIC = "93.184.216.34"  # what the names answer while the API validates them
 BLOCKED = "blocked: {} resolves to a non-public address (127.0.0.1)"

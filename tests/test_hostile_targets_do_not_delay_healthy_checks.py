@@ -34,10 +34,10 @@ from engine.domain.outcomes import HttpOutcome
 from engine.probes.http import HttpProber
 from engine.runtime.metrics import Metrics
 from engine.scheduler.runner import Engine
-from tests.engine_support import fast_settings, fetch, running_engine, wait_until
-from tests.fake_dns import FakeDns
-from tests.hostile_support import add_monitors, hostile_fleet, percentile
-from tests.targets import HttpTarget
+from tests.support.engine_support import fast_settings, fetch, running_engine, wait_until
+from tests.support.fake_dns import FakeDns
+from tests.support.hostile_support import add_monitors, hostile_fleet, percentile
+from tests.support.targets import HttpTarget
 
 SCALE = 0.1  # 30 s interval -> 3 s
 TIMEOUT = 1.0  # 10 s in production, scaled like the interval

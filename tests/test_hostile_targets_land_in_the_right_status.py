@@ -4,7 +4,7 @@ right check status with a precise error, and no probe of them outlives the probe
 The prober alone is tested against the same servers in ``test_probe_http.py``; here the
 whole path runs: scheduler, probe, state machine (failure, confirmation, down and the
 downtime webhook queued), results writer. Loopback only; a name that does not resolve is
-answered by :class:`tests.fake_dns.FakeDns` (as ``getaddrinfo`` answers it) rather than by
+answered by :class:`tests.support.fake_dns.FakeDns` (as ``getaddrinfo`` answers it) rather than by
 asking a real DNS server.
 """
 
@@ -21,9 +21,15 @@ from engine.db.store import Store
 from engine.probes import _net
 from engine.probes.http import HttpProber
 from engine.probes.tls import CertProber
-from tests.engine_support import add_monitor, fast_settings, fetch, running_engine, wait_status
-from tests.fake_dns import FakeDns
-from tests.targets import HttpTarget, TlsCerts, ipv6_available, tls_target
+from tests.support.engine_support import (
+    add_monitor,
+    fast_settings,
+    fetch,
+    running_engine,
+    wait_status,
+)
+from tests.support.fake_dns import FakeDns
+from tests.support.targets import HttpTarget, TlsCerts, ipv6_available, tls_target
 
 TIMEOUT = 1.0
 # What a probe may take beyond its timeout on a loaded 2-core CI machine (the deadline
@@ -183,7 +189,7 @@ async def test_redirects_and_addresses_that_reach_private_networks_are_blocked(
 
 
 async def _wait_probes(store: Store, check_ids: list[int], n: int) -> None:
-    from tests.engine_support import wait_until
+    from tests.support.engine_support import wait_until
 
     async def enough() -> bool:
         rows = await fetch(

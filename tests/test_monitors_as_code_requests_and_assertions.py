@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from test_cli_commands import upwatch
 
 from engine.db.store import Store
 from engine.monitors import file as monitorfile
 from engine.monitors import requests as requestconfig
 from engine.runtime.settings import Settings
-from tests.engine_support import fetch
+from tests.support.cli import upwatch
+from tests.support.engine_support import fetch
 
 REQUEST = {"method": "POST", "headers": {"Authorization": "Bearer abc",
                                          "X-Auth-Token": "t0k", "Accept": "text/html"},

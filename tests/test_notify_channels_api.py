@@ -13,9 +13,9 @@ import pytest
 from engine.db.store import Store
 from engine.runtime.settings import Settings
 from engine.web.app import create_app
-from tests.conftest import serve
-from tests.engine_support import add_monitor
-from tests.notify_support import HttpReceiver, SmtpServer
+from tests.support.engine_support import add_monitor
+from tests.support.notify_support import HttpReceiver, SmtpServer
+from tests.support.web import serve
 
 BASE = "/webapi/notification-channels"
 ALL_EVENTS = [

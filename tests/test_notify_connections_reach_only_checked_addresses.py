@@ -9,7 +9,7 @@ import socket
 
 from engine.delivery.notify import connectguard
 from engine.delivery.notify.sender import NotifyPool
-from tests.notify_support import HttpReceiver, SmtpServer
+from tests.support.notify_support import HttpReceiver, SmtpServer
 
 
 async def test_a_send_that_must_stay_public_never_reaches_a_loopback_receiver() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine.db.store import Store
-from tests.engine_support import (
+from tests.support.engine_support import (
     DbProxy,
     add_monitor,
     fast_settings,
@@ -19,8 +19,8 @@ from tests.engine_support import (
     wait_status,
     wait_until,
 )
-from tests.notify_support import HttpReceiver, running_notifier
-from tests.targets import HttpTarget
+from tests.support.notify_support import HttpReceiver, running_notifier
+from tests.support.targets import HttpTarget
 
 
 async def test_a_transition_during_an_outage_is_notified_once_when_the_database_is_back(

@@ -17,7 +17,7 @@ from engine.db.store import Store
 from engine.delivery.webhooks.deliverer import Deliverer
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-from tests.engine_support import (
+from tests.support.engine_support import (
     add_monitor,
     fast_settings,
     fetch,
@@ -26,8 +26,8 @@ from tests.engine_support import (
     wait_status,
     wait_until,
 )
-from tests.notify_support import HttpReceiver, SmtpServer, running_notifier
-from tests.targets import HttpTarget
+from tests.support.notify_support import HttpReceiver, SmtpServer, running_notifier
+from tests.support.targets import HttpTarget
 
 ALL = ["downtime", "uptime_restored", "certificate_invalid", "certificate_recovered",
        "certificate_renewal_due"]

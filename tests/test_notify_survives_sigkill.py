@@ -8,8 +8,8 @@ from pathlib import Path
 import aiohttp
 
 from engine.db.store import Store
-from tests.instances import Instance, RegionalTarget, fetch, wait_until
-from tests.notify_support import HttpReceiver
+from tests.support.instances import Instance, RegionalTarget, fetch, wait_until
+from tests.support.notify_support import HttpReceiver
 
 FAST = {
     "UPWATCH_TIME_SCALE": "0.01",

@@ -13,8 +13,8 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.db.store import Store
-from tests.instances import Instance, WebhookReceiver, wait_until
-from tests.targets import HttpTarget
+from tests.support.instances import Instance, WebhookReceiver, wait_until
+from tests.support.targets import HttpTarget
 
 FAST = {"UPWATCH_TIME_SCALE": "0.02", "UPWATCH_RESULT_FLUSH_INTERVAL": "0.1"}
 

@@ -20,7 +20,7 @@ from engine import USER_AGENT
 from engine.domain.outcomes import HttpOutcome
 from engine.probes import _net
 from engine.probes.http import HttpProber, _HttpConn
-from tests.targets import HttpTarget, TlsCerts, closed_port, ipv6_available
+from tests.support.targets import HttpTarget, TlsCerts, closed_port, ipv6_available
 
 TIMEOUT = 2.0  # for probes expected to succeed
 SHORT = 1.0  # for probes expected to time out

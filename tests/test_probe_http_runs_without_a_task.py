@@ -13,7 +13,7 @@ import pytest
 from engine import USER_AGENT
 from engine.domain.outcomes import HttpOutcome
 from engine.probes.http import HttpProber
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from engine import USER_AGENT
 from engine.bench.tlscompare import make_cert, s_server, wait_port
 from engine.probes import openssl_layer
 from engine.probes.http import HttpProber
-from tests.client_hello import cipher_suites, client_hello
+from tests.support.client_hello import cipher_suites, client_hello
 
 TLS_AES_128_GCM_SHA256 = 0x1301
 ECDHE_ECDSA_AES128_GCM_SHA256, ECDHE_RSA_AES128_GCM_SHA256 = 0xC02B, 0xC02F

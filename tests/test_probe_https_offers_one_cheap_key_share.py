@@ -15,7 +15,7 @@ import pytest
 from engine import USER_AGENT
 from engine.bench.tlscompare import make_cert, s_server, wait_port
 from engine.probes.http import TLS_LAYERS, HttpProber
-from tests.client_hello import key_share_groups, probe_hello
+from tests.support.client_hello import key_share_groups, probe_hello
 
 SECP256R1, X25519 = 0x0017, 0x001D
 

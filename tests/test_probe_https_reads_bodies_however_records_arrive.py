@@ -23,7 +23,7 @@ from engine.probes import openssl_layer
 from engine.probes.http import TLS_LAYERS, HttpProber
 from engine.probes.request import RequestSpec
 from engine.probes.sessions import TlsSessions
-from tests.targets import TlsCerts
+from tests.support.targets import TlsCerts
 
 KEYWORD = b"<<the end of the body>>"
 MIB = 1 << 20

@@ -19,8 +19,8 @@ from engine import USER_AGENT
 from engine.probes import openssl_layer
 from engine.probes.http import HttpProber
 from engine.probes.sessions import TlsSessions
-from tests.client_hello import key_share_groups, probe_hello, supported_versions
-from tests.targets import HttpTarget, TlsCerts
+from tests.support.client_hello import key_share_groups, probe_hello, supported_versions
+from tests.support.targets import HttpTarget, TlsCerts
 
 TLS12, TLS13 = ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3
 

@@ -17,7 +17,7 @@ import pytest
 from engine import USER_AGENT
 from engine.probes.http import TLS_LAYERS, HttpProber
 from engine.probes.tls import CertProber
-from tests.targets import HttpTarget, TlsCerts
+from tests.support.targets import HttpTarget, TlsCerts
 
 
 @pytest.fixture(scope="module")

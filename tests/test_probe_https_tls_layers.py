@@ -17,7 +17,7 @@ from engine import USER_AGENT
 from engine.domain.outcomes import HttpOutcome
 from engine.probes import openssl_layer
 from engine.probes.http import TLS_LAYERS, HttpProber
-from tests.targets import HttpTarget, TlsCerts
+from tests.support.targets import HttpTarget, TlsCerts
 
 
 def prober_for(layer: str, timeout: float = 2.0) -> HttpProber:

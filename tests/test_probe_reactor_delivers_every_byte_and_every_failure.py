@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine.probes.reactor import MAX_EVENTS, READS_PER_EVENT, Reactor, SocketTransport
-from tests.targets import closed_port
+from tests.support.targets import closed_port
 
 
 class _Endpoint:

@@ -16,7 +16,7 @@ from engine import USER_AGENT
 from engine.probes.http import HttpProber
 from engine.probes.reactor import SWITCH_WINDOW, Reactor, SocketTransport
 from engine.runtime.settings import Settings
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 BATCH = 0.01  # s
 TICKS = SWITCH_WINDOW / BATCH  # more wake-ups than this in a window start polling

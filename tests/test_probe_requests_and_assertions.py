@@ -13,7 +13,7 @@ import pytest
 from engine.domain.evaluate import Outcome, classify, uptime_error
 from engine.probes.http import HttpProber
 from engine.probes.request import RequestSpec
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 UA = "Upwatch/test"
 

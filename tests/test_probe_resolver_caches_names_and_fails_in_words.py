@@ -20,7 +20,7 @@ from engine.probes.http import HttpProber
 from engine.probes.resolver import MAX_ADDRESSES, ProbeResolver
 from engine.probes.tls import CertProber
 from engine.runtime.metrics import Metrics
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 ZONE = "names.test"
 

@@ -13,7 +13,7 @@ import trustme
 from engine.domain.outcomes import CertOutcome
 from engine.probes import tls
 from engine.probes.tls import CertProber, verify_words
-from tests.targets import HttpTarget, TlsCerts, closed_port, ipv6_available, tls_target
+from tests.support.targets import HttpTarget, TlsCerts, closed_port, ipv6_available, tls_target
 
 TIMEOUT = 2.0
 SHORT = 1.0

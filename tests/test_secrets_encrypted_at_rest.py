@@ -15,7 +15,7 @@ from cryptography.fernet import Fernet
 from engine.db.store import Store
 from engine.runtime.secretbox import KEY_FILE, SecretBox, SecretUnreadable
 from engine.runtime.settings import Settings, load_settings
-from tests.engine_support import fetch
+from tests.support.engine_support import fetch
 
 
 async def test_token_and_webhook_url_are_encrypted_and_still_work(store: Store) -> None:
@@ -80,7 +80,7 @@ async def test_a_node_with_another_key_fails_the_probe_saying_why(tmp_path: Path
     from engine.monitors.requests import to_stored
     from engine.monitors.requestspecs import UNREADABLE, SpecBuilder
     from engine.probes.http import HttpProber
-    from tests.targets import HttpTarget
+    from tests.support.targets import HttpTarget
 
     writer = SecretBox(Fernet.generate_key())
     stored = to_stored({"method": "GET", "headers": [["Authorization", "Bearer x"]],

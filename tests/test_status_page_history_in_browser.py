@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cdp_browser import CHROMIUM, Browser
-from status_page_seed import seed_site, utc_midnight
 
 from engine.db.store import Store
-from tests.conftest import serve
+from tests.support.cdp_browser import CHROMIUM, Browser
+from tests.support.status_page_seed import seed_site, utc_midnight
+from tests.support.web import serve
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 
 import aiohttp
 import pytest
-from status_page_seed import certificate_valid_to, insert_monitor, seed_site
 
 from engine.db.store import Store
+from tests.support.status_page_seed import certificate_valid_to, insert_monitor, seed_site
 
 HOSTILE_ALIAS = (
     "<script>alert(1)</script> \"quoted\" 'single' & "

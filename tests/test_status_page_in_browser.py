@@ -17,9 +17,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from status_page_seed import certificate_valid_to, insert_monitor, seed_site
 
 from engine.db.store import Store
+from tests.support.status_page_seed import certificate_valid_to, insert_monitor, seed_site
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium")
                                         else None)

@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from status_page_seed import insert_monitor, insert_outage, insert_rollups, seed_site
 
 from engine.db import public
 from engine.db.public import DAYS_SHOWN, OUTAGES_SHOWN
 from engine.db.store import Store
 from engine.domain.stats import uptime_percentage as uptime_percent
+from tests.support.status_page_seed import insert_monitor, insert_outage, insert_rollups, seed_site
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 DAY = 86400

@@ -21,8 +21,8 @@ from engine.probes.http import HttpProber
 from engine.probes.sessions import TlsSessions
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-from tests.engine_support import add_monitor, fast_settings, running_engine, wait_until
-from tests.targets import HttpTarget, TlsCerts
+from tests.support.engine_support import add_monitor, fast_settings, running_engine, wait_until
+from tests.support.targets import HttpTarget, TlsCerts
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 Import from any test::
 
-    from tests.targets import HttpTarget, TlsCerts, closed_port
+    from tests.support.targets import HttpTarget, TlsCerts, closed_port
 
     async with HttpTarget() as site:            # http://127.0.0.1:<port>/
         site.status = 500                       # "/" (and any unknown path) now answers 500

@@ -1,10 +1,10 @@
 """Helpers for the hostile-world tests (``test_hostile_*``): many monitors inserted with one
 round of SQL, a fleet of hostile servers in a child process, and percentiles.
 
-The fleet runs in its own process (``python -m tests.hostile_support HOST...``) so that the
+The fleet runs in its own process (``python -m tests.support.hostile_support HOST...``) so that the
 work of serving 1,000 hostile targets (endless bodies, a megabyte of headers, slowloris) is
 not done on the event loop whose scheduling a test measures: in the world, hostile servers
-are somebody else's machines. It serves, on each host, one :class:`tests.targets.HttpTarget`
+are somebody else's machines. It serves, on each host, one :class:`tests.support.targets.HttpTarget`
 (every hostile path of its table) and one in ``garbage`` mode (bytes that are not TLS), prints
 ``{"host": {"http": port, "garbage": port}, ...}`` as one JSON line once listening, and exits
 when its stdin closes.
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from tests.targets import HttpTarget
+from tests.support.targets import HttpTarget
 
 SQL_MONITORS = """
 INSERT INTO monitors (account_id, identifier, alias, url, scheme, host, port)
@@ -93,7 +93,7 @@ class Fleet:
 
     async def start(self, timeout: float = 20.0) -> Fleet:
         self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.hostile_support", *self.hosts,
+            sys.executable, "-m", "tests.support.hostile_support", *self.hosts,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )
         assert self._proc.stdout is not None
