@@ -16,15 +16,9 @@ from engine.db.rollups import PhaseRollup
 from engine.db.store import Store
 from engine.domain.timings import SQL_BUCKET, bucket_bounds, bucket_of, quantile
 from engine.web.api.timings import check_slots
-from tests.support.engine_support import (
-    add_monitor,
-    fast_settings,
-    fetch,
-    fetchval,
-    running_engine,
-    wait_until,
-)
+from tests.support.engine_support import add_monitor, fast_settings, fetch, fetchval, running_engine
 from tests.support.targets import HttpTarget, TlsCerts, tls_target
+from tests.support.wait import wait_until
 
 
 def utc_midnight(ts: datetime) -> datetime:

@@ -12,7 +12,8 @@ import aiohttp
 import orjson
 
 from engine.db.store import Store
-from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch, wait_until
+from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch
+from tests.support.wait import wait_until
 
 FAST = {
     "UPWATCH_TIME_SCALE": "0.01",  # 30 s interval -> 0.3 s; webhook back-off 10 s -> 0.1 s
@@ -48,7 +49,7 @@ async def test_events_pending_at_sigkill_are_delivered_after_restart_with_their_
         try:
             check_id = await _monitor(inst, token, target.url("/"))
             target.failing_for = {"127.0.0.1"}
-            await wait_until(lambda: _has_tries(receiver, 2), 20, "two failed tries")
+            await wait_until(lambda: _has_tries(receiver, 2), timeout=20, what="two failed tries")
             await inst.kill()
             first_id = receiver.hits[0].headers["X-Service-Webhook"]
             tries_before = len(receiver.hits)
@@ -56,7 +57,8 @@ async def test_events_pending_at_sigkill_are_delivered_after_restart_with_their_
             inst2 = Instance(db_dsn, tmp_path, env=FAST, port=inst.port)
             await inst2.start()
             try:
-                await wait_until(lambda: _delivered(db_dsn), 20, "the delivery after restart")
+                await wait_until(lambda: _delivered(db_dsn),
+                                 timeout=20, what="the delivery after restart")
             finally:
                 await inst2.stop()
         finally:
@@ -113,7 +115,7 @@ async def test_repeated_sigkill_during_flapping_keeps_every_incident_exactly_onc
                                               "WHERE status = 'pending'")
                 return rows[0]["status"] == "ok" and pending[0]["n"] == 0
 
-            await wait_until(settled, 30, "the check ok and every event delivered")
+            await wait_until(settled, timeout=30, what="the check ok and every event delivered")
         finally:
             await inst.kill()
     assert kills >= 3

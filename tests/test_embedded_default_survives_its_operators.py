@@ -34,7 +34,8 @@ import pytest
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import CONTROL_LOCK, EmbeddedLease
-from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch, wait_until
+from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch
+from tests.support.wait import wait_until
 
 # The same fast clock, log reading and monitor set-up as the external-database outage test.
 from tests.test_hostile_database_outage import FAST, _log, _monitor, _status
@@ -202,12 +203,16 @@ async def test_a_service_started_while_a_command_holds_the_server_keeps_it(
 
 
 async def _wait_back(inst: Instance, what: str) -> float:
+    """Seconds until ``inst`` answers /healthz again."""
+
     async def up() -> bool:
         with contextlib.suppress(aiohttp.ClientError):
             return await healthz(inst) == 200
         return False
 
-    return await wait_until(up, 60, what, interval=0.1)
+    start = time.monotonic()
+    await wait_until(up, timeout=60, what=what, every=0.1)
+    return time.monotonic() - start
 
 
 async def _wait_away(inst: Instance) -> None:
@@ -216,7 +221,7 @@ async def _wait_away(inst: Instance) -> None:
             return await healthz(inst) == 503
         return False
 
-    await wait_until(away, 10, "/healthz unavailable", interval=0.02)
+    await wait_until(away, timeout=10, what="/healthz unavailable", every=0.02)
 
 
 @pytest.mark.serial  # measures timing: run alone (scripts/test)
@@ -238,7 +243,7 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
                 return (await _status(dsn, flaky_id), await _status(dsn, steady_id)) == \
                     ("ok", "ok")
 
-            await wait_until(both_ok, 30, "both checks ok")
+            await wait_until(both_ok, timeout=30, what="both checks ok")
             started = time.time()
 
             # -- kill -9 of the postmaster while the site goes down ---------------------------
@@ -256,7 +261,8 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
                 os.kill(postmaster, signal.SIGKILL)
                 await _wait_away(inst)
                 await wait_until(lambda: _logged(inst, "webhook held until the database is back"),
-                                 30, "the downtime webhook held while the database is away")
+                                 timeout=30,
+                                 what="the downtime webhook held while the database is away")
             finally:
                 hold.close()
             released_at = time.time()
@@ -267,8 +273,8 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
             async def is_down() -> bool:
                 return await _status(dsn, flaky_id) == "down"
 
-            await wait_until(is_down, 30, "the flaky check down")
-            await wait_until(lambda: _hits(receiver, 1), 30, "the downtime webhook")
+            await wait_until(is_down, timeout=30, what="the flaky check down")
+            await wait_until(lambda: _hits(receiver, 1), timeout=30, what="the downtime webhook")
 
             # -- pg_ctl stop by hand while the site comes back -----------------------------
             flaky.failing_for = set()
@@ -280,8 +286,8 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
             async def is_ok() -> bool:
                 return await _status(dsn, flaky_id) == "ok"
 
-            await wait_until(is_ok, 30, "the flaky check ok again")
-            await wait_until(lambda: _hits(receiver, 2), 30, "the uptime webhook")
+            await wait_until(is_ok, timeout=30, what="the flaky check ok again")
+            await wait_until(lambda: _hits(receiver, 2), timeout=30, what="the uptime webhook")
 
             # -- kill -9 once more, nothing held: how soon it is back on its own ------------
             postmaster = server.postmaster_pid()
@@ -292,7 +298,8 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
             assert back_alone < 15
             ended = time.time()
             # Let a duplicate delivery, if any, arrive before counting.
-            await wait_until(lambda: _all_delivered(dsn, flaky_id), 30, "deliveries settled")
+            await wait_until(lambda: _all_delivered(dsn, flaky_id), timeout=30,
+                             what="deliveries settled")
             assert inst.proc is not None and inst.proc.returncode is None
 
     # Every event written once and received once, in order.

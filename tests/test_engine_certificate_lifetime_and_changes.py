@@ -15,15 +15,9 @@ import orjson
 import trustme
 
 from engine.db.store import Store
-from tests.support.engine_support import (
-    add_monitor,
-    fast_settings,
-    fetch,
-    fetchval,
-    running_engine,
-    wait_until,
-)
+from tests.support.engine_support import add_monitor, fast_settings, fetch, fetchval, running_engine
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 HOSTS = ("localhost", "127.0.0.1")
 

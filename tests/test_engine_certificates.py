@@ -18,9 +18,9 @@ from tests.support.engine_support import (
     fetch,
     running_engine,
     wait_status,
-    wait_until,
 )
 from tests.support.targets import CertKind, HttpTarget, TlsCerts
+from tests.support.wait import wait_until
 
 
 async def cert_events(store: Store, check_id: int) -> list[Any]:

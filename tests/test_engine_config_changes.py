@@ -24,27 +24,23 @@ from tests.support.engine_support import (
     fetchval,
     running_engine,
     wait_status,
-    wait_until,
 )
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 
 def hits(site: HttpTarget, path: str) -> int:
     return sum(1 for r in site.requests if r.target == path)
 
 
-async def _true(v: Any) -> Any:
-    return v
-
-
 async def wait_hits(site: HttpTarget, path: str, n: int, timeout: float = 10.0) -> None:
-    await wait_until(lambda: _true(hits(site, path) >= n), timeout=timeout,
+    await wait_until(lambda: hits(site, path) >= n, timeout=timeout,
                      what=f"{n} requests to {path}")
 
 
 async def wait_gone(engine: Engine, check_id: int) -> None:
     await wait_until(
-        lambda: _true(engine.check(check_id) is None and engine.in_flight == 0),
+        lambda: engine.check(check_id) is None and engine.in_flight == 0,
         what=f"check {check_id} dropped and nothing in flight")
 
 
@@ -93,7 +89,7 @@ async def test_delete_during_a_probe_leaves_nothing_behind(
             site.status = 500
             site.delay = 0.4
             seen = len(site.requests)
-            await wait_until(lambda: _true(len(site.requests) > seen), what="a probe in flight")
+            await wait_until(lambda: len(site.requests) > seen, what="a probe in flight")
             await delete_monitor(store, monitor_id)
             await wait_gone(engine, check_id)
             # Let the writer flush whatever it holds.

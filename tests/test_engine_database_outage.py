@@ -17,9 +17,9 @@ from tests.support.engine_support import (
     fetch,
     running_engine,
     wait_status,
-    wait_until,
 )
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 
 async def test_engine_rides_out_a_database_outage(
@@ -40,10 +40,10 @@ async def test_engine_rides_out_a_database_outage(
                 await wait_status(store, check_id, "ok")
                 proxy.sever()
                 site.status = 500
-                await wait_until(lambda: _true(engine.results.in_outage), what="the outage")
+                await wait_until(lambda: engine.results.in_outage, what="the outage")
                 # Probing goes on, without a database: the buffer fills to its bound.
                 seen = len(site.requests)
-                await wait_until(lambda: _true(len(site.requests) >= seen + 120),
+                await wait_until(lambda: len(site.requests) >= seen + 120,
                                  timeout=20, what="probes during the outage")
                 assert engine.results.depth <= 100
                 dropped = metrics.registry.get_sample_value("upwatch_results_dropped_total")
@@ -59,9 +59,9 @@ async def test_engine_rides_out_a_database_outage(
                 events = await fetch(
                     store, "SELECT event FROM webhook_events WHERE check_id = $1", check_id)
                 assert [e["event"] for e in events] == ["downtime"]
-                await wait_until(lambda: _true(engine.check(other_id) is None),
+                await wait_until(lambda: engine.check(other_id) is None,
                                  timeout=10, what="the resync to drop the disabled check")
-                await wait_until(lambda: _true(not engine.results.in_outage),
+                await wait_until(lambda: not engine.results.in_outage,
                                  what="results written again")
         n = await fetch(store, "SELECT count(*) AS n FROM probe_results WHERE check_id = $1",
                         check_id)
@@ -69,7 +69,3 @@ async def test_engine_rides_out_a_database_outage(
     finally:
         await engine_store.close()
         await proxy.stop()
-
-
-async def _true(v: Any) -> Any:
-    return v

@@ -24,9 +24,9 @@ from tests.support.engine_support import (
     fetch,
     running_engine,
     wait_status,
-    wait_until,
 )
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 
 async def test_transitions_during_a_database_outage_are_written_after_it(
@@ -48,27 +48,27 @@ async def test_transitions_during_a_database_outage_are_written_after_it(
 
                 proxy.sever()
                 cut_at = time.time()
-                await wait_until(lambda: _true(engine.results.in_outage), what="the outage")
+                await wait_until(lambda: engine.results.in_outage, what="the outage")
                 # a goes down and comes back, b comes back, c goes down and is disabled by the
                 # API (straight to the database): all while the engine can write nothing.
                 c_site.status = 500
-                await wait_until(lambda: _true(_status(engine, c) == "down"), what="c down")
+                await wait_until(lambda: _status(engine, c) == "down", what="c down")
                 await disable_check(store, c)
                 a_site.status = 500
-                await wait_until(lambda: _true(_status(engine, a) == "down"), what="a down")
+                await wait_until(lambda: _status(engine, a) == "down", what="a down")
                 a_site.status = 200
                 b_site.status = 200
-                await wait_until(lambda: _true(_status(engine, a) == "ok"
+                await wait_until(lambda: (_status(engine, a) == "ok"
                                                and _status(engine, b) == "ok"),
                                  what="a and b ok again")
                 assert engine.backlog > 0
                 restored_at = time.time()
                 proxy.restore()
-                await wait_until(lambda: _true(engine.backlog == 0), timeout=15,
+                await wait_until(lambda: engine.backlog == 0, timeout=15,
                                  what="the held transitions written")
                 assert (await wait_status(store, a, "ok"))["outage_id"] is None
                 await wait_status(store, b, "ok")
-                await wait_until(lambda: _true(engine.check(c) is None), timeout=10,
+                await wait_until(lambda: engine.check(c) is None, timeout=10,
                                  what="the disabled check dropped")
         assert (await wait_status(store, c, "paused"))["outage_id"] is None
         assert await fetch(store, "SELECT * FROM webhook_events WHERE check_id = $1", c) == []
@@ -103,7 +103,3 @@ def _status(engine: Any, check_id: int) -> str | None:
 
 def _ts(value: Any) -> float:
     return float(value.astimezone(UTC).timestamp())
-
-
-async def _true(v: Any) -> Any:
-    return v

@@ -15,8 +15,9 @@ from engine.db.store import Store
 from engine.domain.outcomes import HttpOutcome
 from engine.probes.http import HttpProber
 from engine.runtime.metrics import Metrics
-from tests.support.engine_support import add_monitor, fast_settings, running_engine, wait_until
+from tests.support.engine_support import add_monitor, fast_settings, running_engine
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 
 class CountingProber:
@@ -106,10 +107,5 @@ async def test_a_check_slower_than_its_interval_is_not_started_twice(
         site.delay = 0.7  # interval is 0.3 s
         await add_monitor(store, acc.id, site.url("/"))
         async with running_engine(store, settings, http_prober=prober):
-            await wait_until(lambda: _true(prober.done["*"] >= 3), what="three probes")
+            await wait_until(lambda: prober.done["*"] >= 3, what="three probes")
         assert prober.peak[f"url:{site.url('/')}"] == 1
-
-
-async def _true(v: Any) -> Any:
-    await asyncio.sleep(0)
-    return v

@@ -12,7 +12,8 @@ from zoneinfo import ZoneInfo
 from engine.db.store import Store
 from engine.domain.maintenance import Window
 from engine.scheduler.calendar import MaintenanceCalendar
-from tests.support.engine_support import add_monitor, wait_until
+from tests.support.engine_support import add_monitor
+from tests.support.wait import wait_until
 
 
 async def test_the_calendar_follows_the_windows_of_a_monitor_and_its_account(

@@ -21,9 +21,9 @@ from tests.support.engine_support import (
     fetchval,
     running_engine,
     wait_status,
-    wait_until,
 )
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 WINDOW = 3.0  # real seconds a test window stays on (windows are wall-clock, never scaled)
 

@@ -22,9 +22,9 @@ from tests.support.engine_support import (
     fetch,
     running_engine,
     wait_status,
-    wait_until,
 )
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 SCALE = 0.01
 INTERVAL = 30  # s (0.3 s scaled)

@@ -26,15 +26,10 @@ from engine.delivery.webhooks.deliverer import Deliverer
 from engine.probes.http import HttpProber
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-from tests.support.engine_support import (
-    fast_settings,
-    fetch,
-    running_engine,
-    wait_status,
-    wait_until,
-)
+from tests.support.engine_support import fast_settings, fetch, running_engine, wait_status
 from tests.support.instances import WebhookReceiver
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 from tests.support.web import serve
 
 SECRET = "Bearer TOPSECRET-7f3a"

@@ -22,9 +22,9 @@ from tests.support.engine_support import (
     fetchval,
     running_engine,
     wait_status,
-    wait_until,
 )
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 
 async def test_results_and_rollups_are_written(

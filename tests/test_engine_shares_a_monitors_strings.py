@@ -16,12 +16,8 @@ from tests.support.engine_support import (
     enable_check,
     fast_settings,
     running_engine,
-    wait_until,
 )
-
-
-async def _true(v: Any) -> Any:
-    return v
+from tests.support.wait import wait_until
 
 
 async def test_a_monitors_two_checks_share_its_url_and_host(
@@ -40,14 +36,14 @@ async def test_a_monitors_two_checks_share_its_url_and_host(
         assert other is not None and other.host is up.host  # the same name, interned
 
         await disable_check(store, cert_id)
-        await wait_until(lambda: _true(engine.check(cert_id) is None), what="cert dropped")
+        await wait_until(lambda: engine.check(cert_id) is None, what="cert dropped")
         await enable_check(store, cert_id)
-        again = await wait_until(lambda: _true(engine.check(cert_id)), what="cert back")
+        again = await wait_until(lambda: engine.check(cert_id), what="cert back")
         assert again is not cert and again.url is up.url and again.host is up.host
 
         # The probes' resolver keys its entry by the check's own host string.
         resolver = getattr(engine._http, "resolver", None)
         assert isinstance(resolver, ProbeResolver)
-        await wait_until(lambda: _true(len(resolver) > 0), what="localhost looked up")
+        await wait_until(lambda: len(resolver) > 0, what="localhost looked up")
         (key,) = resolver._cache
         assert key is up.host

@@ -20,9 +20,9 @@ from tests.support.engine_support import (
     fetch,
     running_engine,
     wait_status,
-    wait_until,
 )
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 
 async def events_of(store: Store, check_id: int) -> list[Any]:
@@ -172,7 +172,7 @@ async def test_failure_the_confirmation_does_not_see_ends_ok_and_silent(
         async with running_engine(store, settings, confirmer=confirmer):
             await wait_status(store, check_id, "ok")
             site.status = 500
-            await wait_until(lambda: _value(confirmer.calls), what="a confirmation")
+            await wait_until(lambda: confirmer.calls, what="a confirmation")
 
             async def confirmation_row() -> Any:
                 return await fetch(
@@ -191,10 +191,6 @@ async def test_failure_the_confirmation_does_not_see_ends_ok_and_silent(
         assert await events_of(store, check_id) == []
 
 
-async def _value(v: Any) -> Any:
-    return v
-
-
 async def test_restart_keeps_state_and_restores_under_the_first_engines_event(
     store: Store, account: tuple[Any, str], tmp_path: Path
 ) -> None:
@@ -209,7 +205,7 @@ async def test_restart_keeps_state_and_restores_under_the_first_engines_event(
         # A new engine on the same database: still down, no second downtime event.
         async with running_engine(store, settings) as engine:
             await wait_until(
-                lambda: _value(engine.check(check_id) is not None), what="the check loaded")
+                lambda: engine.check(check_id) is not None, what="the check loaded")
             assert engine.check(check_id).state.status == "down"  # type: ignore[union-attr]
             assert engine.check(check_id).state.incident_event_id == downtime["id"]  # type: ignore[union-attr]
             start = await fetchval_results(store, check_id)

@@ -34,7 +34,8 @@ from engine.bench.limits import parse_wrk, write_id_script
 from engine.db.store import Store
 from engine.scheduler.wheel import phase_fraction
 from tests.support.hostile_support import add_monitors, hostile_fleet, percentile
-from tests.support.instances import Instance, fetch, wait_until
+from tests.support.instances import Instance, fetch
+from tests.support.wait import wait_until
 
 MONITORS = 5000
 SCALE = 0.2
@@ -123,8 +124,9 @@ async def test_api_under_wrk_load_while_probing_5000_monitors(
             async with aiohttp.ClientSession() as http:
                 # Every check probed once (new checks start paced, 1,000 a second), then one
                 # more interval so that every check runs on its phase.
-                await wait_until(lambda: _all_ok(db_dsn, MONITORS), 40, "5,000 checks ok",
-                                 interval=0.5)
+                await wait_until(lambda: _all_ok(db_dsn, MONITORS),
+                                 timeout=40, what="5,000 checks ok",
+                                 every=0.5)
                 await asyncio.sleep(INTERVAL)
 
                 assert inst.proc is not None

@@ -37,14 +37,8 @@ import aiohttp
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.store import Store
-from tests.support.instances import (
-    Instance,
-    RegionalTarget,
-    WebhookReceiver,
-    fetch,
-    metric,
-    wait_until,
-)
+from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch, metric
+from tests.support.wait import wait_until
 
 FAST = {
     "UPWATCH_TIME_SCALE": "0.01",  # 30 s interval -> 0.3 s; webhook back-off 10 s -> 0.1 s
@@ -143,8 +137,8 @@ async def test_a_30_s_database_outage_loses_no_result_no_transition_and_no_event
             ) as http:
                 flaky_id = await _monitor(http, inst, flaky.url("/"))
                 steady_id = await _monitor(http, inst, steady.url("/"))
-                await wait_until(lambda: _all(dsn, [flaky_id, steady_id], "ok"), 15,
-                                 "both checks ok")
+                await wait_until(lambda: _all(dsn, [flaky_id, steady_id], "ok"), timeout=15,
+                                 what="both checks ok")
 
                 # -- the outage ------------------------------------------------------------
                 stopped_at = time.time()
@@ -167,11 +161,14 @@ async def test_a_30_s_database_outage_loses_no_result_no_transition_and_no_event
                     async with http.get(f"{inst.base_url}/healthz") as r:
                         return r.status == 200
 
-                api_back = await wait_until(healthy, 15, "the API answering again")
+                start = time.monotonic()
+                await wait_until(healthy, timeout=15, what="the API answering again")
+                api_back = time.monotonic() - start
                 async with http.get(f"{inst.base_url}/webapi/monitors") as r:
                     assert r.status == 200
-                await wait_until(lambda: _is(dsn, flaky_id, "down"), 20, "the check down")
-                await wait_until(lambda: _true(receiver.hits), 20, "the downtime webhook")
+                await wait_until(lambda: _is(dsn, flaky_id, "down"), timeout=20,
+                                 what="the check down")
+                await wait_until(lambda: receiver.hits, timeout=20, what="the downtime webhook")
                 delivered_at = time.time()
                 dropped = await metric(http, inst, "upwatch_results_dropped_total")
 
@@ -183,7 +180,7 @@ async def test_a_30_s_database_outage_loses_no_result_no_transition_and_no_event
                 # Nothing dropped: every probe of the outage window is in probe_results.
                 await wait_until(lambda: _results_written(dsn, steady_id, stopped_at,
                                                           restarted_at, len(in_window)),
-                                 15, "the outage's results written")
+                                 timeout=15, what="the outage's results written")
                 assert dropped == 0
                 # The outage is on record from its first failed probe, inside the window.
                 (outage,) = await fetch(dsn, "SELECT * FROM outages WHERE check_id = $1",
@@ -243,15 +240,15 @@ async def test_a_full_result_buffer_drops_the_oldest_with_a_counter_and_a_log_li
                 headers={"Authorization": f"Bearer {token}"}
             ) as http:
                 ids = [await _monitor(http, inst, site.url(f"/p{i}")) for i in range(10)]
-                await wait_until(lambda: _all(dsn, ids, "ok"), 15, "the checks ok")
+                await wait_until(lambda: _all(dsn, ids, "ok"), timeout=15, what="the checks ok")
                 await asyncio.to_thread(pg.stop, "fast")
                 # Taken once the server is down: a loaded machine takes a moment to stop it,
                 # and results probed in that moment are still written, not buffered.
                 stopped_at = time.time()
                 # ~33 probes a second: three times the buffer in 10 s.
-                await wait_until(lambda: _true(
-                    len([t for _, t in site.seen if t > stopped_at]) >= 3 * limit),
-                    30, "three buffers' worth of probes")
+                await wait_until(
+                    lambda: len([t for _, t in site.seen if t > stopped_at]) >= 3 * limit,
+                    timeout=30, what="three buffers' worth of probes")
                 restarted_at = time.time()
                 await asyncio.to_thread(pg.start)
                 probes = [t for _, t in site.seen if stopped_at < t < restarted_at]
@@ -261,11 +258,11 @@ async def test_a_full_result_buffer_drops_the_oldest_with_a_counter_and_a_log_li
                         return await metric(http, inst, "upwatch_results_dropped_total") > 0
                     return False
 
-                await wait_until(dropped_counted, 15, "the drop counter")
-                await wait_until(lambda: _healthz_ok(http, inst), 15, "the API back")
+                await wait_until(dropped_counted, timeout=15, what="the drop counter")
+                await wait_until(lambda: _healthz_ok(http, inst), timeout=15, what="the API back")
                 await asyncio.sleep(0)  # results are flushed within 0.05 s of reconnecting
-                await wait_until(lambda: _rows_after(dsn, restarted_at), 15,
-                                 "results written again")
+                await wait_until(lambda: _rows_after(dsn, restarted_at), timeout=15,
+                                 what="results written again")
                 dropped = await metric(http, inst, "upwatch_results_dropped_total")
                 kept = await fetch(
                     dsn, "SELECT at FROM probe_results WHERE at > to_timestamp($1)"
@@ -323,7 +320,3 @@ async def _rows_after(dsn: str, t: float) -> bool:
 async def _healthz_ok(http: aiohttp.ClientSession, inst: Instance) -> bool:
     async with http.get(f"{inst.base_url}/healthz") as r:
         return r.status == 200
-
-
-async def _true(v: Any) -> bool:
-    return bool(v)

@@ -29,16 +29,11 @@ from engine.probes.http import HttpProber
 from engine.probes.tls import CertProber
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-from tests.support.engine_support import (
-    fast_settings,
-    fetch,
-    running_engine,
-    wait_status,
-    wait_until,
-)
+from tests.support.engine_support import fast_settings, fetch, running_engine, wait_status
 from tests.support.fake_dns import FakeDns
 from tests.support.instances import WebhookReceiver
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 PUBLIC = "93.184.216.34"  # what the names answer while the API validates them
 BLOCKED = "blocked: {} resolves to a non-public address (127.0.0.1)"
@@ -169,10 +164,6 @@ async def test_a_rebound_webhook_name_is_refused_at_every_delivery(
         # (same id, next try), so the rule at delivery time is what refused it above.
         async with delivering(store, fast_settings(settings.data_dir.parent,
                                                    allow_private_targets=True), dns):
-            await wait_until(lambda: _true(receiver.hits), timeout=10, what="the delivery")
+            await wait_until(lambda: receiver.hits, timeout=10, what="the delivery")
         assert receiver.hits[0].headers["X-Service-Webhook"] == str(event["id"])
         assert int(receiver.hits[0].headers["X-Service-Current-Try"]) > event["tries"]
-
-
-async def _true(v: Any) -> Any:
-    return v

@@ -34,10 +34,11 @@ from engine.domain.outcomes import HttpOutcome
 from engine.probes.http import HttpProber
 from engine.runtime.metrics import Metrics
 from engine.scheduler.runner import Engine
-from tests.support.engine_support import fast_settings, fetch, running_engine, wait_until
+from tests.support.engine_support import fast_settings, fetch, running_engine
 from tests.support.fake_dns import FakeDns
 from tests.support.hostile_support import add_monitors, hostile_fleet, percentile
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 SCALE = 0.1  # 30 s interval -> 3 s
 TIMEOUT = 1.0  # 10 s in production, scaled like the interval
@@ -139,8 +140,8 @@ async def test_healthy_p99_lateness_stays_within_2x_with_1000_hostile_targets(
             async with running_engine(store, settings, http_prober=recorder,
                                       metrics=metrics) as engine:
                 recorder.engine = engine
-                await wait_until(lambda: _true(all(
-                    _status(engine, c) == "ok" for c in healthy_ids)),
+                await wait_until(lambda: all(
+                    _status(engine, c) == "ok" for c in healthy_ids),
                     timeout=15, what="the healthy checks ok")
 
                 baseline, _ = await recorder.measure(WINDOW)
@@ -151,8 +152,8 @@ async def test_healthy_p99_lateness_stays_within_2x_with_1000_hostile_targets(
                         conn, acc.id, [u for u, _ in hostile], notify=True)
                 # Measured once every hostile check is being probed (each has had its first
                 # probe; the slow ones are in flight for their whole timeout, every interval).
-                await wait_until(lambda: _true(all(
-                    _status(engine, c) not in (None, PENDING) for c in hostile_ids)),
+                await wait_until(lambda: all(
+                    _status(engine, c) not in (None, PENDING) for c in hostile_ids),
                     timeout=20, what="every hostile check probed")
                 loaded, in_flight_peak = await recorder.measure(WINDOW)
                 statuses = {c: _status(engine, c) for c in hostile_ids}
@@ -214,7 +215,3 @@ async def test_healthy_p99_lateness_stays_within_2x_with_1000_hostile_targets(
 def _status(engine: Engine, check_id: int) -> str | None:
     c = engine.check(check_id)
     return c.state.status if c is not None else None
-
-
-async def _true(v: Any) -> Any:
-    return v

@@ -17,10 +17,10 @@ from tests.support.engine_support import (
     fetch,
     running_engine,
     wait_status,
-    wait_until,
 )
 from tests.support.notify_support import HttpReceiver, running_notifier
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 
 async def test_a_transition_during_an_outage_is_notified_once_when_the_database_is_back(

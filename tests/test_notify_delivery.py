@@ -24,10 +24,10 @@ from tests.support.engine_support import (
     fetchval,
     running_engine,
     wait_status,
-    wait_until,
 )
 from tests.support.notify_support import HttpReceiver, SmtpServer, running_notifier
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 ALL = ["downtime", "uptime_restored", "certificate_invalid", "certificate_recovered",
        "certificate_renewal_due"]

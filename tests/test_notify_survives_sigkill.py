@@ -8,8 +8,9 @@ from pathlib import Path
 import aiohttp
 
 from engine.db.store import Store
-from tests.support.instances import Instance, RegionalTarget, fetch, wait_until
+from tests.support.instances import Instance, RegionalTarget, fetch
 from tests.support.notify_support import HttpReceiver
+from tests.support.wait import wait_until
 
 FAST = {
     "UPWATCH_TIME_SCALE": "0.01",
@@ -49,7 +50,7 @@ async def test_a_notification_pending_at_sigkill_is_sent_once_after_restart(
             async def tried_twice() -> bool:
                 return len(receiver.hits) >= 2
 
-            await wait_until(tried_twice, 20, "two failed tries")
+            await wait_until(tried_twice, timeout=20, what="two failed tries")
             await inst.kill()
             logs += inst.log_text()
             receiver.status = 200
@@ -60,7 +61,7 @@ async def test_a_notification_pending_at_sigkill_is_sent_once_after_restart(
                 rows = await fetch(db_dsn, "SELECT status FROM notification_events")
                 return bool(rows) and all(r["status"] == "delivered" for r in rows)
 
-            await wait_until(delivered, 20, "the notification delivered after restart")
+            await wait_until(delivered, timeout=20, what="the notification delivered after restart")
         finally:
             await inst.kill()
             logs += inst.log_text()

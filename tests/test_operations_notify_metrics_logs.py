@@ -13,8 +13,9 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.db.store import Store
-from tests.support.instances import Instance, WebhookReceiver, wait_until
+from tests.support.instances import Instance, WebhookReceiver
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 FAST = {"UPWATCH_TIME_SCALE": "0.02", "UPWATCH_RESULT_FLUSH_INTERVAL": "0.1"}
 
@@ -50,7 +51,7 @@ async def test_notify_protocol_ready_watchdog_stopping(db_dsn: str, tmp_path: Pa
             drain()
             return sum("WATCHDOG=1" in m for _, m in messages) >= 2
 
-        await wait_until(pinged_twice, 10, "two watchdog pings")
+        await wait_until(pinged_twice, timeout=10, what="two watchdog pings")
         ready = [m for _, m in messages if m.startswith("READY=1")]
         assert ready, messages
         # READY came once the API listens: it answers now.
@@ -92,7 +93,7 @@ async def test_metrics_parse_and_count_probes_and_logs_are_json(
                                     outcome="ok") >= 3
                             and _sample(text, "upwatch_checks_scheduled") == 2)
 
-                await wait_until(probes_counted, 20, "three ok probes in /metrics")
+                await wait_until(probes_counted, timeout=20, what="three ok probes in /metrics")
                 async with http.get("/metrics") as r:
                     after = await r.text()
             assert _sample(before, "upwatch_probes_total", kind="uptime", outcome="ok") == 0

@@ -21,8 +21,9 @@ from engine.probes.http import HttpProber
 from engine.probes.sessions import TlsSessions
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-from tests.support.engine_support import add_monitor, fast_settings, running_engine, wait_until
+from tests.support.engine_support import add_monitor, fast_settings, running_engine
 from tests.support.targets import HttpTarget, TlsCerts
+from tests.support.wait import wait_until
 
 
 @pytest.fixture(scope="module")

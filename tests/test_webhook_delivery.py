@@ -30,6 +30,7 @@ from engine.delivery.webhooks.signing import verify
 from engine.domain import payloads
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
+from tests.support.wait import wait_until
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 SCALE = 0.002  # first retry after 16-20 ms, 24 h are 173 s
@@ -154,22 +155,6 @@ def make_settings(tmp_path: Path, **kw: Any) -> Settings:
     return Settings(**values)
 
 
-async def wait_until(
-    condition: Callable[[], Awaitable[bool] | bool], timeout: float = 10.0, what: str = ""
-) -> None:
-    """Poll ``condition`` until true; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
-        await asyncio.sleep(0.005)
-
-
 @contextlib.asynccontextmanager
 async def running(
     store: Store, settings: Settings, metrics: Metrics | None = None, **kw: Any
@@ -268,7 +253,7 @@ async def test_retries_keep_the_event_id_and_count_the_tries(
     metrics = Metrics()
     event = await queue(store, account.id, 1)
     async with running(store, make_settings(tmp_path), metrics):
-        await wait_until(status_is(store, event, "delivered"))
+        await wait_until(status_is(store, event, "delivered"), what="delivered after three 500s")
     assert [h.event_id for h in receiver.hits] == [event] * 4
     assert [h.try_number for h in receiver.hits] == [1, 2, 3, 4]
     assert len({h.headers["X-Service-Signature"] for h in receiver.hits}) == 1
@@ -322,7 +307,8 @@ async def test_two_deliverers_at_once_send_each_try_exactly_once(
             await wait_until(
                 lambda: len(receiver.ok_hits()) >= len(events), timeout=30, what="all delivered")
             # A moment for any duplicate to show up before the counts are taken.
-            await wait_until(status_is(store, events[-1], "delivered"))
+            await wait_until(status_is(store, events[-1], "delivered"),
+                             what="the last event delivered")
         seen = [(h.event_id, h.try_number) for h in receiver.hits]
         assert len(seen) == len(set(seen)) == 2 * len(events)
         assert {(e, n) for e in events for n in (1, 2)} == set(seen)
@@ -358,7 +344,7 @@ async def test_a_redirect_is_not_followed_and_counts_as_a_failed_try(
         assert r["status"] == "pending"
         assert "redirect to /elsewhere not followed" in r["last_error"]
         receiver.behaviour = lambda hit: "ok"
-        await wait_until(status_is(store, event, "delivered"))
+        await wait_until(status_is(store, event, "delivered"), what="delivered once not redirected")
     assert all(h.path == "/hook" for h in receiver.hits)
     assert tries_sample(metrics, "redirect") >= 2
 
@@ -386,7 +372,7 @@ async def test_a_hanging_receiver_times_out_without_holding_back_another_account
 
         await wait_until(timed_out, what="the timeout recorded")
         receiver.behaviour = lambda hit: "ok"
-        await wait_until(status_is(store, stuck, "delivered"))
+        await wait_until(status_is(store, stuck, "delivered"), what="the stuck event delivered")
     assert tries_sample(metrics, "timeout") >= 1
 
 
@@ -399,7 +385,7 @@ async def test_a_closed_connection_is_a_failed_try_logged_with_event_and_monitor
     event = await queue(store, account.id, 42)
     with caplog.at_level(logging.WARNING, logger="engine.delivery.webhooks.deliverer"):
         async with running(store, make_settings(tmp_path), metrics):
-            await wait_until(status_is(store, event, "delivered"))
+            await wait_until(status_is(store, event, "delivered"), what="the event delivered")
     assert [h.try_number for h in receiver.hits] == [1, 2]
     assert tries_sample(metrics, "connection_error") == 1
     lines = [r.getMessage() for r in caplog.records if "try 1 failed" in r.getMessage()]
@@ -441,13 +427,13 @@ async def test_an_account_without_a_url_keeps_its_events_until_one_is_set(
     metrics = Metrics()
     async with running(store, make_settings(tmp_path), metrics):
         probe = await queue(store, control.id, 2)
-        await wait_until(status_is(store, probe, "delivered"))
+        await wait_until(status_is(store, probe, "delivered"), what="the control event delivered")
         await wait_until(
             lambda: sample(metrics, "upwatch_webhook_queue_depth") == 1, what="gauge")
         r = await row(store, kept)
         assert (r["status"], r["tries"]) == ("pending", 0)
         await store.set_webhook_url(silent.id, receiver.url("/now"))
-        await wait_until(status_is(store, kept, "delivered"))
+        await wait_until(status_is(store, kept, "delivered"), what="the held event delivered")
     (late,) = [h for h in receiver.hits if h.path == "/now"]
     assert (late.event_id, late.try_number) == (kept, 1)
 
@@ -488,7 +474,8 @@ async def test_a_crashed_deliverers_try_comes_back_after_its_lease_as_the_next_t
     (claimed,) = await store.claim_due(1, lease_seconds=0.5)
     claimed_at = time.monotonic()
     async with running(store, make_settings(tmp_path)):
-        await wait_until(status_is(store, event, "delivered"))
+        await wait_until(status_is(store, event, "delivered"),
+                         what="delivered after the lease ran out")
     (hit,) = receiver.hits
     assert (hit.event_id, hit.try_number) == (event, claimed.tries + 1)
     assert hit.at - claimed_at >= 0.45
@@ -509,7 +496,8 @@ async def test_stopping_hands_an_in_flight_try_back_to_the_queue(
     assert (r["status"], r["tries"], r["last_error"]) == (
         "pending", 1, "try interrupted by a shutdown")
     async with running(store, settings):
-        await wait_until(status_is(store, event, "delivered"))
+        await wait_until(status_is(store, event, "delivered"),
+                         what="the interrupted event delivered")
     assert [h.try_number for h in receiver.hits] == [1, 2]
 
 
@@ -521,10 +509,10 @@ async def test_a_queued_event_wakes_an_idle_deliverer_at_once(
     # time_scale 1: the fallback poll is 1 s, so a fast delivery proves the NOTIFY path.
     async with running(store, make_settings(tmp_path, time_scale=1.0)):
         first = await queue(store, account.id, 1)
-        await wait_until(status_is(store, first, "delivered"))
+        await wait_until(status_is(store, first, "delivered"), what="the first event delivered")
         queued = time.monotonic()
         second = await queue(store, account.id, 2)
-        await wait_until(lambda: len(receiver.hits) == 2)
+        await wait_until(lambda: len(receiver.hits) == 2, what="the second event's try")
         assert receiver.hits[1].event_id == second
         assert receiver.hits[1].at - queued < 0.5
 
@@ -544,7 +532,7 @@ async def test_a_refused_connection_is_a_failed_try(store: Store, tmp_path: Path
             # Counted when answered; ``tries`` already counts a try that is only claimed.
             return tries_sample(metrics, "connection_error") >= 2
 
-        await wait_until(refused)
+        await wait_until(refused, what="two refused tries counted")
     r = await row(store, event)
     assert r["status"] == "pending" and r["last_status_code"] is None
     assert r["last_error"].startswith("cannot connect")
@@ -577,7 +565,8 @@ async def test_a_database_outage_delays_delivery_but_does_not_stop_the_deliverer
     event = await queue(store, account.id, 1)
     flaky = FlakyStore(store, failures=2)
     async with running(flaky, make_settings(tmp_path)):  # type: ignore[arg-type]
-        await wait_until(status_is(store, event, "delivered"))
+        await wait_until(status_is(store, event, "delivered"),
+                         what="delivered through the flaky store")
     assert flaky.failures == 0
     assert [h.try_number for h in receiver.hits] == [1]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.db.store import Store
 from engine.delivery.webhooks.signing import verify, verify_256
-from tests.support.engine_support import wait_until
+from tests.support.wait import wait_until
 from tests.test_webhook_delivery import (  # noqa: F401 - receiver is a fixture
     Receiver,
     make_settings,

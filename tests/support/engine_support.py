@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -19,8 +18,7 @@ from engine.db.store import Store
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
 from engine.scheduler.runner import Engine
-
-T = TypeVar("T")
+from tests.support.wait import wait_until
 
 
 def fast_settings(tmp_path: Path, **overrides: Any) -> Settings:
@@ -127,25 +125,6 @@ async def fetch(store: Store, sql: str, *args: Any) -> list[asyncpg.Record]:
 async def fetchval(store: Store, sql: str, *args: Any) -> Any:
     async with store.pool.acquire() as conn:
         return await conn.fetchval(sql, *args)
-
-
-async def wait_until(
-    probe: Callable[[], Awaitable[T]],
-    *,
-    timeout: float = 10.0,
-    every: float = 0.02,
-    what: str = "condition",
-) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        last = await probe()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
-        await asyncio.sleep(every)
 
 
 async def wait_status(

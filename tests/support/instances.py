@@ -16,7 +16,6 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,20 +31,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-async def wait_until(
-    predicate: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 0.05
-) -> float:
-    """Poll ``predicate`` until true; returns the seconds it took. Fails after ``timeout``."""
-    start = time.monotonic()
-    deadline = start + timeout
-    while True:
-        if await predicate():
-            return time.monotonic() - start
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(interval)
 
 
 @dataclass
