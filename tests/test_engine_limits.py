@@ -16,6 +16,7 @@ from engine.domain.outcomes import HttpOutcome
 from engine.probes.http import HttpProber
 from engine.runtime.metrics import Metrics
 from tests.support.engine_support import add_monitor, fast_settings, running_engine
+from tests.support.metrics import sample_value
 from tests.support.targets import HttpTarget
 from tests.support.wait import wait_until
 
@@ -93,7 +94,7 @@ async def test_global_and_per_host_limits_hold(
         assert prober.peak["host:127.0.0.2"] <= 2
         # No check was ever probed twice at once, though the slow ones overran the interval.
         assert max(v for k, v in prober.peak.items() if k.startswith("url:")) == 1
-        count = metrics.registry.get_sample_value("upwatch_scheduler_lateness_seconds_count")
+        count = sample_value(metrics, "upwatch_scheduler_lateness_seconds_count")
         assert count is not None and count >= 17
 
 

@@ -10,22 +10,15 @@ from pathlib import Path
 
 import aiohttp
 import orjson
-from prometheus_client.parser import text_string_to_metric_families
 
 from engine.db.store import Store
 from tests.support.instances import Instance, WebhookReceiver
+from tests.support.metrics import sample, sample_value
 from tests.support.targets import HttpTarget
 from tests.support.wait import wait_until
 
 FAST = {"UPWATCH_TIME_SCALE": "0.02", "UPWATCH_RESULT_FLUSH_INTERVAL": "0.1"}
-
-
-def _sample(text: str, name: str, **labels: str) -> float:
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                return float(s.value)
-    return 0.0
+HEARTBEATS = "upwatch_node_heartbeats_total"
 
 
 async def test_notify_protocol_ready_watchdog_stopping(db_dsn: str, tmp_path: Path) -> None:
@@ -82,6 +75,10 @@ async def test_metrics_parse_and_count_probes_and_logs_are_json(
                 async with http.get("/metrics") as r:
                     assert r.status == 200
                     before = await r.text()
+                # Exposed from the start, at 0 until the first heartbeat, which comes a
+                # heartbeat interval after start-up.
+                heartbeats_before = sample_value(before, HEARTBEATS)
+                assert heartbeats_before is not None
                 async with http.post("/webapi/monitors", json={"url": target.url("/")}) as r:
                     assert r.status == 201
 
@@ -89,18 +86,21 @@ async def test_metrics_parse_and_count_probes_and_logs_are_json(
                     async with http.get("/metrics") as r:
                         text = await r.text()
                     # The gauges refresh once a second; the counters move with each probe.
-                    return (_sample(text, "upwatch_probes_total", kind="uptime",
-                                    outcome="ok") >= 3
-                            and _sample(text, "upwatch_checks_scheduled") == 2)
+                    return (sample(text, "upwatch_probes_total", kind="uptime",
+                                   outcome="ok") >= 3
+                            and sample(text, "upwatch_checks_scheduled") == 2
+                            and sample(text, HEARTBEATS) > heartbeats_before)
 
-                await wait_until(probes_counted, timeout=20, what="three ok probes in /metrics")
+                await wait_until(probes_counted, timeout=20,
+                                 what="three ok probes and a heartbeat in /metrics")
                 async with http.get("/metrics") as r:
                     after = await r.text()
-            assert _sample(before, "upwatch_probes_total", kind="uptime", outcome="ok") == 0
-            assert _sample(after, "upwatch_scheduler_lateness_seconds_count") >= 3
-            assert _sample(after, "upwatch_results_written_total") >= 1
-            assert _sample(after, "upwatch_checks_scheduled") == 2
-            assert _sample(after, "upwatch_node_heartbeats_total") >= 0
+            assert sample(before, "upwatch_probes_total", kind="uptime", outcome="ok") == 0
+            assert sample(after, "upwatch_scheduler_lateness_seconds_count") >= 3
+            assert sample(after, "upwatch_results_written_total") >= 1
+            assert sample(after, "upwatch_checks_scheduled") == 2
+            heartbeats_after = sample_value(after, HEARTBEATS)
+            assert heartbeats_after is not None and heartbeats_after > heartbeats_before
             await inst.stop()
         finally:
             await inst.kill()

@@ -13,6 +13,7 @@ from engine.kinds.scheduled import Touch
 from engine.runtime.errors import DatabaseUnavailable
 from engine.runtime.metrics import Metrics
 from engine.scheduler.results import ResultRow, ResultsWriter
+from tests.support.metrics import sample
 
 AT = datetime(2026, 3, 1, 10, 30, tzinfo=UTC)
 
@@ -57,10 +58,6 @@ class FakeStore:
 def writer(store: FakeStore, metrics: Metrics, limit: int = 100, batch: int = 10) -> ResultsWriter:
     return ResultsWriter(store, metrics=metrics, limit=limit, flush_interval=0.01,
                          batch_rows=batch, drain_timeout=1.0)
-
-
-def sample(metrics: Metrics, name: str) -> float:
-    return metrics.registry.get_sample_value(name) or 0.0
 
 
 async def test_rows_are_written_in_order_in_batches() -> None:

@@ -22,6 +22,7 @@ from engine.probes.sessions import TlsSessions
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
 from tests.support.engine_support import add_monitor, fast_settings, running_engine
+from tests.support.metrics import sample
 from tests.support.targets import HttpTarget, TlsCerts
 from tests.support.wait import wait_until
 
@@ -138,9 +139,7 @@ async def test_the_engine_counts_resumed_handshakes_in_metrics(
         await add_monitor(store, acc.id, site.url("/", host="localhost"))
 
         def handshakes(resumed: str) -> float:
-            v = metrics.registry.get_sample_value(
-                "upwatch_tls_handshakes_total", {"resumed": resumed})
-            return v or 0.0
+            return sample(metrics, "upwatch_tls_handshakes_total", resumed=resumed)
 
         async with running_engine(store, settings, metrics=metrics):
             async def probed() -> bool:

@@ -30,6 +30,7 @@ from engine.delivery.webhooks.signing import verify
 from engine.domain import payloads
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
+from tests.support.metrics import sample
 from tests.support.wait import wait_until
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -198,10 +199,6 @@ def status_is(store: Store, event_id: int, status: str) -> Callable[[], Awaitabl
     async def check() -> bool:
         return (await row(store, event_id))["status"] == status
     return check
-
-
-def sample(metrics: Metrics, name: str, **labels: str) -> float:
-    return metrics.registry.get_sample_value(name, labels or None) or 0.0
 
 
 def tries_sample(metrics: Metrics, result: str) -> float:

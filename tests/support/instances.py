@@ -24,6 +24,8 @@ import aiohttp
 import asyncpg
 from aiohttp import web
 
+from tests.support.metrics import sample
+
 READY_MARK = "ready at"
 
 
@@ -234,12 +236,10 @@ async def fetch(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
         await conn.close()
 
 
-async def metric(http: aiohttp.ClientSession, inst: Instance, name: str) -> float:
-    """The value of the unlabelled (or first labelled) sample ``name`` on ``inst``'s
-    ``/metrics``; 0.0 when it is not there."""
+async def metric(
+    http: aiohttp.ClientSession, inst: Instance, name: str, **labels: str
+) -> float:
+    """The sample ``name`` (the first whose labels include ``labels``) on ``inst``'s
+    ``/metrics``; 0.0 when it is not there (:func:`tests.support.metrics.sample`)."""
     async with http.get(f"{inst.base_url}/metrics") as r:
-        text = await r.text()
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+        return sample(await r.text(), name, **labels)
