@@ -16,6 +16,7 @@ from engine.scheduler.calendar import MaintenanceCalendar
 from tests.support.engine_support import (
     add_monitor,
     check_row,
+    events_of,
     fast_settings,
     fetch,
     fetchval,
@@ -26,11 +27,6 @@ from tests.support.targets import HttpTarget
 from tests.support.wait import wait_until
 
 WINDOW = 3.0  # real seconds a test window stays on (windows are wall-clock, never scaled)
-
-
-async def events_of(store: Store, check_id: int) -> list[Any]:
-    return await fetch(store, "SELECT * FROM webhook_events WHERE check_id = $1 ORDER BY id",
-                       check_id)
 
 
 async def probes_since(store: Store, check_id: int, since: datetime) -> int:

@@ -18,6 +18,7 @@ from engine.scheduler.wheel import first_due
 from tests.support.engine_support import (
     add_monitor,
     check_row,
+    events_of,
     fast_settings,
     fetch,
     running_engine,
@@ -29,11 +30,6 @@ from tests.support.wait import wait_until
 SCALE = 0.01
 INTERVAL = 30  # s (0.3 s scaled)
 FLAP_FOR = 600  # s of flapping (6 s scaled)
-
-
-async def events_of(store: Store, check_id: int) -> list[Any]:
-    return await fetch(store, "SELECT * FROM webhook_events WHERE check_id = $1 ORDER BY id",
-                       check_id)
 
 
 @contextlib.asynccontextmanager

@@ -16,6 +16,7 @@ from engine.scheduler.confirm import Confirmation, ConfirmTarget, LocalConfirmer
 from tests.support.engine_support import (
     add_monitor,
     check_row,
+    events_of,
     fast_settings,
     fetch,
     running_engine,
@@ -23,11 +24,6 @@ from tests.support.engine_support import (
 )
 from tests.support.targets import HttpTarget
 from tests.support.wait import wait_until
-
-
-async def events_of(store: Store, check_id: int) -> list[Any]:
-    return await fetch(store, "SELECT * FROM webhook_events WHERE check_id = $1 ORDER BY id",
-                       check_id)
 
 
 async def outages_of(store: Store, check_id: int) -> list[Any]:

@@ -7,7 +7,8 @@ import asyncio
 import os
 import sys
 
-from tests.support.notify_support import HttpReceiver, SmtpServer, free_port
+from tests.support.notify_support import HttpReceiver, SmtpServer
+from tests.support.targets import free_port
 
 
 async def upwatch(*args: str, private: bool = True) -> tuple[int, str, str]:

@@ -122,6 +122,12 @@ async def fetch(store: Store, sql: str, *args: Any) -> list[asyncpg.Record]:
         return await conn.fetch(sql, *args)
 
 
+async def events_of(store: Store, check_id: int) -> list[asyncpg.Record]:
+    """The webhook events of ``check_id``, oldest first."""
+    return await fetch(store, "SELECT * FROM webhook_events WHERE check_id = $1 ORDER BY id",
+                       check_id)
+
+
 async def fetchval(store: Store, sql: str, *args: Any) -> Any:
     async with store.pool.acquire() as conn:
         return await conn.fetchval(sql, *args)

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,14 +24,9 @@ import asyncpg
 from aiohttp import web
 
 from tests.support.metrics import sample
+from tests.support.targets import free_port
 
 READY_MARK = "ready at"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

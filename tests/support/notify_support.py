@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import email
 import email.policy
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +20,7 @@ from engine.db.store import Store
 from engine.delivery.notify.sender import NotifyPool, grouping, notification_runner
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.targets import free_port
 
 
 @dataclass

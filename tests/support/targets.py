@@ -73,12 +73,16 @@ _REASONS = {
 }
 
 
-def closed_port(host: str = "127.0.0.1") -> int:
-    """A port on ``host`` with nothing listening (bound, then released)."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port on ``host`` with nothing listening (bound, then released): for a server a test
+    starts to listen on, or for a probe to find closed."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+closed_port = free_port  # the name a test of refused connections reads better with
 
 
 def ipv6_available() -> bool:
