@@ -34,11 +34,11 @@ import pytest
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import CONTROL_LOCK, EmbeddedLease
-from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch
-from tests.support.wait import wait_until
 
 # The same fast clock, log reading and monitor set-up as the external-database outage test.
-from tests.test_hostile_database_outage import FAST, _log, _monitor, _status
+from tests.hostile.test_hostile_database_outage import FAST, _log, _monitor, _status
+from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch
+from tests.support.wait import wait_until
 
 # The first start runs initdb with fsync on (the service's durable default): allow for it
 # on a loaded machine.

@@ -23,7 +23,7 @@ from tests.support.status_page_seed import certificate_valid_to, insert_monitor,
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium")
                                         else None)
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 BROWSER_TIMEOUT = 60.0
 
 pytestmark = [

@@ -16,7 +16,7 @@ from tests.support.cdp_browser import CHROMIUM, Browser
 from tests.support.status_page_seed import seed_site, utc_midnight
 from tests.support.web import serve
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "

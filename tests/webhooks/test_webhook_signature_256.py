@@ -14,7 +14,7 @@ from typing import Any
 from engine.db.store import Store
 from engine.delivery.webhooks.signing import verify, verify_256
 from tests.support.wait import wait_until
-from tests.test_webhook_delivery import (  # noqa: F401 - receiver is a fixture
+from tests.webhooks.test_webhook_delivery import (  # noqa: F401 - receiver is a fixture
     Receiver,
     make_settings,
     queue,
@@ -23,7 +23,7 @@ from tests.test_webhook_delivery import (  # noqa: F401 - receiver is a fixture
     status_is,
 )
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "webhooks.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
 
 
 def documented_receiver(token: str) -> Any:

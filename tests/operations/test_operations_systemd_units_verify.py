@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 ANALYZE = shutil.which("systemd-analyze")
 
 

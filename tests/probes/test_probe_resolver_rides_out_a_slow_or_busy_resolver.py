@@ -30,12 +30,12 @@ from engine import USER_AGENT
 from engine.bench.dnsserver import DnsServer
 from engine.probes.http import HttpProber
 from engine.probes.resolver import cares_tries
-from tests.support.targets import HttpTarget
-from tests.test_probe_resolver_caches_names_and_fails_in_words import (
+from tests.probes.test_probe_resolver_caches_names_and_fails_in_words import (
     Clock,
     resolver,
     wait_for,
 )
+from tests.support.targets import HttpTarget
 
 ZONE = "names.test"
 

@@ -16,7 +16,7 @@ import pytest
 
 from engine.runtime.compiled import MODULES, compiled_modules, is_stale, stale_modules
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.skipif(

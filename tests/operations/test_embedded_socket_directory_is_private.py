@@ -21,7 +21,7 @@ import pytest
 from engine.db.embedded import EmbeddedPostgres, UnsafeSocketDirectory, private_directory
 
 NOBODY = pwd.getpwnam("nobody")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
