@@ -30,6 +30,7 @@ from tests.support.engine_support import (
 )
 from tests.support.fake_dns import FakeDns
 from tests.support.targets import HttpTarget, TlsCerts, ipv6_available, tls_target
+from tests.support.wait import wait_until
 
 TIMEOUT = 1.0
 # What a probe may take beyond its timeout on a loaded 2-core CI machine (the deadline
@@ -189,8 +190,6 @@ async def test_redirects_and_addresses_that_reach_private_networks_are_blocked(
 
 
 async def _wait_probes(store: Store, check_ids: list[int], n: int) -> None:
-    from tests.support.engine_support import wait_until
-
     async def enough() -> bool:
         rows = await fetch(
             store,

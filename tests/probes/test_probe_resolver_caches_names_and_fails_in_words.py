@@ -21,6 +21,7 @@ from engine.probes.resolver import MAX_ADDRESSES, ProbeResolver
 from engine.probes.tls import CertProber
 from engine.runtime.metrics import Metrics
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 ZONE = "names.test"
 
@@ -84,7 +85,8 @@ async def test_a_name_is_looked_up_once_per_ttl_and_then_answered_from_the_cache
     clock.now += 15
     o = await p.probe(url)
     assert o.dns_cached and o.status_code == 200
-    await wait_for(lambda: res.lookups == 2 and not res.busy(f"m1.{ZONE}"))
+    await wait_until(lambda: res.lookups == 2 and not res.busy(f"m1.{ZONE}"), timeout=5,
+                     what="the second lookup, done")
     assert dns.queries == {(f"m1.{ZONE}", "A"): 2}
     clock.now += 20  # within the refreshed answer's TTL
     assert (await p.probe(url)).dns_cached
@@ -282,14 +284,6 @@ async def test_a_probe_cancelled_while_its_name_is_looked_up_calls_nothing_back(
     await p.aclose()
 
 
-async def wait_for(cond: object, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():  # type: ignore[operator]
-        assert loop.time() < end, "condition not met in time"
-        await asyncio.sleep(0.01)
-
-
 async def test_a_lookup_answered_at_once_still_calls_back_later(dns: DnsServer) -> None:
     """c-ares answers /etc/hosts names inside the call; the resolver's contract is a call
     back from the loop, never from inside lookup() (a probe is not ready for it then)."""
@@ -297,7 +291,7 @@ async def test_a_lookup_answered_at_once_still_calls_back_later(dns: DnsServer) 
     seen: list[list[str]] = []
     res.lookup("localhost", lambda answer, ms: seen.append(answer.addresses))
     assert seen == []
-    await wait_for(lambda: bool(seen))
+    await wait_until(lambda: seen, timeout=5, what="the call back")
     assert seen == [["127.0.0.1"]] and dns.total_queries() == 0
     await res.aclose()
 
@@ -306,7 +300,7 @@ async def test_unsettled_counts_failed_names_and_lookups_in_flight(dns: DnsServe
     dns.latency = 0.2
     res = resolver(dns, timeout=2.0)
     waiting = asyncio.ensure_future(res(f"m1.{ZONE}", 80))
-    await wait_for(lambda: res.busy(f"m1.{ZONE}"))
+    await wait_until(lambda: res.busy(f"m1.{ZONE}"), timeout=5, what="the lookup in flight")
     assert res.unsettled() == 1  # in flight
     await waiting
     assert res.unsettled() == 0

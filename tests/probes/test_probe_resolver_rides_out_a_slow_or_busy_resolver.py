@@ -33,9 +33,9 @@ from engine.probes.resolver import cares_tries
 from tests.probes.test_probe_resolver_caches_names_and_fails_in_words import (
     Clock,
     resolver,
-    wait_for,
 )
 from tests.support.targets import HttpTarget
+from tests.support.wait import wait_until
 
 ZONE = "names.test"
 
@@ -157,7 +157,7 @@ async def test_a_name_whose_refresh_times_out_is_served_its_last_answer_for_a_wh
     clock.now += 2
     o = await p.probe(url)
     assert o.status_code == 200 and o.dns_cached
-    await wait_for(lambda: not res.busy(name), 5.0)
+    await wait_until(lambda: not res.busy(name), timeout=5, what="the stale answer refreshed")
     assert dns.total_queries() > asked and res.served_stale == 2
     # At most serve_stale (300 s) past the TTL's end (1300): then the time-out is a failure.
     clock.now = 1601.0
@@ -220,7 +220,7 @@ async def test_a_burst_of_answers_while_the_loop_is_busy_is_not_dropped() -> Non
         while server.total_queries() < n and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.1)
-        await wait_for(lambda: len(seen) == n, 10.0)
+        await wait_until(lambda: len(seen) == n, timeout=10, what=f"{n} answers")
         assert all(a.error is None for a in seen)
         assert server.total_queries() == n  # none dropped and asked again
         await res.aclose()
