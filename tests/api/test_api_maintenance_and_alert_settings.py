@@ -19,7 +19,7 @@ from engine.runtime.settings import Settings
 from engine.web.api.maintenance import validate_window
 from engine.web.app import create_app
 from engine.web.keys import OPENAPI_DOCUMENT
-from tests.api.test_api_openapi import check, resolve
+from tests.support.openapi import check, resolve
 
 
 @pytest.fixture

@@ -31,22 +31,24 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.store import Store
-from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch, metric
+from tests.support.instances import (
+    OUTAGE_ENV,
+    Instance,
+    RegionalTarget,
+    WebhookReceiver,
+    add_uptime_monitor,
+    check_status,
+    fetch,
+    json_log,
+    metric,
+)
 from tests.support.wait import wait_until
 
-FAST = {
-    "UPWATCH_TIME_SCALE": "0.01",  # 30 s interval -> 0.3 s; webhook back-off 10 s -> 0.1 s
-    "UPWATCH_RESULT_FLUSH_INTERVAL": "0.05",
-    "UPWATCH_PROBE_TIMEOUT": "1",
-    "UPWATCH_HEARTBEAT_INTERVAL": "0.5",
-    "UPWATCH_LOG_FORMAT": "json",
-}
 OUTAGE = 30.0  # seconds PostgreSQL is down in the main test
 
 
@@ -76,33 +78,6 @@ async def _account(dsn: str, webhook_url: str | None) -> str:
     return token
 
 
-async def _monitor(http: aiohttp.ClientSession, inst: Instance, url: str) -> int:
-    """An uptime monitor (threshold 0: down as soon as confirmed); its certificate check
-    disabled (a plain-HTTP site would add its own certificate_invalid event)."""
-    async with http.post(f"{inst.base_url}/webapi/monitors",
-                         json={"url": url, "notification_threshold": 0}) as r:
-        assert r.status == 201, await r.text()
-        body = await r.json()
-    cert = body["checks"]["certificate_health"]["id"]
-    async with http.post(f"{inst.base_url}/webapi/checks/{cert}/disable") as r:
-        assert r.status == 200
-    return int(body["checks"]["uptime"]["id"])
-
-
-async def _status(dsn: str, check_id: int) -> str:
-    rows = await fetch(dsn, "SELECT status FROM checks WHERE id = $1", check_id)
-    return str(rows[0]["status"])
-
-
-def _log(inst: Instance) -> list[dict[str, Any]]:
-    out = []
-    for line in inst.output:
-        if line.startswith("{"):
-            with contextlib.suppress(ValueError):
-                out.append(json.loads(line))
-    return out
-
-
 def _at(ts: datetime) -> float:
     return ts.astimezone(UTC).timestamp()
 
@@ -128,15 +103,15 @@ async def test_a_30_s_database_outage_loses_no_result_no_transition_and_no_event
     async with own_postgres() as pg, RegionalTarget() as flaky, \
             RegionalTarget() as steady, WebhookReceiver() as receiver:
         dsn = pg.dsn()
-        inst = Instance(dsn, tmp_path, env=FAST)
+        inst = Instance(dsn, tmp_path, env=OUTAGE_ENV)
         await inst.start()
         try:
             token = await _account(dsn, receiver.url)
             async with aiohttp.ClientSession(
                 headers={"Authorization": f"Bearer {token}"}
             ) as http:
-                flaky_id = await _monitor(http, inst, flaky.url("/"))
-                steady_id = await _monitor(http, inst, steady.url("/"))
+                flaky_id = await add_uptime_monitor(http, inst, flaky.url("/"))
+                steady_id = await add_uptime_monitor(http, inst, steady.url("/"))
                 await wait_until(lambda: _all(dsn, [flaky_id, steady_id], "ok"), timeout=15,
                                  what="both checks ok")
 
@@ -203,11 +178,11 @@ async def test_a_30_s_database_outage_loses_no_result_no_transition_and_no_event
                 alerted_at = datetime.strptime(check_body["last_check_at"], "%Y-%m-%d %H:%M:%S")
                 assert went_down_at - 1 <= alerted_at.replace(tzinfo=UTC).timestamp() \
                     < restarted_at
-                assert await _status(dsn, steady_id) == "ok"
+                assert await check_status(dsn, steady_id) == "ok"
 
                 # Reconnected with back-off: the deliverer's retries spaced out, capped.
                 delays = [float(e["msg"].rsplit("retrying in ", 1)[1].rstrip("s"))
-                          for e in _log(inst)
+                          for e in json_log(inst)
                           if e.get("msg", "").startswith("webhooks: database unavailable")]
                 assert len(delays) >= 4 and delays == sorted(delays) and max(delays) <= 5.0
                 print(f"\noutage {restarted_at - stopped_at:.1f} s; PostgreSQL back after "
@@ -222,8 +197,8 @@ async def test_a_30_s_database_outage_loses_no_result_no_transition_and_no_event
         finally:
             code = await inst.stop()
         assert code == 0, inst.log_text()[-3000:]
-        assert not [e for e in _log(inst) if e.get("level") in ("error", "critical")], \
-            [e for e in _log(inst) if e.get("level") in ("error", "critical")][:3]
+        assert not [e for e in json_log(inst) if e.get("level") in ("error", "critical")], \
+            [e for e in json_log(inst) if e.get("level") in ("error", "critical")][:3]
 
 
 async def test_a_full_result_buffer_drops_the_oldest_with_a_counter_and_a_log_line(
@@ -232,14 +207,15 @@ async def test_a_full_result_buffer_drops_the_oldest_with_a_counter_and_a_log_li
     limit = 100
     async with own_postgres() as pg, RegionalTarget() as site:
         dsn = pg.dsn()
-        inst = Instance(dsn, tmp_path, env={**FAST, "UPWATCH_RESULT_BUFFER_LIMIT": str(limit)})
+        inst = Instance(dsn, tmp_path,
+                        env={**OUTAGE_ENV, "UPWATCH_RESULT_BUFFER_LIMIT": str(limit)})
         await inst.start()
         try:
             token = await _account(dsn, None)
             async with aiohttp.ClientSession(
                 headers={"Authorization": f"Bearer {token}"}
             ) as http:
-                ids = [await _monitor(http, inst, site.url(f"/p{i}")) for i in range(10)]
+                ids = [await add_uptime_monitor(http, inst, site.url(f"/p{i}")) for i in range(10)]
                 await wait_until(lambda: _all(dsn, ids, "ok"), timeout=15, what="the checks ok")
                 await asyncio.to_thread(pg.stop, "fast")
                 # Taken once the server is down: a loaded machine takes a moment to stop it,
@@ -284,7 +260,7 @@ async def test_a_full_result_buffer_drops_the_oldest_with_a_counter_and_a_log_li
     assert _at(kept[0]["at"]) > stopped_at + 0.4 * window
     assert _at(kept[-1]["at"]) > restarted_at - 2.0
     # Logged: at once, then at most every 10 s and when the outage ends; the lines add up.
-    lines = [e for e in _log(inst) if "result buffer full" in e.get("msg", "")]
+    lines = [e for e in json_log(inst) if "result buffer full" in e.get("msg", "")]
     assert lines and all(e["level"] == "warning" for e in lines)
     prefix = f"database unavailable and result buffer full ({limit} rows): dropped the "
     assert all(e["msg"].startswith(prefix) for e in lines)
@@ -295,7 +271,7 @@ async def test_a_full_result_buffer_drops_the_oldest_with_a_counter_and_a_log_li
 
 
 async def _is(dsn: str, check_id: int, status: str) -> bool:
-    return await _status(dsn, check_id) == status
+    return await check_status(dsn, check_id) == status
 
 
 async def _all(dsn: str, ids: list[int], status: str) -> bool:

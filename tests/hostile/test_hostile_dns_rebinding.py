@@ -12,9 +12,6 @@ fake DNS.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +20,16 @@ import pytest
 
 from engine import USER_AGENT
 from engine.db.store import Store
-from engine.delivery.webhooks.deliverer import Deliverer
 from engine.domain import netpolicy
 from engine.probes.http import HttpProber
 from engine.probes.tls import CertProber
-from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
 from tests.support.engine_support import fast_settings, fetch, running_engine, wait_status
 from tests.support.fake_dns import FakeDns
 from tests.support.instances import WebhookReceiver
 from tests.support.targets import HttpTarget
 from tests.support.wait import wait_until
+from tests.support.webhook_support import running
 
 PUBLIC = "93.184.216.34"  # what the names answer while the API validates them
 BLOCKED = "blocked: {} resolves to a non-public address (127.0.0.1)"
@@ -56,20 +52,6 @@ def dns(monkeypatch: pytest.MonkeyPatch) -> FakeDns:
 
     monkeypatch.setattr(netpolicy, "resolve", resolve)  # what the API validates with
     return fake
-
-
-@contextlib.asynccontextmanager
-async def delivering(
-    store: Store, settings: Settings, dns: FakeDns
-) -> AsyncIterator[Deliverer]:
-    deliverer = Deliverer(store, settings, metrics=Metrics(), resolver=dns.resolve)
-    stop = asyncio.Event()
-    task = asyncio.create_task(deliverer.run(stop))
-    try:
-        yield deliverer
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 15)
 
 
 async def test_a_rebound_monitor_name_is_refused_at_connect_time(
@@ -147,7 +129,7 @@ async def test_a_rebound_webhook_name_is_refused_at_every_delivery(
                                acc.id)
             return rows if rows and rows[0]["tries"] >= 2 else None
 
-        async with delivering(store, settings, dns):
+        async with running(store, settings, resolver=dns.resolve):
             (event,) = await wait_until(refused_twice, timeout=10, what="two refused tries")
         assert event["event"] == "downtime" and event["status"] == "pending"
         assert event["last_status_code"] is None
@@ -162,8 +144,9 @@ async def test_a_rebound_webhook_name_is_refused_at_every_delivery(
 
         # The control: with private targets allowed the same event reaches the receiver
         # (same id, next try), so the rule at delivery time is what refused it above.
-        async with delivering(store, fast_settings(settings.data_dir.parent,
-                                                   allow_private_targets=True), dns):
+        async with running(store, fast_settings(settings.data_dir.parent,
+                                                allow_private_targets=True),
+                           resolver=dns.resolve):
             await wait_until(lambda: receiver.hits, timeout=10, what="the delivery")
         assert receiver.hits[0].headers["X-Service-Webhook"] == str(event["id"])
         assert int(receiver.hits[0].headers["X-Service-Current-Try"]) > event["tries"]

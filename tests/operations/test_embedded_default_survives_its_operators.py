@@ -34,16 +34,22 @@ import pytest
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import CONTROL_LOCK, EmbeddedLease
-
-# The same fast clock, log reading and monitor set-up as the external-database outage test.
-from tests.hostile.test_hostile_database_outage import FAST, _log, _monitor, _status
-from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch
+from tests.support.instances import (
+    OUTAGE_ENV,
+    Instance,
+    RegionalTarget,
+    WebhookReceiver,
+    add_uptime_monitor,
+    check_status,
+    fetch,
+    json_log,
+)
 from tests.support.wait import wait_until
 
 # The first start runs initdb with fsync on (the service's durable default): allow for it
 # on a loaded machine.
 START_TIMEOUT = 120.0
-INTERVAL = 0.3  # the checks' interval under FAST (time scale 0.01)
+INTERVAL = 0.3  # the checks' interval under OUTAGE_ENV (time scale 0.01)
 
 
 @dataclass
@@ -230,17 +236,17 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
     server = EmbeddedPostgres(data / "pg")
     dsn = server.dsn()
     async with RegionalTarget() as flaky, RegionalTarget() as steady, \
-            WebhookReceiver() as receiver, service(root, FAST) as inst:
+            WebhookReceiver() as receiver, service(root, OUTAGE_ENV) as inst:
         made = await upwatch(data, "account", "create", "--name", "hooks", "--webhook-url",
                              receiver.url, "--json")
         assert made.code == 0, made.stderr
         token = orjson.loads(made.stdout)["token"]
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
-            flaky_id = await _monitor(http, inst, flaky.url("/"))
-            steady_id = await _monitor(http, inst, steady.url("/"))
+            flaky_id = await add_uptime_monitor(http, inst, flaky.url("/"))
+            steady_id = await add_uptime_monitor(http, inst, steady.url("/"))
 
             async def both_ok() -> bool:
-                return (await _status(dsn, flaky_id), await _status(dsn, steady_id)) == \
+                return (await check_status(dsn, flaky_id), await check_status(dsn, steady_id)) == \
                     ("ok", "ok")
 
             await wait_until(both_ok, timeout=30, what="both checks ok")
@@ -271,7 +277,7 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
             assert server.postmaster_pid() not in (None, postmaster)
 
             async def is_down() -> bool:
-                return await _status(dsn, flaky_id) == "down"
+                return await check_status(dsn, flaky_id) == "down"
 
             await wait_until(is_down, timeout=30, what="the flaky check down")
             await wait_until(lambda: _hits(receiver, 1), timeout=30, what="the downtime webhook")
@@ -284,7 +290,7 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
             stop_outage = time.time() - stopped_at
 
             async def is_ok() -> bool:
-                return await _status(dsn, flaky_id) == "ok"
+                return await check_status(dsn, flaky_id) == "ok"
 
             await wait_until(is_ok, timeout=30, what="the flaky check ok again")
             await wait_until(lambda: _hits(receiver, 2), timeout=30, what="the uptime webhook")
@@ -327,11 +333,11 @@ async def test_the_service_restarts_its_database_and_loses_nothing(root: Path) -
     assert longest < outage + 5 * INTERVAL, (longest, outage)
     seen = [t for _, t in steady.seen if started < t < ended]
     assert len(stamps) >= len(seen) - 3, (len(stamps), len(seen))
-    restarts = [e for e in _log(inst) if "started again" in e.get("msg", "")]
+    restarts = [e for e in json_log(inst) if "started again" in e.get("msg", "")]
     assert len(restarts) == 3
-    errors = [e for e in _log(inst) if e.get("level") in ("error", "critical")]
+    errors = [e for e in json_log(inst) if e.get("level") in ("error", "critical")]
     # Whole and untruncated, with the warnings around them (what was recovering then).
-    assert not errors, "\n".join(orjson.dumps(e).decode() for e in _log(inst)
+    assert not errors, "\n".join(orjson.dumps(e).decode() for e in json_log(inst)
                                   if e.get("level") in ("warning", "error", "critical"))
     print(f"\nkill -9 with the restart held back: API answering {back_after_kill:.1f} s after "
           f"the hold ended ({kill_outage:.1f} s away); pg_ctl stop: {back_after_stop:.1f} s; "
@@ -348,7 +354,7 @@ def dsn_after(server: EmbeddedPostgres) -> str:
 
 
 async def _logged(inst: Instance, text: str) -> bool:
-    return any(text in e.get("msg", "") for e in _log(inst))
+    return any(text in e.get("msg", "") for e in json_log(inst))
 
 
 async def _hits(receiver: WebhookReceiver, n: int) -> bool:

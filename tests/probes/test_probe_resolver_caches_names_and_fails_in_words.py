@@ -20,18 +20,11 @@ from engine.probes.http import HttpProber
 from engine.probes.resolver import MAX_ADDRESSES, ProbeResolver
 from engine.probes.tls import CertProber
 from engine.runtime.metrics import Metrics
+from tests.support.resolver import Clock, resolver
 from tests.support.targets import HttpTarget
 from tests.support.wait import wait_until
 
 ZONE = "names.test"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -44,15 +37,6 @@ async def dns() -> AsyncIterator[DnsServer]:
 async def site() -> AsyncIterator[HttpTarget]:
     async with HttpTarget() as s:
         yield s
-
-
-def resolver(dns: DnsServer, clock: Clock | None = None, **kw: object) -> ProbeResolver:
-    opts: dict[str, object] = {"servers": [dns.address], "timeout": 0.3, "tries": 1,
-                               "family": socket.AF_INET}
-    opts.update(kw)
-    if clock is not None:
-        opts["clock"] = clock
-    return ProbeResolver(**opts)  # type: ignore[arg-type]
 
 
 def prober(res: ProbeResolver, *, allow_private: bool = True,

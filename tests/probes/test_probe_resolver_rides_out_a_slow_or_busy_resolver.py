@@ -30,10 +30,7 @@ from engine import USER_AGENT
 from engine.bench.dnsserver import DnsServer
 from engine.probes.http import HttpProber
 from engine.probes.resolver import cares_tries
-from tests.probes.test_probe_resolver_caches_names_and_fails_in_words import (
-    Clock,
-    resolver,
-)
+from tests.support.resolver import Clock, resolver
 from tests.support.targets import HttpTarget
 from tests.support.wait import wait_until
 

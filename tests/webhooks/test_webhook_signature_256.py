@@ -14,14 +14,7 @@ from typing import Any
 from engine.db.store import Store
 from engine.delivery.webhooks.signing import verify, verify_256
 from tests.support.wait import wait_until
-from tests.webhooks.test_webhook_delivery import (  # noqa: F401 - receiver is a fixture
-    Receiver,
-    make_settings,
-    queue,
-    receiver,
-    running,
-    status_is,
-)
+from tests.support.webhook_support import Receiver, make_settings, queue, running, status_is
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
 
@@ -37,7 +30,7 @@ def documented_receiver(token: str) -> Any:
 
 
 async def test_every_try_carries_a_timestamped_sha256_signature_beside_the_old_one(
-    store: Store, receiver: Receiver, tmp_path: Path  # noqa: F811 - the fixture
+    store: Store, receiver: Receiver, tmp_path: Path
 ) -> None:
     account, token = await store.create_account("a", webhook_url=receiver.url())
     receiver.behaviour = lambda hit: "500" if len(receiver.hits) == 1 else "ok"
