@@ -125,8 +125,7 @@ async def test_api_under_wrk_load_while_probing_5000_monitors(
                 # Every check probed once (new checks start paced, 1,000 a second), then one
                 # more interval so that every check runs on its phase.
                 await wait_until(lambda: _all_ok(db_dsn, MONITORS),
-                                 timeout=40, what="5,000 checks ok",
-                                 every=0.5)
+                                 timeout=40, what="5,000 checks ok", every=0.5)
                 await asyncio.sleep(INTERVAL)
 
                 assert inst.proc is not None
