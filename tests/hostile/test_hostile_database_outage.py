@@ -36,17 +36,8 @@ import aiohttp
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.store import Store
-from tests.support.instances import (
-    OUTAGE_ENV,
-    Instance,
-    RegionalTarget,
-    WebhookReceiver,
-    add_uptime_monitor,
-    check_status,
-    fetch,
-    json_log,
-    metric,
-)
+from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch, metric
+from tests.support.outage import OUTAGE_ENV, add_uptime_monitor, check_status, json_log
 from tests.support.wait import wait_until
 
 OUTAGE = 30.0  # seconds PostgreSQL is down in the main test

@@ -34,16 +34,8 @@ import pytest
 
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import CONTROL_LOCK, EmbeddedLease
-from tests.support.instances import (
-    OUTAGE_ENV,
-    Instance,
-    RegionalTarget,
-    WebhookReceiver,
-    add_uptime_monitor,
-    check_status,
-    fetch,
-    json_log,
-)
+from tests.support.instances import Instance, RegionalTarget, WebhookReceiver, fetch
+from tests.support.outage import OUTAGE_ENV, add_uptime_monitor, check_status, json_log
 from tests.support.wait import wait_until
 
 # The first start runs initdb with fsync on (the service's durable default): allow for it

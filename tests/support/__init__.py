@@ -5,8 +5,8 @@
 - ``metrics``: reading one sample from a ``Metrics`` registry or from a ``/metrics`` page.
 - ``engine_support``: monitors and checks made with direct SQL, an engine run as a context
   manager, rows read back (``fetch``, ``events_of``).
-- ``instances``: real ``upwatch run`` processes, the loopback servers they talk to, and
-  what outage tests read of them (status, JSON log).
+- ``instances``: real ``upwatch run`` processes and the loopback servers they talk to.
+- ``outage``: what the database outage tests share: environment, monitor, status, JSON log.
 - ``targets``: loopback HTTP, HTTPS and TLS targets whose behaviour a test switches; ports.
 - ``notify_support``: a loopback SMTP server and HTTP receiver for notification channels.
 - ``webhook_support``: a webhook receiver that answers as a test chooses, the deliverer,
