@@ -33,6 +33,7 @@ os.environ.setdefault("UPWATCH_SECRET_KEY", "5dDMiWmKRCNJd_s8KE0TLKVdTvljkU-b3mk
 from engine.db import migrate  # noqa: E402
 from engine.db.store import Store  # noqa: E402
 from engine.runtime.settings import Settings  # noqa: E402
+from tests.support.web import serve  # noqa: E402
 
 # Under pytest-xdist (scripts/test runs most tests on several workers) each worker is its own
 # session: its own embedded server, or, on a shared UPWATCH_TEST_DATABASE_URL server, its own
@@ -175,22 +176,6 @@ def settings(tmp_path: Path) -> Settings:
 async def account(store: Store) -> tuple[Any, str]:
     """A fresh account and its API token."""
     return await store.create_account("test")
-
-
-@contextlib.asynccontextmanager
-async def serve(app: Any) -> AsyncIterator[str]:
-    """Serve an aiohttp app on a free loopback port; yields its base URL."""
-    from aiohttp import web
-
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture

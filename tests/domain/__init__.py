@@ -1,0 +1,2 @@
+"""Pure rules without database or clock: the state machines, the scheduling wheel, maintenance
+window times."""

@@ -1,0 +1,1 @@
+"""Monitors as code: the plan and file format, through the API and the command line."""

@@ -1,0 +1,1 @@
+"""Notification channels (Apprise): the API, the command line, delivery, the queue, outages."""

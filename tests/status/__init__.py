@@ -1,0 +1,1 @@
+"""Status pages and badges: the store, the view, HTTP, and a real browser."""

@@ -1,0 +1,1 @@
+"""Webhook delivery: the API, the queue, policy and signing, over real HTTP."""
