@@ -6,8 +6,8 @@ replies, its JSON), so with 32 requests in progress every turn is long, and the 
 which starts due probes once per turn, starts them late. With a few requests handled at once
 the turns stay short and probes start on time while the API serves the same number of
 requests a second (its work is CPU, one core's worth either way); a request over the limit
-just waits a little in FIFO order. ``tests/hostile/test_hostile_api_load_keeps_schedule.py`` measures
-it.
+just waits a little in FIFO order.
+``tests/hostile/test_hostile_api_load_keeps_schedule.py`` measures it.
 
 A slot is held for the handler's work, never for a client's slowness: a handler waiting for
 the request body gives its slot back meanwhile (:func:`body_wait`), and the response is
