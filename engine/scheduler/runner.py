@@ -4,9 +4,9 @@ Shape (why it scales to 50,000+ checks on one core):
 
 - One :class:`~engine.scheduler.wheel.TimingWheel` holds every scheduled check; one
   scheduler loop sweeps it every 20 ms, pops what is due and starts a probe per due check:
-  an uptime probe without a task (``HttpProber.start`` calls :meth:`Engine._uptime_done`
-  back), a certificate probe, or whatever must wait on the database after a probe, in a
-  short-lived task. No check owns a timer or a long-lived task.
+  a probe without a task when its kind can (an uptime probe: ``HttpProber.start`` calls
+  :meth:`Engine._started_done` back), else, and for whatever must wait on the database
+  after a probe, a short-lived task. No check owns a timer or a long-lived task.
 - Each check follows a stable phase of its interval (``first_due``), so checks of the same
   interval are spread evenly over it; a new, re-enabled or reset (``pending``) check is
   probed within about a second, then joins its phase.
@@ -47,23 +47,12 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
 from engine import USER_AGENT
-from engine.domain.evaluate import (
-    FAILING,
-    PENDING,
-    UPTIME,
-    CheckState,
-    Outcome,
-    Transition,
-    decision_due,
-    evaluate_certificate,
-    evaluate_confirmation,
-    evaluate_uptime,
-    steady_class,
-    uptime_error,
-    uptime_meta,
-)
-from engine.domain.outcomes import CertOutcome, HttpOutcome
+from engine.domain.evaluate import PENDING, CheckState, Outcome, Transition
+from engine.kinds.base import Cancellable, CheckKind, Judging, Phases
+from engine.kinds.certificate import CertProbe
+from engine.kinds.registry import registered
 from engine.kinds.scheduled import ScheduledCheck, Touch
+from engine.kinds.uptime import HttpProbe
 from engine.monitors.requestspecs import SpecBuilder
 from engine.runtime.errors import DatabaseUnavailable
 from engine.runtime.metrics import Metrics
@@ -71,13 +60,7 @@ from engine.runtime.secretbox import SecretBox
 from engine.runtime.settings import Settings
 from engine.scheduler.calendar import MaintenanceCalendar
 from engine.scheduler.confirm import Confirmer, LocalConfirmer
-from engine.scheduler.results import (
-    KIND_CERTIFICATE,
-    KIND_UPTIME,
-    ResultRow,
-    ResultsSink,
-    ResultsWriter,
-)
+from engine.scheduler.results import ResultsSink, ResultsWriter
 from engine.scheduler.waiting import wait_any
 from engine.scheduler.wheel import TimingWheel, next_due
 
@@ -113,18 +96,6 @@ BACKLOG_RETRY_FIRST = 0.2  # seconds before the backlog is first tried again; do
 BACKLOG_RETRY_MAX = 5.0  # ...up to this
 
 
-# The meta of a steady uptime probe, one shared (never modified) dict per status code: no
-# dict per probe, and the results writer encodes each once per batch. Constants here are
-# Final: compiled (engine/runtime/compiled.py), a Final is read without a dict lookup.
-_UPTIME_META: Final[dict[int | None, dict[str, Any]]] = {}
-_UPTIME_META_MAX: Final = 1000  # status codes are three digits; a bound all the same
-
-_OK: Final = Outcome.OK  # a global, not a read through enum's descriptor per probe (see evaluate)
-# int(cls) by indexing: no call per probe.
-_OUTCOME_CODE: Final = tuple(int(cls) for cls in Outcome)
-_utcnow: Final = datetime.now  # the classmethod bound once: one lookup fewer per probe
-
-
 class EngineStore(Protocol):
     async def load_checks_page(self, after_id: int, limit: int) -> list[ScheduledCheck]: ...
     async def load_checks(self, ids: Iterable[int]) -> list[ScheduledCheck]: ...
@@ -138,25 +109,6 @@ class EngineStore(Protocol):
         self, check_id: int, config_version: int, tr: Transition
     ) -> Any: ...
     def results_session(self) -> ResultsSink: ...
-
-
-class HttpProbe(Protocol):
-    """``probe`` is all a prober needs. One that also has ``start(loop, url, done, arg)``
-    returning a :class:`Cancellable` (``HttpProber.start``: ``done(arg, outcome)`` is called
-    once, later, unless the handle is cancelled) runs the engine's uptime probes without a
-    task each."""
-
-    async def probe(self, url: str) -> HttpOutcome: ...
-    async def aclose(self) -> None: ...
-
-
-class Cancellable(Protocol):
-    def cancel(self) -> Any: ...
-
-
-class CertProbe(Protocol):
-    async def probe(self, host: str, port: int) -> CertOutcome: ...
-    async def aclose(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -197,10 +149,9 @@ class Engine:
         self._scale = settings.time_scale
         self._tick = min(TICK, max(MIN_TICK, TICK * settings.time_scale))
         self._region = settings.region
-        self._slow_ms = float(settings.slow_threshold_ms)
         self._max_in_flight = settings.max_in_flight
         self._per_host = settings.per_host_limit
-        self._owned_probers: list[HttpProbe | CertProbe] = []
+        owned = http_prober is None, cert_prober is None
         if http_prober is None:
             from engine.probes.http import HttpProber
             from engine.probes.resolver import from_settings
@@ -215,7 +166,6 @@ class Engine:
                 metrics=metrics,
                 batch=settings.probe_batch_ms / 1000.0,
             )
-            self._owned_probers.append(http_prober)
         if cert_prober is None:
             from engine.probes.tls import CertProber
 
@@ -228,14 +178,19 @@ class Engine:
                 resolver=getattr(http_prober, "resolver", None),
                 batch=settings.probe_batch_ms / 1000.0,
             )
-            self._owned_probers.append(cert_prober)
         self._http = http_prober
-        # The steady path without a task per probe, when the prober offers it (probers
-        # passed in, like tests' wrappers, may only have ``probe``).
-        self._start_http: Callable[..., Cancellable] | None = getattr(
-            http_prober, "start", None
+        kinds = registered(http_prober, cert_prober)
+        self._owned_kinds = [k for k, own in zip(kinds, owned, strict=True) if own]
+        self._kinds = kinds
+        self._kind_of: dict[str, CheckKind] = {k.name: k for k in kinds}
+        # Kinds whose probes start without a task (their prober offers it).
+        self._starts: dict[str, Callable[..., Cancellable]] = {
+            k.name: k.start for k in kinds if k.start is not None
+        }
+        self._judging = Judging(
+            region=settings.region, slow_threshold_ms=float(settings.slow_threshold_ms),
+            scale=settings.time_scale, quiet=self._calendar.quiet,
         )
-        self._cert = cert_prober
         self._specs = SpecBuilder(SecretBox.from_settings(settings), settings.max_assertion_body)
         self._confirmer: Confirmer = confirmer or LocalConfirmer.from_settings(
             http_prober, settings, metrics
@@ -283,19 +238,18 @@ class Engine:
         self.loaded = asyncio.Event()  # set once the first full load is done
         # Prometheus children resolved once: labels() costs a dict lookup and a lock.
         phase = metrics.probe_phase
-        self._phase_total = phase.labels(phase="total")
-        self._phase_dns = phase.labels(phase="dns")
-        self._phase_connect = phase.labels(phase="connect")
-        self._phase_tls = phase.labels(phase="tls")
-        self._phase_ttfb = phase.labels(phase="first_byte")
-        self._probe_counters = {
-            (kind, cls): metrics.probes.labels(kind=kind, outcome=cls.name.lower())
-            for kind in (UPTIME, "certificate_health")
-            for cls in Outcome
+        self._phases = Phases(
+            total=phase.labels(phase="total"), dns=phase.labels(phase="dns"),
+            connect=phase.labels(phase="connect"), tls=phase.labels(phase="tls"),
+            first_byte=phase.labels(phase="first_byte"),
+        )
+        # Per kind, indexed by the outcome itself (an int): no key tuple to build and hash
+        # per probe.
+        self._counters: dict[str, tuple[Any, ...]] = {
+            k.name: tuple(
+                metrics.probes.labels(kind=k.name, outcome=cls.name.lower()) for cls in Outcome)
+            for k in kinds
         }
-        # The steady path's counters indexed by the outcome itself (an int): no key tuple
-        # to build and hash per probe.
-        self._uptime_counters = tuple(self._probe_counters[(UPTIME, cls)] for cls in Outcome)
         # Bound at construction: whatever stands in metrics.lateness now (the bench installs
         # its recorder before building the engine) sees every observation.
         self._observe_lateness = metrics.lateness.observe
@@ -355,9 +309,9 @@ class Engine:
             writer_stop.set()
             with contextlib.suppress(Exception):
                 await writer
-            for p in self._owned_probers:
+            for k in self._owned_kinds:
                 with contextlib.suppress(Exception):
-                    await p.aclose()
+                    await k.aclose()
             self._metrics.in_flight.set(0)
             # What was frozen may become garbage once the engine is gone; let GC see it.
             gc.unfreeze()
@@ -571,9 +525,6 @@ class Engine:
 
     # -- scheduling ------------------------------------------------------------------------------
 
-    def _threshold(self, c: ScheduledCheck) -> float:
-        return c.threshold_s * self._scale
-
     def _schedule(
         self, c: ScheduledCheck, mono: float | None = None, *, soon: bool = False
     ) -> None:
@@ -596,21 +547,13 @@ class Engine:
             # never scheduled), in the loop's clock: the wheel sets it only in schedule().
             last = c.due - mono + wall if c.due else 0.0
             due = next_due(c.id, interval, wall, last) - wall + mono
-            # An alert or a restore may wait (decision_due); only for failing checks and
-            # recovering ones: no call for the others.
-            if c.kind == UPTIME and (
-                c.state.status == FAILING or c.state.recovering_since is not None
-            ):
-                muted_until, resumed_at = self._calendar.quiet(
-                    c.monitor_id, c.account_id, datetime.now(UTC))
-                alert_at = decision_due(
-                    c.state, self._threshold(c), c.recovery_s * self._scale, muted_until,
-                    resumed_at,
-                )
-                if alert_at is not None:
-                    at = alert_at.timestamp() + THRESHOLD_SLACK - wall + mono
-                    if at < due:
-                        due = max(at, mono)
+            # An alert or a restore may wait: sooner then.
+            kind = self._kind_of.get(c.kind)
+            alert_at = kind.decision_due(c, self._judging) if kind is not None else None
+            if alert_at is not None:
+                at = alert_at.timestamp() + THRESHOLD_SLACK - wall + mono
+                if at < due:
+                    due = max(at, mono)
         self._wheel.schedule(c, due)  # sets c.due
 
     async def _scheduler(self, stop: asyncio.Event) -> None:
@@ -662,19 +605,18 @@ class Engine:
     def _launch(self, c: ScheduledCheck, busy_now: int, now: float) -> None:
         """Start ``c``'s probe: ``c`` is the engine's entry and not in flight, there is room
         under ``max_in_flight``, and its host has ``busy_now`` probes running, fewer than
-        ``per_host_limit``. Uptime probes start without a task when the prober allows."""
+        ``per_host_limit``. Without a task when its kind can (``start``)."""
         self._host_busy[c.host] = busy_now + 1
         late = now - c.due
         self._observe_lateness(late if late > 0 else 0.0)
         loop = self._loop
         assert loop is not None  # set by the first _start_ready
-        start_http = self._start_http
-        if start_http is not None and c.kind == UPTIME:
+        start = self._starts.get(c.kind)
+        if start is not None:
             if c.request is None:
-                self._in_flight[c.id] = start_http(loop, c.url, self._uptime_done, c)
+                self._in_flight[c.id] = start(loop, c.url, self._started_done, c)
             else:
-                self._in_flight[c.id] = start_http(
-                    loop, c.url, self._uptime_done, c, c.request)
+                self._in_flight[c.id] = start(loop, c.url, self._started_done, c, c.request)
         else:
             self._in_flight[c.id] = loop.create_task(self._probe(c))
 
@@ -721,8 +663,8 @@ class Engine:
 
     # -- one probe ---------------------------------------------------------------------------------
 
-    def _uptime_done(self, c: ScheduledCheck, outcome: HttpOutcome) -> None:
-        """An uptime probe started without a task ended (the prober calls this back).
+    def _started_done(self, c: ScheduledCheck, outcome: Any) -> None:
+        """A probe started without a task ended (the kind's ``start`` calls this back).
 
         The steady case ends here; anything that must wait (a transition to write, a
         confirmation) goes on in a task. ``c.config_version`` is the version the probe
@@ -731,7 +673,9 @@ class Engine:
         version = c.config_version
         try:
             # _current(c, version), inlined: the version was read just above.
-            if self._checks.get(c.id) is c and not self._steady(c, version, outcome):
+            if self._checks.get(c.id) is c and not self._steady(
+                self._kind_of[c.kind], c, version, outcome
+            ):
                 assert self._loop is not None
                 self._in_flight[c.id] = self._loop.create_task(self._probe(c, outcome))
                 return
@@ -739,24 +683,17 @@ class Engine:
             log.exception("check %d: probe failed unexpectedly", c.id)
         self._finish(c)
 
-    async def _probe(self, c: ScheduledCheck, outcome: HttpOutcome | None = None) -> None:
-        """A probe in a task, and what follows it; with ``outcome``, an uptime probe that
-        ran without a task and is not steady (see _uptime_done): only what follows."""
+    async def _probe(self, c: ScheduledCheck, outcome: Any = None) -> None:
+        """A probe in a task, and what follows it; with ``outcome``, a probe that ran
+        without a task and is not steady (see _started_done): only what follows."""
         version = c.config_version
+        kind = self._kind_of[c.kind]
         try:
-            if outcome is not None:
-                await self._probe_uptime(c, version, outcome)
-            elif c.kind == UPTIME:
-                # The probe is awaited here rather than in _probe_uptime: one coroutine frame
-                # fewer to pass through on every resumption of the probe.
-                outcome = await (
-                    self._http.probe(c.url) if c.request is None
-                    else self._http.probe(c.url, c.request)  # type: ignore[call-arg]
-                )
-                if self._current(c, version) and not self._steady(c, version, outcome):
-                    await self._probe_uptime(c, version, outcome)
-            else:
-                await self._probe_certificate(c, version)
+            if outcome is None:
+                outcome = await kind.probe(c)
+                if not self._current(c, version) or self._steady(kind, c, version, outcome):
+                    return
+            await self._judged(kind, c, version, outcome)
         except DatabaseUnavailable as exc:
             # The transition is not persisted and the in-memory state not advanced: the next
             # probe evaluates again from the last state the database holds.
@@ -783,99 +720,41 @@ class Engine:
         """True while ``c`` is still the engine's entry, under the version it started with."""
         return self._checks.get(c.id) is c and c.config_version == version
 
-    def _steady(self, c: ScheduledCheck, version: int, outcome: HttpOutcome) -> bool:
-        """The common case done without awaiting anything: a probe that leaves the check as
-        it was (ok stays ok, see ``steady_class``) changes only error, meta and
-        last_check_at, which the results writer batches. Exactly what evaluate_uptime and
-        _commit would do for it, without building the transition. False (nothing done) for
-        anything else, which takes _probe_uptime."""
-        state = c.state
-        cls = steady_class(state, outcome, self._slow_ms)
-        if cls is None or c.id in self._backlog_of:
+    def _steady(self, kind: CheckKind, c: ScheduledCheck, version: int, outcome: Any) -> bool:
+        """The kind's steady path, when it has one (see ``CheckKind.steady``): a probe that
+        left the check as it was, written in the results writer's batches. False (nothing
+        done) for anything else, which takes _judged."""
+        steady = kind.steady
+        if steady is None or c.id in self._backlog_of:
             return False
-        # Its own datetime.now(), not one shared by the probes ending in the same
-        # millisecond: a shared one put a result's time up to 1 ms early, so that its time
-        # minus its duration could fall before the moment it was due.
-        now = _utcnow(UTC)
-        error = None if cls is _OK else uptime_error(outcome, cls, self._slow_ms)
-        row: ResultRow = (
-            c.id, now, KIND_UPTIME, _OUTCOME_CODE[cls], outcome.status_code, outcome.total_ms,
-            outcome.dns_ms, outcome.connect_ms, outcome.tls_ms, outcome.ttfb_ms, self._region,
-            False, outcome.error,
-        )
-        if not self.results.offer(row):
-            return False  # the buffer is full: _probe_uptime waits for room (or drops)
-        self._uptime_counters[cls].inc()
-        self._observe_phases(outcome)
-        state.error = error
-        state.last_check_at = now
-        code = outcome.status_code
-        meta = _UPTIME_META.get(code)
-        if meta is None:
-            meta = uptime_meta(outcome)
-            if len(_UPTIME_META) < _UPTIME_META_MAX:
-                _UPTIME_META[code] = meta
-        self.results.touch(c.id, Touch(version, now, state.status, error, meta))
+        cls = steady(c, version, outcome, self.results, self._judging)
+        if cls is None:
+            return False  # not steady, or the buffer is full: _judged waits for room
+        self._counters[kind.name][cls].inc()
+        kind.observe(outcome, self._phases)
         return True
 
-    async def _probe_uptime(self, c: ScheduledCheck, version: int, outcome: HttpOutcome) -> None:
+    async def _judged(
+        self, kind: CheckKind, c: ScheduledCheck, version: int, outcome: Any
+    ) -> None:
+        """Judge ``outcome``, write its row, commit the transition; then the confirmation
+        the transition asks for, judged and committed the same way."""
         now = datetime.now(UTC)
-        threshold = self._threshold(c)
-        recovery = c.recovery_s * self._scale
-        muted_until, resumed_at = self._calendar.quiet(c.monitor_id, c.account_id, now)
-        tr = evaluate_uptime(
-            c.state, outcome, now=now, region=self._region, threshold=threshold,
-            slow_threshold_ms=self._slow_ms, recovery=recovery, muted_until=muted_until,
-            resumed_at=resumed_at,
-        )
-        self._probe_counters[(UPTIME, tr.outcome)].inc()
-        self._observe_phases(outcome)
-        await self.results.put(_http_row(c.id, now, tr.outcome, outcome, self._region, False))
+        tr = kind.judge(c, outcome, now, self._judging)
+        self._counters[kind.name][tr.outcome].inc()
+        kind.observe(outcome, self._phases)
+        await self.results.put(kind.row(c.id, now, tr.outcome, outcome, self._region, False))
         if not await self._commit(c, version, tr) or not tr.confirm:
             return
         confirmation = await self._confirmer.confirm(c, outcome)
         if confirmation is None or not self._current(c, version):
             return  # no verdict: the check stays failing and the next probe asks again
         now = datetime.now(UTC)
-        muted_until, resumed_at = self._calendar.quiet(c.monitor_id, c.account_id, now)
-        tr = evaluate_confirmation(
-            c.state, confirmation.outcome, now=now, verified_via=confirmation.region,
-            threshold=threshold, slow_threshold_ms=self._slow_ms, recovery=recovery,
-            muted_until=muted_until, resumed_at=resumed_at,
-        )
+        tr = kind.judge_again(c, confirmation.outcome, now, confirmation.region, self._judging)
         await self.results.put(
-            _http_row(c.id, now, tr.outcome, confirmation.outcome, confirmation.region, True)
+            kind.row(c.id, now, tr.outcome, confirmation.outcome, confirmation.region, True)
         )
         await self._commit(c, version, tr)
-
-    async def _probe_certificate(self, c: ScheduledCheck, version: int) -> None:
-        outcome = await self._cert.probe(c.host, c.port or 443)
-        if not self._current(c, version):
-            return
-        now = datetime.now(UTC)
-        tr = evaluate_certificate(
-            c.state, outcome, now=now, expiry_threshold_days=c.threshold_s // 86400,
-            expiry_threshold_percent=c.expiry_percent,
-        )
-        self._probe_counters[("certificate_health", tr.outcome)].inc()
-        self._phase_total.observe(outcome.total_ms / 1000.0)
-        row: ResultRow = (
-            c.id, now, KIND_CERTIFICATE, int(tr.outcome), None, outcome.total_ms, None, None,
-            None, None, self._region, False, outcome.error,
-        )
-        await self.results.put(row)
-        await self._commit(c, version, tr)
-
-    def _observe_phases(self, o: HttpOutcome) -> None:
-        self._phase_total.observe(o.total_ms / 1000.0)
-        if o.dns_ms is not None:
-            self._phase_dns.observe(o.dns_ms / 1000.0)
-        if o.connect_ms is not None:
-            self._phase_connect.observe(o.connect_ms / 1000.0)
-        if o.tls_ms is not None:
-            self._phase_tls.observe(o.tls_ms / 1000.0)
-        if o.ttfb_ms is not None:
-            self._phase_ttfb.observe(o.ttfb_ms / 1000.0)
 
     async def _commit(self, c: ScheduledCheck, version: int, tr: Transition) -> bool:
         """Persist ``tr`` and advance the in-memory state; False when it was discarded
@@ -1064,12 +943,3 @@ def _resolve_state(state: CheckState, ids: dict[int, int]) -> None:
     if state.incident_event_id is not None and state.incident_event_id < 0:
         state.incident_event_id = ids.get(state.incident_event_id, state.incident_event_id)
 
-
-def _http_row(
-    check_id: int, at: datetime, cls: Outcome, o: HttpOutcome, region: str, confirmation: bool
-) -> ResultRow:
-    return (
-        check_id, at, KIND_UPTIME, int(cls), o.status_code, o.total_ms, o.dns_ms,
-        o.connect_ms, o.tls_ms, o.ttfb_ms, region, confirmation,
-        o.error if o.assertion_error is None else o.assertion_error,
-    )
