@@ -205,7 +205,7 @@ async def build_node(
         from engine.delivery.webhooks.deliverer import Deliverer
         from engine.probes.http import HttpProber
         from engine.scheduler.confirm import LocalConfirmer
-        from engine.scheduler.runner import Engine
+        from engine.scheduler.engine import Engine
 
         registry = NodeRegistry(store, settings, metrics=metrics, dsn=dsn)
         await registry.register()

@@ -18,7 +18,7 @@ import asyncpg
 from engine.db.store import Store
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-from engine.scheduler.runner import Engine
+from engine.scheduler.engine import Engine
 
 T = TypeVar("T")
 
