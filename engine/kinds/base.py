@@ -101,6 +101,7 @@ class CheckKind(Protocol):
     code: int
     label: str
     words: Mapping[str, tuple[str, str]]
+    prober: Any  # what it probes with; None when it probes nothing, or is only shown
     start: Callable[..., Cancellable] | None
     steady: Callable[
         [ScheduledCheck, int, Any, SteadySink, Judging], Outcome | None] | None
@@ -133,8 +134,6 @@ class CheckKind(Protocol):
     def status_facts(self, check: ShownCheck, now: datetime) -> list[Fact]: ...
 
     def status_fields(self, check: ShownCheck) -> dict[str, Any]: ...
-
-    async def aclose(self) -> None: ...
 
 
 def no_prober(name: str) -> Exception:

@@ -127,7 +127,3 @@ class CertificateKind:
 
     def status_fields(self, check: ShownCheck) -> dict[str, Any]:
         return {}
-
-    async def aclose(self) -> None:
-        if self.prober is not None:
-            await self.prober.aclose()

@@ -9,24 +9,44 @@ builds the engine's with their probers (``engine.daemon.build_kinds``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Final
+from typing import Any, Final, Protocol
 
 from engine.kinds.base import CheckKind
 from engine.kinds.certificate import CertificateKind, CertProbe
 from engine.kinds.uptime import HttpProbe, UptimeKind
 
 
-def registered(http: HttpProbe | None = None, tls: CertProbe | None = None) -> Kinds:
-    """Every kind, each with the prober it probes with (None: it can only be shown)."""
-    return Kinds((UptimeKind(http), CertificateKind(tls)))
+def registered(
+    http: HttpProbe | None = None,
+    tls: CertProbe | None = None,
+    *,
+    owned: Iterable[Closable] = (),
+) -> Kinds:
+    """Every kind, each with the prober it probes with (None: it can only be shown).
+    ``owned``: the probers :meth:`Kinds.aclose` closes (those built for these kinds)."""
+    return Kinds((UptimeKind(http), CertificateKind(tls)), reprober=http, owned=owned)
+
+
+class Closable(Protocol):
+    async def aclose(self) -> None: ...
 
 
 class Kinds:
     """Kinds by name, in registration order (the order the API and status page list them)."""
 
-    def __init__(self, kinds: Iterable[CheckKind]) -> None:
+    def __init__(
+        self,
+        kinds: Iterable[CheckKind],
+        *,
+        reprober: Any = None,
+        owned: Iterable[Closable] = (),
+    ) -> None:
         self._all: tuple[CheckKind, ...] = tuple(kinds)
         self._by_name: dict[str, CheckKind] = {k.name: k for k in self._all}
+        # What a local confirmation probes again with (confirmations are of HTTP outcomes:
+        # engine.scheduler.confirm); None when no kind asks for one.
+        self.reprober = reprober
+        self._owned = tuple(owned)
 
     def __iter__(self) -> Iterator[CheckKind]:
         return iter(self._all)
@@ -44,11 +64,16 @@ class Kinds:
     def names(self) -> tuple[str, ...]:
         return tuple(k.name for k in self._all)
 
+    @property
+    def polling(self) -> bool:
+        """A kind's prober polls its sockets (under load) rather than being woken."""
+        return any(getattr(k.prober, "polling", False) for k in self._all)
+
     async def aclose(self) -> None:
-        """Close every kind's prober; one failing does not keep the others open."""
-        for k in self._all:
+        """Close the probers these kinds own; one failing does not keep the others open."""
+        for p in self._owned:
             try:
-                await k.aclose()
+                await p.aclose()
             except Exception:  # noqa: S112 - closing on the way out, nothing to do about it
                 continue
 

@@ -211,7 +211,3 @@ class UptimeKind:
 
     def status_fields(self, check: ShownCheck) -> dict[str, Any]:
         return {"http_status_code": status_code(check.meta)}
-
-    async def aclose(self) -> None:
-        if self.prober is not None:
-            await self.prober.aclose()

@@ -26,13 +26,10 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from engine import USER_AGENT
 from engine.domain.evaluate import PENDING
 from engine.kinds.base import CheckKind, Judging
-from engine.kinds.certificate import CertProbe
-from engine.kinds.registry import Kinds, registered
+from engine.kinds.registry import Kinds
 from engine.kinds.scheduled import ScheduledCheck
-from engine.kinds.uptime import HttpProbe
 from engine.monitors.requestspecs import SpecBuilder
 from engine.runtime.metrics import Metrics
 from engine.runtime.secretbox import SecretBox
@@ -68,8 +65,10 @@ class EngineStore(CatalogStore, TransitionStore, Protocol):
 class Engine:
     """The check engine component; ``run(stop)`` returns once stopped and drained.
 
-    ``owns(check_id)`` filters the checks this node probes (the cluster's ownership); call
-    :meth:`request_resync` when its answer may have changed.
+    ``kinds`` are the kinds of checks it probes, with their probers (built and closed by
+    the caller: ``engine.daemon.build_kinds``). ``owns(check_id)`` filters the checks this
+    node probes (the cluster's ownership); call :meth:`request_resync` when its answer may
+    have changed. ``confirmer`` defaults to a second probe from this node.
     """
 
     def __init__(
@@ -78,9 +77,8 @@ class Engine:
         settings: Settings,
         *,
         metrics: Metrics,
+        kinds: Kinds,
         confirmer: Confirmer | None = None,
-        http_prober: HttpProbe | None = None,
-        cert_prober: CertProbe | None = None,
         owns: Callable[[int], bool] = lambda check_id: True,
         calendar: MaintenanceCalendar | None = None,
     ) -> None:
@@ -89,37 +87,8 @@ class Engine:
         self._calendar = calendar if calendar is not None else MaintenanceCalendar(store)
         self._metrics = metrics
         self._tick = min(TICK, max(MIN_TICK, TICK * settings.time_scale))
-        owned = http_prober is None, cert_prober is None
-        if http_prober is None:
-            from engine.probes.http import HttpProber
-            from engine.probes.resolver import from_settings
-
-            http_prober = HttpProber(
-                timeout=settings.probe_timeout,
-                user_agent=USER_AGENT,
-                source_address=settings.probe_source_address,
-                allow_private=settings.allow_private_targets,
-                resolver=from_settings(settings, metrics),
-                tls_sessions=settings.tls_sessions,
-                metrics=metrics,
-                batch=settings.probe_batch_ms / 1000.0,
-            )
-        if cert_prober is None:
-            from engine.probes.tls import CertProber
-
-            cert_prober = CertProber(
-                timeout=settings.probe_timeout,
-                source_address=settings.probe_source_address,
-                allow_private=settings.allow_private_targets,
-                ca_bundle=settings.ca_bundle,
-                # The uptime probes' resolver and cache, when theirs is one.
-                resolver=getattr(http_prober, "resolver", None),
-                batch=settings.probe_batch_ms / 1000.0,
-            )
-        self._http = http_prober
-        self.kinds: Kinds = registered(http_prober, cert_prober)
-        self._owned_kinds = [k for k, own in zip(self.kinds, owned, strict=True) if own]
-        kind_of: dict[str, CheckKind] = {k.name: k for k in self.kinds}
+        self.kinds = kinds
+        kind_of: dict[str, CheckKind] = {k.name: k for k in kinds}
         judging = Judging(
             region=settings.region, slow_threshold_ms=float(settings.slow_threshold_ms),
             scale=settings.time_scale, quiet=self._calendar.quiet,
@@ -149,11 +118,11 @@ class Engine:
             store, self.results, checks, dispatcher.in_flight, metrics=metrics,
             stale=catalog.stale,
         )
+        if confirmer is None:
+            confirmer = LocalConfirmer.from_settings(kinds.reprober, settings, metrics)
         flow = Flow(
             checks, kind_of, judging, dispatcher=dispatcher, results=self.results,
-            transitions=transitions,
-            confirmer=confirmer or LocalConfirmer.from_settings(http_prober, settings, metrics),
-            metrics=metrics,
+            transitions=transitions, confirmer=confirmer, metrics=metrics,
         )
         dispatcher.attach(flow.done, flow.probe)
         catalog.adopted = self._adopted
@@ -206,7 +175,7 @@ class Engine:
         metrics.fold()
         metrics.scheduled.set(len(self._checks))
         metrics.in_flight.set(len(self._dispatcher.in_flight))
-        metrics.probe_polling.set(1 if getattr(self._http, "polling", False) else 0)
+        metrics.probe_polling.set(1 if self.kinds.polling else 0)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -240,9 +209,6 @@ class Engine:
             writer_stop.set()
             with contextlib.suppress(Exception):
                 await writer
-            for k in self._owned_kinds:
-                with contextlib.suppress(Exception):
-                    await k.aclose()
             self._metrics.in_flight.set(0)
             # What was frozen may become garbage once the engine is gone; let GC see it.
             gc.unfreeze()
