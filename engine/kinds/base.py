@@ -97,14 +97,28 @@ class CheckKind(Protocol):
     """One kind of check (see the module docstring). ``name`` is the stored ``checks.kind``,
     ``code`` the ``probe_results.kind`` of its rows."""
 
-    name: str
-    code: int
-    label: str
-    words: Mapping[str, tuple[str, str]]
-    prober: Any  # what it probes with; None when it probes nothing, or is only shown
-    start: Callable[..., Cancellable] | None
-    steady: Callable[
-        [ScheduledCheck, int, Any, SteadySink, Judging], Outcome | None] | None
+    @property
+    def name(self) -> str: ...
+    @property
+    def code(self) -> int: ...
+    @property
+    def label(self) -> str:
+        """What the status page calls a check of this kind."""
+        ...
+    @property
+    def words(self) -> Mapping[str, tuple[str, str]]:
+        """Status -> (words, tone) on the status page."""
+        ...
+    @property
+    def prober(self) -> Any:
+        """What it probes with; None when it probes nothing, or is only shown."""
+        ...
+    @property
+    def start(self) -> Callable[..., Cancellable] | None: ...
+    @property
+    def steady(
+        self,
+    ) -> Callable[[ScheduledCheck, int, Any, SteadySink, Judging], Outcome | None] | None: ...
 
     async def probe(self, check: ScheduledCheck) -> Any: ...
 
