@@ -14,8 +14,9 @@ from a compiled class). It answers three questions and nothing else:
   page).
 
 Optional capabilities, None when a kind lacks them: ``start``, a taskless probe start (the
-signature of :meth:`engine.probes.http.HttpProber.start`), and ``steady``, a probe that left
-the state as it was, done without a transition (see :class:`engine.kinds.uptime.UptimeKind`).
+signature of :meth:`engine.probes.http.HttpProber.start`), and ``steady`` (:data:`Steady`),
+pure: the row and touch of a probe that left the state as it was, which the flow writes
+without a transition, task or await.
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ class Judging:
     quiet: Quiet
 
 
+# steady(check, version, outcome, judging): pure. When the outcome leaves the check's state
+# as it was but for error, meta and last_check_at, its result row and the touch of the
+# check's row (the Touch's error and at are the state's new error and last_check_at); else
+# None.
+Steady = Callable[[ScheduledCheck, int, Any, Judging], tuple[ResultRow, Touch] | None]
+
+
 class Observer(Protocol):
     def observe(self, amount: float) -> None: ...
 
@@ -67,13 +75,6 @@ class Phases:
     connect: Observer
     tls: Observer
     first_byte: Observer
-
-
-class SteadySink(Protocol):
-    """Where a steady probe goes (the results writer)."""
-
-    def offer(self, row: ResultRow) -> bool: ...
-    def touch(self, check_id: int, t: Touch) -> None: ...
 
 
 class Cancellable(Protocol):
@@ -116,9 +117,7 @@ class CheckKind(Protocol):
     @property
     def start(self) -> Callable[..., Cancellable] | None: ...
     @property
-    def steady(
-        self,
-    ) -> Callable[[ScheduledCheck, int, Any, SteadySink, Judging], Outcome | None] | None: ...
+    def steady(self) -> Steady | None: ...
 
     async def probe(self, check: ScheduledCheck) -> Any: ...
 

@@ -23,7 +23,7 @@ from engine.kinds.base import (
     Phases,
     ResultRow,
     ShownCheck,
-    SteadySink,
+    Steady,
     no_prober,
 )
 from engine.kinds.scheduled import ScheduledCheck
@@ -57,8 +57,7 @@ class CertificateKind:
         self.words: Mapping[str, tuple[str, str]] = _WORDS
         self.prober = prober
         self.start: Callable[..., Cancellable] | None = None
-        self.steady: Callable[
-            [ScheduledCheck, int, Any, SteadySink, Judging], Outcome | None] | None = None
+        self.steady: Steady | None = None
 
     async def probe(self, check: ScheduledCheck) -> CertOutcome:
         if self.prober is None:

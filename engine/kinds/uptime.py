@@ -35,7 +35,7 @@ from engine.kinds.base import (
     Phases,
     ResultRow,
     ShownCheck,
-    SteadySink,
+    Steady,
     no_prober,
 )
 from engine.kinds.scheduled import ScheduledCheck, Touch
@@ -82,9 +82,7 @@ class UptimeKind:
         self.prober = prober
         # Probers passed in (tests' wrappers) may have only ``probe``.
         self.start: Callable[..., Cancellable] | None = getattr(prober, "start", None)
-        self.steady: Callable[
-            [ScheduledCheck, int, Any, SteadySink, Judging], Outcome | None] | None = (
-            self._steady)
+        self.steady: Steady | None = self._steady
 
     async def probe(self, check: ScheduledCheck) -> HttpOutcome:
         prober = self.prober
@@ -95,14 +93,12 @@ class UptimeKind:
         return await prober.probe(check.url, check.request)  # type: ignore[call-arg]
 
     def _steady(
-        self, c: ScheduledCheck, version: int, outcome: HttpOutcome, sink: SteadySink,
-        judging: Judging,
-    ) -> Outcome | None:
-        """The common case done without awaiting anything: a probe that leaves the check as
-        it was (ok stays ok, see ``steady_class``) changes only error, meta and
-        last_check_at, which ``sink`` batches. Exactly what ``judge`` and a commit would
-        do for it, without building the transition; returns its outcome class, or None
-        (nothing done) for anything else, or when ``sink`` is full."""
+        self, c: ScheduledCheck, version: int, outcome: HttpOutcome, judging: Judging
+    ) -> tuple[ResultRow, Touch] | None:
+        """The common case: a probe that leaves the check as it was (ok stays ok, see
+        ``steady_class``) changes only error, meta and last_check_at. Its row and touch are
+        exactly what ``judge`` and a commit would write for it, without building the
+        transition; None for anything else."""
         state = c.state
         slow = judging.slow_threshold_ms
         cls = steady_class(state, outcome, slow)
@@ -118,18 +114,13 @@ class UptimeKind:
             outcome.dns_ms, outcome.connect_ms, outcome.tls_ms, outcome.ttfb_ms,
             judging.region, False, outcome.error,
         )
-        if not sink.offer(row):
-            return None
-        state.error = error
-        state.last_check_at = now
         code = outcome.status_code
         meta = _META.get(code)
         if meta is None:
             meta = uptime_meta(outcome)
             if len(_META) < _META_MAX:
                 _META[code] = meta
-        sink.touch(c.id, Touch(version, now, state.status, error, meta))
-        return cls
+        return row, Touch(version, now, state.status, error, meta)
 
     def judge(
         self, check: ScheduledCheck, outcome: HttpOutcome, now: datetime, judging: Judging

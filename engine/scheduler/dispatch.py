@@ -22,7 +22,8 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
+from datetime import datetime
 from typing import Any, Final
 
 from engine.kinds.base import Cancellable, CheckKind, Judging
@@ -54,8 +55,8 @@ class Dispatcher:
 
     def __init__(
         self,
-        checks: Mapping[int, ScheduledCheck],
-        kinds: Mapping[str, CheckKind],
+        checks: dict[int, ScheduledCheck],
+        kinds: dict[str, CheckKind],
         judging: Judging,
         *,
         max_in_flight: int,
@@ -63,12 +64,15 @@ class Dispatcher:
         observe_lateness: Callable[[float], Any],
     ) -> None:
         self._checks = checks
-        self._kind_of = kinds
         # Kinds whose probes start without a task (their prober offers it).
         self._starts: dict[str, Callable[..., Cancellable]] = {}
+        # Each kind's decision_due, bound once.
+        self._decision_due: dict[
+            str, Callable[[ScheduledCheck, Judging], datetime | None]] = {}
         for name, kind in kinds.items():
             if kind.start is not None:
                 self._starts[name] = kind.start
+            self._decision_due[name] = kind.decision_due
         self._judging = judging
         self._scale = judging.scale
         self._max_in_flight = max_in_flight
@@ -130,8 +134,8 @@ class Dispatcher:
             # never scheduled), in the loop's clock: the wheel sets it only in schedule().
             last = c.due - mono + wall if c.due else 0.0
             due = next_due(c.id, interval, wall, last) - wall + mono
-            kind = self._kind_of.get(c.kind)
-            alert_at = kind.decision_due(c, self._judging) if kind is not None else None
+            decision_due = self._decision_due.get(c.kind)
+            alert_at = decision_due(c, self._judging) if decision_due is not None else None
             if alert_at is not None:
                 at = alert_at.timestamp() + THRESHOLD_SLACK - wall + mono
                 if at < due:

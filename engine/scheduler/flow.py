@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from engine.domain.evaluate import Outcome
-from engine.kinds.base import CheckKind, Judging, Phases
+from engine.kinds.base import CheckKind, Judging, Phases, Steady
 from engine.kinds.scheduled import ScheduledCheck
 from engine.runtime.errors import DatabaseUnavailable
 from engine.runtime.metrics import Metrics
@@ -33,13 +33,24 @@ log = logging.getLogger(__name__)
 UNWRITTEN_LOG_EVERY = 10.0  # seconds between warnings about state writes lost to an outage
 
 
+class _Path:
+    """What the flow uses of one kind per probe, read once: a native class's fields (when
+    compiled) rather than attribute lookups through the kind's protocol."""
+
+    def __init__(self, kind: CheckKind, counters: tuple[Any, ...]) -> None:
+        self.kind = kind
+        self.steady: Steady | None = kind.steady
+        self.counters = counters
+        self.observe: Callable[[Any, Phases], None] = kind.observe
+
+
 class Flow:
     """See the module docstring. ``checks`` is the catalog's (read only here)."""
 
     def __init__(
         self,
-        checks: Mapping[int, ScheduledCheck],
-        kinds: Mapping[str, CheckKind],
+        checks: dict[int, ScheduledCheck],
+        kinds: dict[str, CheckKind],
         judging: Judging,
         *,
         dispatcher: Dispatcher,
@@ -49,7 +60,6 @@ class Flow:
         metrics: Metrics,
     ) -> None:
         self._checks = checks
-        self._kind_of = kinds
         self._judging = judging
         self._region = judging.region
         self._dispatcher = dispatcher
@@ -65,12 +75,12 @@ class Flow:
             connect=phase.labels(phase="connect"), tls=phase.labels(phase="tls"),
             first_byte=phase.labels(phase="first_byte"),
         )
-        # Per kind, indexed by the outcome itself (an int): no key tuple to build and hash
-        # per probe.
-        self._counters: dict[str, tuple[Any, ...]] = {
-            name: tuple(
-                metrics.probes.labels(kind=name, outcome=cls.name.lower()) for cls in Outcome)
-            for name in kinds
+        # The counters per kind, indexed by the outcome itself (an int): no key tuple to
+        # build and hash per probe.
+        self._paths: dict[str, _Path] = {
+            name: _Path(kind, tuple(
+                metrics.probes.labels(kind=name, outcome=cls.name.lower()) for cls in Outcome))
+            for name, kind in kinds.items()
         }
         self._unwritten = 0
         self._unwritten_logged = -UNWRITTEN_LOG_EVERY
@@ -86,7 +96,7 @@ class Flow:
         try:
             # is_current(c, version), inlined: the version was read just above.
             if self._checks.get(c.id) is c and not self._steady(
-                self._kind_of[c.kind], c, version, outcome
+                self._paths[c.kind], c, version, outcome
             ):
                 loop = self._dispatcher.loop
                 assert loop is not None
@@ -101,14 +111,14 @@ class Flow:
         without a task and is not steady (see :meth:`done`): only what follows."""
         version = c.config_version
         try:
-            kind = self._kind_of[c.kind]
+            path = self._paths[c.kind]
             if outcome is None:
-                outcome = await kind.probe(c)
+                outcome = await path.kind.probe(c)
                 if not is_current(self._checks, c, version) or self._steady(
-                    kind, c, version, outcome
+                    path, c, version, outcome
                 ):
                     return
-            await self._judged(kind, c, version, outcome)
+            await self._judged(path, c, version, outcome)
         except DatabaseUnavailable as exc:
             # The transition is not persisted and the in-memory state not advanced: the next
             # probe evaluates again from the last state the database holds.
@@ -118,29 +128,36 @@ class Flow:
         finally:
             self._dispatcher.finish(c)
 
-    def _steady(self, kind: CheckKind, c: ScheduledCheck, version: int, outcome: Any) -> bool:
+    def _steady(self, path: _Path, c: ScheduledCheck, version: int, outcome: Any) -> bool:
         """The kind's steady path, when it has one: a probe that left the check as it was.
         False (nothing done) for anything else, which takes :meth:`_judged`; also while the
         check has transitions held (their order is kept)."""
-        steady = kind.steady
+        steady = path.steady
         if steady is None or c.id in self._backlog_of:
             return False
-        cls = steady(c, version, outcome, self._results, self._judging)
-        if cls is None:
-            return False  # not steady, or the buffer is full: _judged waits for room
-        self._counters[kind.name][cls].inc()
-        kind.observe(outcome, self._phases)
+        got = steady(c, version, outcome, self._judging)
+        if got is None:
+            return False
+        row, touch = got
+        results = self._results
+        if not results.offer(row):
+            return False  # the buffer is full: _judged waits for room (or drops)
+        path.counters[row[3]].inc()
+        path.observe(outcome, self._phases)
+        state = c.state
+        state.error = touch.error
+        state.last_check_at = touch.at
+        results.touch(c.id, touch)
         return True
 
-    async def _judged(
-        self, kind: CheckKind, c: ScheduledCheck, version: int, outcome: Any
-    ) -> None:
+    async def _judged(self, path: _Path, c: ScheduledCheck, version: int, outcome: Any) -> None:
         """Judge ``outcome``, write its row, commit the transition; then the confirmation
         the transition asks for, judged and committed the same way."""
+        kind = path.kind
         now = datetime.now(UTC)
         tr = kind.judge(c, outcome, now, self._judging)
-        self._counters[kind.name][tr.outcome].inc()
-        kind.observe(outcome, self._phases)
+        path.counters[tr.outcome].inc()
+        path.observe(outcome, self._phases)
         await self._results.put(kind.row(c.id, now, tr.outcome, outcome, self._region, False))
         if not await self._transitions.commit(c, version, tr) or not tr.confirm:
             return
