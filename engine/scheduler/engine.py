@@ -11,8 +11,8 @@
 - :class:`~engine.scheduler.results.ResultsWriter`: result rows and steady touches, in
   batches.
 
-``run(stop)`` returns once stopped and drained: in-flight probes get ``DRAIN_PROBES`` to
-finish, the backlog and the results a last write. The engine also keeps the long-lived
+``run(stop)`` returns once stopped and drained: in-flight probes get ``dispatch.DRAIN_PROBES``
+to finish, the backlog and the results a last write. The engine also keeps the long-lived
 checks out of the cyclic GC's reach (:meth:`Engine._freeze`). State timestamps are aware
 UTC.
 """
@@ -37,14 +37,12 @@ from engine.runtime.settings import Settings
 from engine.scheduler.calendar import MaintenanceCalendar
 from engine.scheduler.catalog import Catalog, CatalogStore
 from engine.scheduler.confirm import Confirmer, LocalConfirmer
-from engine.scheduler.dispatch import DRAIN_PROBES, Dispatcher
+from engine.scheduler.dispatch import Dispatcher
 from engine.scheduler.flow import Flow
 from engine.scheduler.results import ResultsSink, ResultsWriter
 from engine.scheduler.transitions import TransitionStore, TransitionWriter
 
 log = logging.getLogger(__name__)
-
-__all__ = ["DRAIN_PROBES", "Engine", "EngineStore"]
 
 GC_YOUNG_THRESHOLD = 50_000  # allocations between young collections (see Engine._freeze)
 
