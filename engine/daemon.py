@@ -21,6 +21,9 @@ from typing import Any, Literal
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import EmbeddedLease, embedded_database
 from engine.db.store import Store
+from engine.kinds.certificate import CertProbe
+from engine.kinds.registry import Kinds
+from engine.kinds.uptime import HttpProbe
 from engine.runtime.errors import UpwatchError
 from engine.runtime.metrics import Metrics
 from engine.runtime.sdnotify import Notifier
@@ -183,6 +186,50 @@ class Node:
     closers: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
 
 
+def build_kinds(
+    settings: Settings,
+    metrics: Metrics,
+    *,
+    http_prober: HttpProbe | None = None,
+    cert_prober: CertProbe | None = None,
+) -> Kinds:
+    """Every registered kind of check with its prober, each prober built here once unless
+    given (tests pass theirs); ``aclose()`` of the result closes those built here."""
+    from engine import USER_AGENT
+    from engine.kinds.registry import registered
+
+    built: list[HttpProbe | CertProbe] = []
+    if http_prober is None:
+        from engine.probes.http import HttpProber
+        from engine.probes.resolver import from_settings
+
+        http_prober = HttpProber(
+            timeout=settings.probe_timeout,
+            user_agent=USER_AGENT,
+            source_address=settings.probe_source_address,
+            allow_private=settings.allow_private_targets,
+            resolver=from_settings(settings, metrics),
+            tls_sessions=settings.tls_sessions,
+            metrics=metrics,
+            batch=settings.probe_batch_ms / 1000.0,
+        )
+        built.append(http_prober)
+    if cert_prober is None:
+        from engine.probes.tls import CertProber
+
+        cert_prober = CertProber(
+            timeout=settings.probe_timeout,
+            source_address=settings.probe_source_address,
+            allow_private=settings.allow_private_targets,
+            ca_bundle=settings.ca_bundle,
+            # The uptime probes' resolver and cache, when theirs is one.
+            resolver=getattr(http_prober, "resolver", None),
+            batch=settings.probe_batch_ms / 1000.0,
+        )
+        built.append(cert_prober)
+    return registered(http_prober, cert_prober, owned=built)
+
+
 async def build_node(
     role: Role, store: Store, settings: Settings, metrics: Metrics, dsn: str
 ) -> Node:
@@ -198,39 +245,28 @@ async def build_node(
     node = Node(web=WebServer(app, settings), components=comps)
     comps["web"] = node.web.run
     if role in ("all", "engine"):
-        from engine import USER_AGENT
         from engine.cluster.nodes import NodeRegistry
         from engine.cluster.peer import PeerConfirmer, RegionConfirmer, peer_routes
         from engine.db.partitions import PartitionUpkeep
         from engine.delivery.webhooks.deliverer import Deliverer
-        from engine.probes.http import HttpProber
         from engine.scheduler.confirm import LocalConfirmer
-        from engine.scheduler.runner import Engine
+        from engine.scheduler.engine import Engine
 
         registry = NodeRegistry(store, settings, metrics=metrics, dsn=dsn)
         await registry.register()
-        from engine.probes.resolver import from_settings
-
-        prober = HttpProber(
-            timeout=settings.probe_timeout,
-            user_agent=USER_AGENT,
-            source_address=settings.probe_source_address,
-            allow_private=settings.allow_private_targets,
-            resolver=from_settings(settings, metrics),
-            tls_sessions=settings.tls_sessions,
-            metrics=metrics,
-            batch=settings.probe_batch_ms / 1000.0,
-        )
+        kinds = build_kinds(settings, metrics)
+        # Confirmations (and the peers' requests for them) probe again with the same prober.
+        prober = kinds.reprober
         peers = PeerConfirmer(registry.membership, settings, metrics)
         confirmer = RegionConfirmer(peers, LocalConfirmer.from_settings(prober, settings, metrics))
         engine = Engine(
-            store, settings, metrics=metrics, confirmer=confirmer, http_prober=prober,
+            store, settings, metrics=metrics, kinds=kinds, confirmer=confirmer,
             owns=registry.membership.owns,
         )
         registry.membership.on_change(engine.request_resync)
         app.router.add_routes(peer_routes(store, settings, prober, registry.membership, metrics))
         node.engine = engine
-        node.closers += [peers.aclose, prober.aclose]
+        node.closers += [peers.aclose, kinds.aclose]
         comps["cluster"] = registry.run
         comps["engine"] = engine.run
         comps["deliverer"] = Deliverer(store, settings, metrics=metrics).run

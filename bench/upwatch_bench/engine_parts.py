@@ -16,15 +16,22 @@ if TYPE_CHECKING:
     from engine.probes.resolver import ProbeResolver
     from engine.runtime.metrics import Metrics
     from engine.runtime.settings import Settings
-    from engine.scheduler.runner import Engine
+    from engine.scheduler.engine import Engine
 
 
 def build_engine(store: Any, settings: Settings, metrics: Metrics) -> Engine:
-    """The engine of ``upwatch run --role engine`` over ``store``, its probers built from
-    ``settings`` by the engine itself (one node: no peers, every check its own)."""
-    from engine.scheduler.runner import Engine
+    """The engine of ``upwatch run --role engine`` over ``store``, with its kinds and their
+    probers built from ``settings`` as the daemon builds them (one node: no peers, every
+    check its own). Close them with :func:`close_engine` once it has stopped."""
+    from engine.daemon import build_kinds
+    from engine.scheduler.engine import Engine
 
-    return Engine(store, settings, metrics=metrics)
+    return Engine(store, settings, metrics=metrics, kinds=build_kinds(settings, metrics))
+
+
+async def close_engine(engine: Engine) -> None:
+    """Close the probers :func:`build_engine` built, once the engine has stopped."""
+    await engine.kinds.aclose()
 
 
 def build_http_prober(*, timeout: float, allow_private: bool = True,
@@ -52,8 +59,9 @@ def build_resolver(servers: list[str] | None, max_names: int) -> ProbeResolver:
 
 
 def http_prober_of(engine: Engine) -> Any | None:
-    """The HTTP(S) prober the engine probes with."""
-    return getattr(engine, "_http", None)
+    """The HTTP(S) prober the engine's uptime checks probe with."""
+    kind = engine.kinds.get("uptime")
+    return None if kind is None else kind.prober
 
 
 def resolver_of(engine: Engine) -> Any | None:

@@ -4,7 +4,7 @@ within seconds, and the service carries on without a restart.
 
 While the server is away the rest of the service behaves as during any database outage:
 probing goes on, results and state changes wait in bounded memory (engine.scheduler.results,
-engine.scheduler.runner), the API answers 503 and ``/healthz`` ``unavailable``; all of it is
+engine.scheduler.transitions), the API answers 503 and ``/healthz`` ``unavailable``; all of it is
 written once the server is back and the pool has reconnected.
 """
 

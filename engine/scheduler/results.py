@@ -24,25 +24,14 @@ import asyncio
 import logging
 import time
 from collections import deque
-from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
+from engine.kinds.base import ResultRow
 from engine.kinds.scheduled import Touch
 from engine.runtime.errors import DatabaseUnavailable
 from engine.runtime.metrics import Metrics
 
 log = logging.getLogger(__name__)
-
-KIND_UPTIME: Final = 1
-KIND_CERTIFICATE: Final = 2
-
-# One row of probe_results, in engine.db.probing.RESULT_COLUMNS order:
-# (check_id, at, kind, outcome, status_code, total_ms, dns_ms, connect_ms, tls_ms, ttfb_ms,
-#  region, confirmation, error)
-ResultRow = tuple[
-    int, datetime, int, int, int | None, float | None, float | None, float | None,
-    float | None, float | None, str, bool, str | None,
-]
 
 _BACKOFF_FIRST = 0.2
 _BACKOFF_MAX = 5.0

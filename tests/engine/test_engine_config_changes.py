@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engine.db.store import Store
-from engine.scheduler.runner import Engine
+from engine.scheduler.engine import Engine
 from tests.support.engine_support import (
     add_monitor,
     check_row,

@@ -42,7 +42,7 @@ async def test_a_monitors_two_checks_share_its_url_and_host(
         assert again is not cert and again.url is up.url and again.host is up.host
 
         # The probes' resolver keys its entry by the check's own host string.
-        resolver = getattr(engine._http, "resolver", None)
+        resolver = getattr(engine.kinds.reprober, "resolver", None)
         assert isinstance(resolver, ProbeResolver)
         await wait_until(lambda: len(resolver) > 0, what="localhost looked up")
         (key,) = resolver._cache

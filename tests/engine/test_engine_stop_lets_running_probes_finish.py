@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.db.store import Store
-from engine.scheduler.runner import DRAIN_PROBES
+from engine.scheduler.dispatch import DRAIN_PROBES
 from tests.support.engine_support import add_monitor, fast_settings, fetch, running_engine
 from tests.support.targets import HttpTarget
 

@@ -33,7 +33,7 @@ from engine.domain.evaluate import PENDING
 from engine.domain.outcomes import HttpOutcome
 from engine.probes.http import HttpProber
 from engine.runtime.metrics import Metrics
-from engine.scheduler.runner import Engine
+from engine.scheduler.engine import Engine
 from tests.support.engine_support import fast_settings, fetch, running_engine
 from tests.support.fake_dns import FakeDns
 from tests.support.hostile_support import add_monitors, hostile_fleet, percentile

@@ -32,7 +32,7 @@ def test_pure_python_at_run_time_loads_every_source() -> None:
     """UPWATCH_PURE_PYTHON=1 at run time: the sources, all of them (tls.py subclasses
     _net's connection, so a mix would not even import), and a probe module works."""
     code = (
-        "import orjson, engine.probes.tls, engine.scheduler.runner\n"
+        "import orjson, engine.probes.tls, engine.scheduler.engine\n"
         "from engine.runtime.compiled import compiled_modules\n"
         "print(orjson.dumps(compiled_modules()).decode())\n"
     )

@@ -14,10 +14,11 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
+from engine.daemon import build_kinds
 from engine.db.store import Store
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-from engine.scheduler.runner import Engine
+from engine.scheduler.engine import Engine
 from tests.support.wait import wait_until
 
 
@@ -149,20 +150,26 @@ async def running_engine(
 ) -> AsyncIterator[Engine]:
     """An engine running until the block ends; stops and drains it, failing if it died."""
     kwargs.setdefault("metrics", Metrics())
-    engine = Engine(store, settings, **kwargs)
+    kinds = build_kinds(settings, kwargs["metrics"], http_prober=kwargs.pop("http_prober", None),
+                        cert_prober=kwargs.pop("cert_prober", None))
+    engine = Engine(store, settings, kinds=kinds, **kwargs)
     stop = asyncio.Event()
     task = asyncio.create_task(engine.run(stop))
     loaded = asyncio.ensure_future(engine.loaded.wait())
     done, _ = await asyncio.wait({task, loaded}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
     if task in done:
         loaded.cancel()
+        await kinds.aclose()
         task.result()
         raise AssertionError("engine stopped before loading")
     try:
         yield engine
     finally:
         stop.set()
-        await asyncio.wait_for(task, 15)
+        try:
+            await asyncio.wait_for(task, 15)
+        finally:
+            await kinds.aclose()
 
 
 class DbProxy:

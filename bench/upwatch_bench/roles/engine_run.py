@@ -1,7 +1,7 @@
 """Child roles that run the real engine components under measurement.
 
 ``engine``
-    :class:`engine.scheduler.runner.Engine` exactly as the daemon builds it (real probes,
+    :class:`engine.scheduler.engine.Engine` exactly as the daemon builds it (real probes,
     state machine, results writer, store), over the bench database. Readings:
 
     * RSS before the engine exists (imports, pool, settings done) and after its first load,
@@ -40,6 +40,7 @@ from upwatch_bench.child import commands, emit
 from upwatch_bench.engine_parts import (
     build_engine,
     build_http_prober,
+    close_engine,
     http_prober_of,
     resolver_of,
     scheduled_hosts,
@@ -212,8 +213,9 @@ def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float
 
 async def _write_capacity(store: Any, check_ids: list[int], seconds: float) -> dict[str, Any]:
     """Rows per second the engine's results path commits when fed as fast as possible."""
+    from engine.kinds.uptime import CODE as KIND_UPTIME
     from engine.runtime.metrics import Metrics
-    from engine.scheduler.results import KIND_UPTIME, ResultsWriter
+    from engine.scheduler.results import ResultsWriter
 
     writer = ResultsWriter(store, metrics=Metrics(), limit=200_000, flush_interval=0.5)
     stop = asyncio.Event()
@@ -367,6 +369,7 @@ async def _engine(cfg: dict[str, Any]) -> None:
                 await asyncio.wait_for(run, 20)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.gather(*outbox), 20)
+            await close_engine(engine)
         capacity = None
         if cfg.get("write_capacity_s"):
             ids = [r[0] for r in await store.pool.fetch(

@@ -6,71 +6,20 @@ Pure functions from store records to JSON-ready dicts; every timestamp goes thro
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from engine.db.accounts import Account
 from engine.db.monitors import CheckRecord, MonitorRecord, StatisticsRecord, UptimeFigures
 from engine.domain.timefmt import fmt
+from engine.kinds.registry import SHOWN
 from engine.monitors.requests import shown_assertions, shown_request
 from engine.runtime.settings import ALLOWED_INTERVALS, Plan
 
-UPTIME = "uptime"
-CERTIFICATE = "certificate_health"
-CHECK_KINDS = (UPTIME, CERTIFICATE)
+CHECK_KINDS = SHOWN.names
 
 
 def status_page_url(base_url: str, identifier: str) -> str:
     return f"{base_url.rstrip('/')}/{identifier}"
-
-
-def _timestamp(value: Any) -> str | None:
-    """A stored timestamp (a datetime, or ISO text the engine wrote into ``meta``) in the
-    API format; text that is not a timestamp is passed through rather than lost."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return fmt(value)
-    if isinstance(value, str):
-        try:
-            return fmt(datetime.fromisoformat(value))
-        except ValueError:
-            return value
-    return str(value)
-
-
-def uptime_meta(check: CheckRecord, figures: UptimeFigures | None) -> dict[str, Any]:
-    """Uptime ``meta``: every key always present (null before the first run)."""
-    figures = figures or UptimeFigures.empty()
-    code = check.meta.get("http_status_code")
-    return {
-        "http_status_code": code if isinstance(code, int) and not isinstance(code, bool) else None,
-        "average_uptime_percentage": figures.uptime_percentage,
-        "average_response_time": figures.average_response_ms,
-        "offline_since": fmt(figures.offline_since),
-    }
-
-
-def certificate_meta(check: CheckRecord) -> dict[str, Any]:
-    """Certificate ``meta`` from the last run: every key always present (null before)."""
-    meta = check.meta
-    self_signed = meta.get("is_self_signed")
-    return {
-        "issuer": meta.get("issuer"),
-        "signature_algorithm": meta.get("signature_algorithm"),
-        "is_self_signed": self_signed if isinstance(self_signed, bool) else None,
-        "valid_from": _timestamp(meta.get("valid_from")),
-        "valid_to": _timestamp(meta.get("valid_to")),
-    } | _certificate_identity(meta)
-
-
-def _certificate_identity(meta: dict[str, Any]) -> dict[str, Any]:
-    """The certificate identity keys (docs/alerts.md), once the check has read a certificate
-    that has them (before, the meta is exactly api.md's)."""
-    if not isinstance(meta.get("fingerprint_sha256"), str):
-        return {}
-    return {k: meta.get(k) for k in ("fingerprint_sha256", "serial", "key_type",
-                                      "lifetime_days")}
 
 
 def _alert_settings(check: CheckRecord, out: dict[str, Any]) -> dict[str, Any]:
@@ -92,7 +41,7 @@ def check_full(check: CheckRecord, figures: UptimeFigures | None) -> dict[str, A
         "is_enabled": check.is_enabled,
         "notification_threshold": check.notification_threshold,
         "last_check_at": fmt(check.last_check_at),
-        "meta": uptime_meta(check, figures) if check.kind == UPTIME else certificate_meta(check),
+        "meta": SHOWN[check.kind].api_meta(check, figures or UptimeFigures.empty()),
     })
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from engine.db.public import (
@@ -24,31 +24,13 @@ from engine.db.public import (
 )
 from engine.domain.stats import uptime_percentage
 from engine.domain.timefmt import fmt
+from engine.kinds.registry import SHOWN
+from engine.kinds.shown import duration_text, meta_text, parse_timestamp, plural
 from engine.web.status.notice import MaintenanceNotice
 from engine.web.status.public_text import public_error
 
 UPTIME = "uptime"
 CERTIFICATE = "certificate_health"
-
-# --- words -----------------------------------------------------------------------------------
-
-_UPTIME_WORDS = {
-    "ok": ("Up", "s-ok"),
-    "degraded": ("Degraded", "s-warn"),
-    "failing": ("Failing, verifying", "s-warn"),
-    "down": ("Down", "s-bad"),
-    "pending": ("Not checked yet", "s-idle"),
-    "paused": ("Paused", "s-idle"),
-}
-_CERTIFICATE_WORDS = {
-    "ok": ("Valid", "s-ok"),
-    "degraded": ("Degraded", "s-warn"),
-    "failing": ("Failing", "s-warn"),
-    "down": ("Invalid", "s-bad"),
-    "pending": ("Not checked yet", "s-idle"),
-    "paused": ("Paused", "s-idle"),
-}
-
 
 @dataclass(frozen=True, slots=True)
 class OverallState:
@@ -115,46 +97,11 @@ def percent_text(value: float) -> str:
     return f"{math.floor(round(max(0.0, value) * 100, 6)) / 100:.2f}%"
 
 
-def duration_text(seconds: float) -> str:
-    """``42 s``, ``5 min 12 s``, ``2 h 5 min``, ``3 d 4 h``: the two largest units, the
-    smaller left out when zero (``1 h``, ``30 min``)."""
-    total = max(0, int(seconds))
-    days, rem = divmod(total, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, secs = divmod(rem, 60)
-    for big, big_unit, small, small_unit in (
-        (days, "d", hours, "h"), (hours, "h", minutes, "min"), (minutes, "min", secs, "s")
-    ):
-        if big:
-            return f"{big} {big_unit} {small} {small_unit}" if small else f"{big} {big_unit}"
-    return f"{secs} s"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def ms_text(ms: float) -> str:
     """``230 ms`` below a second, ``1.25 s`` above."""
     if ms < 1000:
         return f"{ms:.0f} ms"
     return f"{ms / 1000:.3g} s"
-
-
-def _parse_timestamp(value: Any) -> datetime | None:
-    """A meta timestamp (``YYYY-MM-DD HH:MM:SS`` UTC, or ISO 8601) as an aware datetime."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        ts = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
-
-
-def _meta_text(meta: Mapping[str, Any], key: str) -> str | None:
-    value = meta.get(key)
-    return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +280,7 @@ def bars_view(days: list[DayBar]) -> BarsView:
         summary += (f" Days with downtime: {', '.join(bad)}." if bad
                     else " No downtime on any day.")
         if no_data:
-            summary += f" {_plural(no_data, 'day')} without data."
+            summary += f" {plural(no_data, 'day')} without data."
         uptime_label = f"{percent_text(overall)} uptime"
     return BarsView(
         width=max(1, len(days)) * _BAR_STEP - _BAR_GAP,
@@ -420,7 +367,7 @@ def chart_view(
         f" (at {fmt(slowest.start)} UTC)."
     )
     if shades:
-        summary += f" {_plural(len(shades), 'outage')} in this period."
+        summary += f" {plural(len(shades), 'outage')} in this period."
     quarters = [start + RESPONSE_WINDOW * (i / 4) for i in range(5)]
     return ChartView(
         width=_CHART_W,
@@ -454,38 +401,17 @@ def outage_views(outages: list[PublicOutage]) -> list[OutageView]:
     ]
 
 
-def _last_checked(check: PublicCheck) -> str:
-    return f"{fmt(check.last_check_at)} UTC" if check.last_check_at else "Never"
-
-
 def check_views(checks: Mapping[str, PublicCheck], now: datetime) -> list[CheckView]:
+    """One row per check, in the kinds' registration order: the kind's label, words and
+    facts."""
     out = []
-    up = checks.get(UPTIME)
-    if up is not None:
-        words, tone = _UPTIME_WORDS.get(up.status, (up.status, "s-idle"))
-        code = up.meta.get("http_status_code")
-        facts = [("Last checked", _last_checked(up), False)]
-        if isinstance(code, int) and not isinstance(code, bool):
-            facts.append(("HTTP status", str(code), False))
-        facts.append(("Checked every", duration_text(up.interval), False))
-        out.append(CheckView(UPTIME, "Website", words, tone, facts,
-                             public_error(up.error) if up.is_enabled else None))
-    cert = checks.get(CERTIFICATE)
-    if cert is not None:
-        words, tone = _CERTIFICATE_WORDS.get(cert.status, (cert.status, "s-idle"))
-        issuer = _meta_text(cert.meta, "issuer")
-        valid_to = _parse_timestamp(cert.meta.get("valid_to"))
-        facts = [("Issuer", issuer or "Unknown", issuer is not None)]
-        if valid_to is not None:
-            days = math.floor((valid_to - now).total_seconds() / 86400)
-            left = (f"expired {_plural(-days, 'day')} ago" if days < 0 else
-                    "expires today" if days == 0 else f"in {_plural(days, 'day')}")
-            facts.append(("Expires", f"{fmt(valid_to)} UTC ({left})", False))
-        else:
-            facts.append(("Expires", "Unknown", False))
-        facts.append(("Last checked", _last_checked(cert), False))
-        out.append(CheckView(CERTIFICATE, "TLS certificate", words, tone, facts,
-                             public_error(cert.error) if cert.is_enabled else None))
+    for kind in SHOWN:
+        check = checks.get(kind.name)
+        if check is None:
+            continue
+        words, tone = kind.words.get(check.status, (check.status, "s-idle"))
+        out.append(CheckView(kind.name, kind.label, words, tone, kind.status_facts(check, now),
+                             public_error(check.error) if check.is_enabled else None))
     return out
 
 
@@ -493,12 +419,12 @@ def _stats(data: StatusPageData) -> list[Stat]:
     samples = sum(b.samples for b in data.responses)
     mean = (sum(b.avg_ms * b.samples for b in data.responses) / samples) if samples else None
     cert = data.monitor.checks.get(CERTIFICATE)
-    valid_to = _parse_timestamp(cert.meta.get("valid_to")) if cert is not None else None
+    valid_to = parse_timestamp(cert.meta.get("valid_to")) if cert is not None else None
     if valid_to is None:
         expiry = "Unknown"
     else:
         days = math.floor((valid_to - data.now).total_seconds() / 86400)
-        expiry = "Expired" if days < 0 else _plural(days, "day")
+        expiry = "Expired" if days < 0 else plural(days, "day")
     return [
         Stat("Uptime, last 30 days", percent_text(data.uptime_30d)),
         Stat("Average response, 24 h", ms_text(mean) if mean is not None else "No data"),
@@ -542,13 +468,12 @@ def build_json(data: StatusPageData) -> dict[str, Any]:
             "last_check_at": fmt(check.last_check_at),
             "error": public_error(check.error),
         }
-        if kind == UPTIME:
-            code = check.meta.get("http_status_code")
-            entry["http_status_code"] = (
-                code if isinstance(code, int) and not isinstance(code, bool) else None)
+        shown = SHOWN.get(kind)
+        if shown is not None:
+            entry.update(shown.status_fields(check))
         out_checks[kind] = entry
     cert = checks.get(CERTIFICATE)
-    valid_to = _parse_timestamp(cert.meta.get("valid_to")) if cert is not None else None
+    valid_to = parse_timestamp(cert.meta.get("valid_to")) if cert is not None else None
     samples = sum(b.samples for b in data.responses)
     return {
         "identifier": data.monitor.identifier,
@@ -562,7 +487,7 @@ def build_json(data: StatusPageData) -> dict[str, Any]:
             round(sum(b.avg_ms * b.samples for b in data.responses) / samples, 3)
             if samples else None),
         "certificate": {
-            "issuer": _meta_text(cert.meta, "issuer") if cert is not None else None,
+            "issuer": meta_text(cert.meta, "issuer") if cert is not None else None,
             "valid_to": fmt(valid_to),
         },
         "outages": [

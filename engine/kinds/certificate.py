@@ -1,0 +1,128 @@
+"""The certificate kind: a TLS handshake with the monitor's host, judged by the leaf's
+validity and time left.
+
+Probes through an :class:`engine.probes.tls.CertProber` (or anything with its ``probe``);
+judged by :func:`engine.domain.evaluate.evaluate_certificate`. No confirmation, no taskless
+start, no steady path: every probe is judged and committed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Final, Protocol
+
+from engine.domain.evaluate import CERTIFICATE, Outcome, Transition, evaluate_certificate
+from engine.domain.outcomes import CertOutcome
+from engine.domain.timefmt import fmt
+from engine.kinds.base import (
+    Cancellable,
+    Fact,
+    Judging,
+    Phases,
+    ResultRow,
+    ShownCheck,
+    Steady,
+    no_prober,
+)
+from engine.kinds.scheduled import ScheduledCheck
+from engine.kinds.shown import api_timestamp, last_checked, meta_text, parse_timestamp, plural
+
+CODE: Final = 2  # probe_results.kind
+DEFAULT_PORT: Final = 443
+
+_WORDS: Final = {
+    "ok": ("Valid", "s-ok"),
+    "degraded": ("Degraded", "s-warn"),
+    "failing": ("Failing", "s-warn"),
+    "down": ("Invalid", "s-bad"),
+    "pending": ("Not checked yet", "s-idle"),
+    "paused": ("Paused", "s-idle"),
+}
+
+
+class CertProbe(Protocol):
+    async def probe(self, host: str, port: int) -> CertOutcome: ...
+    async def aclose(self) -> None: ...
+
+
+class CertificateKind:
+    """See the module docstring; ``prober`` None builds a kind for presentation only."""
+
+    def __init__(self, prober: CertProbe | None = None) -> None:
+        self.name: str = CERTIFICATE
+        self.code: int = CODE
+        self.label: str = "TLS certificate"
+        self.words: Mapping[str, tuple[str, str]] = _WORDS
+        self.prober = prober
+        self.start: Callable[..., Cancellable] | None = None
+        self.steady: Steady | None = None
+
+    async def probe(self, check: ScheduledCheck) -> CertOutcome:
+        if self.prober is None:
+            raise no_prober(self.name)
+        return await self.prober.probe(check.host, check.port or DEFAULT_PORT)
+
+    def judge(
+        self, check: ScheduledCheck, outcome: CertOutcome, now: datetime, judging: Judging
+    ) -> Transition:
+        return evaluate_certificate(
+            check.state, outcome, now=now, expiry_threshold_days=check.threshold_s // 86400,
+            expiry_threshold_percent=check.expiry_percent,
+        )
+
+    def judge_again(
+        self, check: ScheduledCheck, outcome: CertOutcome, now: datetime, region: str,
+        judging: Judging,
+    ) -> Transition:
+        return self.judge(check, outcome, now, judging)  # never asks for a confirmation
+
+    def decision_due(self, check: ScheduledCheck, judging: Judging) -> datetime | None:
+        return None
+
+    def row(
+        self, check_id: int, at: datetime, cls: Outcome, outcome: CertOutcome, region: str,
+        confirmation: bool,
+    ) -> ResultRow:
+        return (
+            check_id, at, CODE, int(cls), None, outcome.total_ms, None, None, None, None,
+            region, confirmation, outcome.error,
+        )
+
+    def observe(self, outcome: CertOutcome, phases: Phases) -> None:
+        phases.total.observe(outcome.total_ms / 1000.0)
+
+    def api_meta(self, check: ShownCheck, figures: Any) -> dict[str, Any]:
+        """api.md's keys, every one always present (null before the first run), and the
+        leaf's identity once a probe has read it."""
+        meta = check.meta
+        self_signed = meta.get("is_self_signed")
+        out = {
+            "issuer": meta.get("issuer"),
+            "signature_algorithm": meta.get("signature_algorithm"),
+            "is_self_signed": self_signed if isinstance(self_signed, bool) else None,
+            "valid_from": api_timestamp(meta.get("valid_from")),
+            "valid_to": api_timestamp(meta.get("valid_to")),
+        }
+        if isinstance(meta.get("fingerprint_sha256"), str):
+            for k in ("fingerprint_sha256", "serial", "key_type", "lifetime_days"):
+                out[k] = meta.get(k)
+        return out
+
+    def status_facts(self, check: ShownCheck, now: datetime) -> list[Fact]:
+        issuer = meta_text(check.meta, "issuer")
+        valid_to = parse_timestamp(check.meta.get("valid_to"))
+        facts: list[Fact] = [("Issuer", issuer or "Unknown", issuer is not None)]
+        if valid_to is not None:
+            days = math.floor((valid_to - now).total_seconds() / 86400)
+            left = (f"expired {plural(-days, 'day')} ago" if days < 0 else
+                    "expires today" if days == 0 else f"in {plural(days, 'day')}")
+            facts.append(("Expires", f"{fmt(valid_to)} UTC ({left})", False))
+        else:
+            facts.append(("Expires", "Unknown", False))
+        facts.append(("Last checked", last_checked(check.last_check_at), False))
+        return facts
+
+    def status_fields(self, check: ShownCheck) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,228 @@
+"""The check engine: the parts wired together, run until stopped, drained.
+
+- :class:`~engine.scheduler.catalog.Catalog`: the checks this node probes (load, LISTEN,
+  reload by id, resync).
+- :class:`~engine.scheduler.dispatch.Dispatcher`: the timing wheel and the limits; starts
+  each due probe.
+- :class:`~engine.scheduler.flow.Flow`: one probe, through its kind: probe, judge, result
+  row, commit, confirmation.
+- :class:`~engine.scheduler.transitions.TransitionWriter`: commits, and holds the backlog
+  while the database is out.
+- :class:`~engine.scheduler.results.ResultsWriter`: result rows and steady touches, in
+  batches.
+
+``run(stop)`` returns once stopped and drained: in-flight probes get ``dispatch.DRAIN_PROBES``
+to finish, the backlog and the results a last write. The engine also keeps the long-lived
+checks out of the cyclic GC's reach (:meth:`Engine._freeze`). State timestamps are aware
+UTC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from engine.domain.evaluate import PENDING
+from engine.kinds.base import CheckKind, Judging
+from engine.kinds.registry import Kinds
+from engine.kinds.scheduled import ScheduledCheck
+from engine.monitors.requestspecs import SpecBuilder
+from engine.runtime.metrics import Metrics
+from engine.runtime.secretbox import SecretBox
+from engine.runtime.settings import Settings
+from engine.scheduler.calendar import MaintenanceCalendar
+from engine.scheduler.catalog import Catalog, CatalogStore
+from engine.scheduler.confirm import Confirmer, LocalConfirmer
+from engine.scheduler.dispatch import Dispatcher
+from engine.scheduler.flow import Flow
+from engine.scheduler.results import ResultsSink, ResultsWriter
+from engine.scheduler.transitions import TransitionStore, TransitionWriter
+
+log = logging.getLogger(__name__)
+
+GC_YOUNG_THRESHOLD = 50_000  # allocations between young collections (see Engine._freeze)
+
+# Scheduler sweep period (s). Probes that come due within one sweep start together, so their
+# connects, reads and closes share event-loop iterations instead of waking the loop once each;
+# 20 ms keeps lateness far inside the 100 ms target and is invisible at intervals of 30 s and
+# more. Under accelerated time (tests) the sweep shrinks with the intervals, down to MIN_TICK.
+TICK = 0.02
+MIN_TICK = 0.005
+RESULT_BATCH = 5000  # rows per results transaction (see engine.scheduler.results)
+DRAIN_RESULTS = 2.0  # seconds the results writer and the backlog get to flush on stop
+
+
+class EngineStore(CatalogStore, TransitionStore, Protocol):
+    def results_session(self) -> ResultsSink: ...
+
+
+class Engine:
+    """The check engine component; ``run(stop)`` returns once stopped and drained.
+
+    ``kinds`` are the kinds of checks it probes, with their probers (built and closed by
+    the caller: ``engine.daemon.build_kinds``). ``owns(check_id)`` filters the checks this
+    node probes (the cluster's ownership); call :meth:`request_resync` when its answer may
+    have changed. ``confirmer`` defaults to a second probe from this node.
+    """
+
+    def __init__(
+        self,
+        store: EngineStore,
+        settings: Settings,
+        *,
+        metrics: Metrics,
+        kinds: Kinds,
+        confirmer: Confirmer | None = None,
+        owns: Callable[[int], bool] = lambda check_id: True,
+        calendar: MaintenanceCalendar | None = None,
+    ) -> None:
+        # Maintenance windows by monitor (engine/scheduler/calendar.py); asked off the
+        # steady path only.
+        self._calendar = calendar if calendar is not None else MaintenanceCalendar(store)
+        self._metrics = metrics
+        self._tick = min(TICK, max(MIN_TICK, TICK * settings.time_scale))
+        self.kinds = kinds
+        kind_of: dict[str, CheckKind] = {k.name: k for k in kinds}
+        judging = Judging(
+            region=settings.region, slow_threshold_ms=float(settings.slow_threshold_ms),
+            scale=settings.time_scale, quiet=self._calendar.quiet,
+        )
+        self.results = ResultsWriter(
+            store,
+            metrics=metrics,
+            limit=settings.result_buffer_limit,
+            flush_interval=settings.result_flush_interval,
+            batch_rows=RESULT_BATCH,
+            drain_timeout=DRAIN_RESULTS,
+        )
+        self._catalog = catalog = Catalog(
+            store,
+            SpecBuilder(SecretBox.from_settings(settings), settings.max_assertion_body),
+            owns=owns, resync_interval=settings.resync_interval, freeze=self._freeze,
+        )
+        self._checks = checks = catalog.checks
+        self._dispatcher = dispatcher = Dispatcher(
+            checks, kind_of, judging,
+            max_in_flight=settings.max_in_flight, per_host_limit=settings.per_host_limit,
+            # Bound now: whatever stands in metrics.lateness (the bench installs its
+            # recorder before building the engine) sees every observation.
+            observe_lateness=metrics.lateness.observe,
+        )
+        self._transitions = transitions = TransitionWriter(
+            store, self.results, checks, dispatcher.in_flight, metrics=metrics,
+            stale=catalog.stale,
+        )
+        if confirmer is None:
+            confirmer = LocalConfirmer.from_settings(kinds.reprober, settings, metrics)
+        flow = Flow(
+            checks, kind_of, judging, dispatcher=dispatcher, results=self.results,
+            transitions=transitions, confirmer=confirmer, metrics=metrics,
+        )
+        dispatcher.attach(flow.done, flow.probe)
+        catalog.adopted = self._adopted
+        catalog.dropped = self._dropped
+        self.loaded = catalog.loaded  # set once the first full load is done
+        self._gc_threshold: tuple[int, int, int] | None = None
+
+    # -- introspection (tests, metrics) ------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._checks)
+
+    def check(self, check_id: int) -> ScheduledCheck | None:
+        return self._checks.get(check_id)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._dispatcher.in_flight)
+
+    @property
+    def backlog(self) -> int:
+        """Transitions held in memory, waiting for the database."""
+        return len(self._transitions)
+
+    def request_resync(self) -> None:
+        """Resync with the database soon (e.g. the cluster's ownership changed)."""
+        self._catalog.request_resync()
+
+    async def resync(self) -> None:
+        """Compare every enabled check's (id, config_version) with the catalog's now."""
+        await self._catalog.resync()
+
+    # -- wiring ----------------------------------------------------------------------------------
+
+    def _adopted(self, new: ScheduledCheck, old: ScheduledCheck | None) -> None:
+        if old is not None:
+            self._dispatcher.cancel(old)
+            self.results.forget(new.id)
+        self._dispatcher.schedule(new, soon=new.state.status == PENDING)
+
+    def _dropped(self, old: ScheduledCheck) -> None:
+        """A probe of it still running finishes without writing anything (it sees it was
+        dropped)."""
+        self._dispatcher.cancel(old)
+        self.results.forget(old.id)
+
+    def _every_second(self) -> None:
+        # The histograms' pending observations are counted then too.
+        metrics = self._metrics
+        metrics.fold()
+        metrics.scheduled.set(len(self._checks))
+        metrics.in_flight.set(len(self._dispatcher.in_flight))
+        metrics.probe_polling.set(1 if self.kinds.polling else 0)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self._dispatcher.loop = asyncio.get_running_loop()
+        writer_stop = asyncio.Event()
+        writer = asyncio.create_task(self.results.run(writer_stop), name="engine-results")
+        replay_stop = asyncio.Event()
+        replayer = asyncio.create_task(self._transitions.run(replay_stop), name="engine-backlog")
+        helpers: list[asyncio.Task[None]] = []
+        try:
+            with contextlib.suppress(Exception):  # its loop below retries
+                await self._calendar.reload()  # before the first probe can alert
+            await self._catalog.load(stop)
+            if not stop.is_set():
+                helpers = [
+                    asyncio.create_task(self._calendar.run(stop), name="engine-calendar"),
+                    asyncio.create_task(self._catalog.run(stop), name="engine-catalog"),
+                ]
+                await self._dispatcher.run(stop, self._tick, self._every_second)
+        finally:
+            self._dispatcher.stop_starting()
+            for h in helpers:
+                h.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            await self._dispatcher.drain()
+            replay_stop.set()  # it stops between two writes, never in the middle of one
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(replayer, DRAIN_RESULTS)
+            await self._transitions.drain(DRAIN_RESULTS)
+            writer_stop.set()
+            with contextlib.suppress(Exception):
+                await writer
+            self._metrics.in_flight.set(0)
+            # What was frozen may become garbage once the engine is gone; let GC see it.
+            gc.unfreeze()
+            if self._gc_threshold is not None:
+                gc.set_threshold(*self._gc_threshold)
+                self._gc_threshold = None
+
+    def _freeze(self) -> None:
+        """Move every object alive now out of the cyclic GC's reach (``gc.freeze``).
+
+        The checks are long-lived and cycle-free; left in the collected generations, each
+        full collection walks all of them (scheduler lateness). Called after the first load
+        and after large reloads. Young collections are made rarer too: the probe path
+        allocates many short-lived, acyclic objects, at the default threshold (700) the GC
+        ran every few probes and freed nothing."""
+        gc.freeze()
+        if self._gc_threshold is None:
+            self._gc_threshold = gc.get_threshold()
+            gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 100)
