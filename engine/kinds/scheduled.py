@@ -41,7 +41,7 @@ class ScheduledCheck:
     config_version: int
     state: CheckState
     due: float = 0.0
-    # Issue 23: the monitor's stored request and assertions (None: neither is set, the plain
+    # The monitor's stored request and assertions (None: neither is set, the plain
     # GET), and the spec the engine builds from them when it adopts the check.
     configured: tuple[Any, Any] | None = None
     request: RequestSpec | None = None

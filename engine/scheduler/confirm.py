@@ -75,7 +75,7 @@ class LocalConfirmer:
 
     async def confirm(self, check: ConfirmTarget, first_outcome: HttpOutcome) -> Confirmation:
         await asyncio.sleep(self.pause)
-        # The same request and assertions as the first probe (issue 23).
+        # The same request and assertions as the first probe.
         spec = getattr(check, "request", None)
         outcome = await (self.prober.probe(check.url) if spec is None
                          else self.prober.probe(check.url, spec))  # type: ignore[call-arg]

@@ -17,8 +17,8 @@ index of its own. An item is in the bucket of its ``due``, or, when it was sched
 already due, in the cursor's bucket, where it stays only until the next sweep (the cursor
 moves only in a sweep, and that sweep takes it). Keyed by check ids instead, the wheel kept
 an id -> bucket dict, a float object per item for its due time and, compiled, boxed ids of
-its own: ~115 B per check of the ~900 B an idle monitor costs (engine/bench/RESULTS.md,
-"RSS per idle monitor").
+its own: ~115 B per check of the ~900 B an idle monitor costs (docs/performance.md,
+"Memory").
 
 Contract (items are hashable; equal items must be the same item, as with identity):
 
@@ -93,7 +93,7 @@ def next_due(check_id: int, interval: float, now: float, last_due: float) -> flo
     re-enabled check started soon, an alert's threshold) is not followed by its phase a
     moment later: 50,000 monitors imported at once were each probed twice within their
     first interval, the phase's probe on top of the soon one, which doubled the first
-    interval's load (engine/bench/RESULTS.md, "the first interval"). The gap that results
+    interval's load (docs/performance.md). The gap that results
     is between half an interval and one and a half.
     """
     return first_due(check_id, interval, max(now, last_due + interval * 0.5))

@@ -1,4 +1,4 @@
-"""The API of issue 17: maintenance windows (GET/POST /webapi/maintenance, DELETE
+"""The alert settings' API: maintenance windows (GET/POST /webapi/maintenance, DELETE
 /webapi/maintenance/{id}), maintenance_seconds in statistics, and the check settings
 recovery_threshold and expiry_threshold_percent; every answer true to the OpenAPI document,
 and api.md's shapes untouched while none of it is used."""

@@ -1,4 +1,4 @@
-"""``request`` and ``assertions`` through the API (issue 23): 422s naming the field path with
+"""``request`` and ``assertions`` through the API: 422s naming the field path with
 nothing created or changed, the update rules, masking, and unchanged shapes for monitors
 that set neither."""
 

@@ -53,7 +53,7 @@ async def test_valid_certificate_is_ok_with_meta(
             row = await wait_status(store, cert_id, "ok")
         assert row["error"] is None
         meta = row["meta"]
-        # api.md's five keys, and the leaf's identity (issue 17) once a leaf was read.
+        # api.md's five keys, and the leaf's identity (docs/alerts.md) once a leaf was read.
         assert set(meta) == {"issuer", "signature_algorithm", "is_self_signed", "valid_from",
                              "valid_to", "fingerprint_sha256", "serial", "key_type",
                              "lifetime_days"}

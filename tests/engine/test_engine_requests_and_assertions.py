@@ -1,4 +1,4 @@
-"""Requests and assertions through the real engine (issue 23): monitors created through the
+"""Requests and assertions through the real engine: monitors created through the
 API, probed by the engine against real local targets, alerts sent by the real deliverer,
 confirmations (local and by a peer region) running the same request and assertions, and
 secrets that never show up in an answer, a webhook, a log line or a database row."""

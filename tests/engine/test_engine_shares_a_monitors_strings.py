@@ -1,4 +1,4 @@
-"""What the engine holds per idle monitor stays small (issue 15: at most 1 KiB with its
+"""What the engine holds per idle monitor stays small (at most 1 KiB with its
 resolver entry): a monitor's two checks hold one URL string and one host string, also
 after one of them is disabled and enabled again, and the resolver's entry for the name is
 keyed by that same host string, not a copy."""

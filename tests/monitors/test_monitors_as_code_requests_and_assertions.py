@@ -1,4 +1,4 @@
-"""A monitor's ``request`` and ``assertions`` (issue 23) in monitors as code: export writes
+"""A monitor's ``request`` and ``assertions`` in monitors as code: export writes
 them with secrets masked as the API shows them, apply creates and updates them by the API's
 rules (a masked value keeps the stored secret), and an unchanged file writes nothing."""
 

@@ -1,4 +1,4 @@
-"""Secrets at rest (issue 23): the account token and webhook URL are Fernet tokens in the
+"""Secrets at rest: the account token and webhook URL are Fernet tokens in the
 database, still authenticate and sign; rows written in clear are encrypted at start-up; the
 key comes from the settings, a ``_FILE``, or is generated into the data directory."""
 

@@ -1,7 +1,7 @@
 """HTTPS uptime probes resume the TLS session of their last probe of the same address
 (tickets as a default server issues them): TLS 1.2 and 1.3 through the pyOpenSSL layer (the
 default), TLS 1.2 only through the ssl module's (where TLS 1.3 resumption measured no cheaper:
-engine/bench/RESULTS.md); they fall back to a full handshake when the server declines, and
+docs/performance.md); they fall back to a full handshake when the server declines, and
 the certificate probe never resumes: it verifies a full handshake every time, so a changed
 certificate is seen at once. Resumptions are counted by the server's context
 (``session_stats()["hits"]``)."""

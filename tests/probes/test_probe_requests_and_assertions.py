@@ -1,4 +1,4 @@
-"""The probe with a monitor's own request and assertions (issue 23), against real local
+"""The probe with a monitor's own request and assertions, against real local
 targets: what the target receives byte for byte, the redirect rules, and the verdict and
 words of every source and comparison."""
 

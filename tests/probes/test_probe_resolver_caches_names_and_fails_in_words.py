@@ -1,4 +1,4 @@
-"""The probes' resolver against a real DNS server on loopback (engine/bench/dnsserver.py):
+"""The probes' resolver against a real DNS server on loopback (upwatch_bench.roles.dnsserver):
 answers kept for their TTL (clamped), one query per name and record type while they last,
 one lookup in flight per name, least recently used names dropped first, A/AAAA per family,
 /etc/hosts honoured, and every bad answer a failed probe with words, never a stuck one.

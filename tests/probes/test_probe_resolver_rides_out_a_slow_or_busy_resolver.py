@@ -1,5 +1,5 @@
 """A time-out at the resolver is not evidence that a site is down. Against a real DNS server on
-loopback (engine/bench/dnsserver.py) that slows down, stops answering, or answers while the
+loopback (upwatch_bench.roles.dnsserver) that slows down, stops answering, or answers while the
 engine's event loop is busy:
 
 * a try waits up to ``dns_timeout``, whatever pace c-ares learned from earlier answers

@@ -1,8 +1,8 @@
-"""Issue 18 on the status page, in real headless Chromium driven over DevTools: the 90-day
-bars are reachable with Tab and open their day's detail line with Enter (no JavaScript on
-the page: CSS shows the fragment's target), the phase chart renders under the page's CSP,
-and badges render as images, on their own and embedded in another page. Screenshots go to
-``test-artifacts/``."""
+"""The status page's history and phase chart, in real headless Chromium driven over
+DevTools: the 90-day bars are reachable with Tab and open their day's detail line with
+Enter (no JavaScript on the page: CSS shows the fragment's target), the phase chart
+renders under the page's CSP, and badges render as images, on their own and embedded in
+another page. Screenshots go to ``test-artifacts/``."""
 
 from __future__ import annotations
 

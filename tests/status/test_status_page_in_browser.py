@@ -1,4 +1,4 @@
-"""The status page in real headless Chromium (issue 6): served by aiohttp on a loopback port
+"""The status page in real headless Chromium: served by aiohttp on a loopback port
 over real PostgreSQL data, rendered by the browser, read back as the text a person sees,
 and saved as PNG screenshots in ``test-artifacts/`` (desktop and phone width).
 

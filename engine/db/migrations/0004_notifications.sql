@@ -1,4 +1,4 @@
--- Notification channels (issue 24): Apprise URLs an account's events are sent to, beside the
+-- Notification channels: Apprise URLs an account's events are sent to, beside the
 -- account webhook, through the same outbox (engine/db/outbox.py).
 --
 -- url holds passwords and tokens: it is encrypted with the installation's key

@@ -1,4 +1,4 @@
--- Alerts people trust (issue 17): confirmed recoveries, maintenance windows, certificates
+-- Alerts people trust: confirmed recoveries, maintenance windows, certificates
 -- judged by their lifetime and remembered by fingerprint.
 
 -- Confirmed recovery: seconds of good probes before uptime_restored (0 = at once, the seed's

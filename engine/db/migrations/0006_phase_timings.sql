@@ -1,4 +1,4 @@
--- Per-phase timings (issue 18): where a probe's time goes (DNS, connect, TLS, first byte,
+-- Per-phase timings: where a probe's time goes (DNS, connect, TLS, first byte,
 -- total), kept per check and hour as a small fixed histogram, for the timings endpoint and
 -- the status page's phase chart. docs/design.md, "Phase timings", says why it looks so.
 --
