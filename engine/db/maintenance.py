@@ -16,8 +16,8 @@ from typing import Any
 import asyncpg
 
 from engine.db.base import StoreBase
+from engine.db.listen import Listener, listening
 from engine.db.monitors import SQL_LOCK_ACCOUNT
-from engine.db.probing import Listener, listening
 from engine.db.public import SQL_UPTIME_WINDOW
 from engine.domain.maintenance import LOOKBACK, Window
 from engine.runtime.errors import NotFound, ValidationFailed

@@ -22,6 +22,7 @@ import asyncpg
 import orjson
 
 from engine.db.base import CHANNEL_CHECKS, StoreBase
+from engine.db.monitor_records import CheckRecord, MonitorRecord
 from engine.db.monitors import (
     _CHECK_COLUMNS,
     _IDENTIFIER_TRIES,
@@ -39,8 +40,6 @@ from engine.db.monitors import (
     SQL_OPEN_PERIODS,
     SQL_OPEN_PERIODS_OF_ENABLED,
     SQL_RESET_CHECKS,
-    CheckRecord,
-    MonitorRecord,
 )
 from engine.monitors.plan import (
     CheckSettings,

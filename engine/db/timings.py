@@ -3,7 +3,7 @@
 hour or day (the timings endpoint, the status page's phase chart).
 
 Layout and reasons: migration 0006 and :mod:`engine.domain.timings`. The results path
-(engine/db/probing.py) is not touched: the phases it already writes to ``probe_results``
+(engine/db/results.py) is not touched: the phases it already writes to ``probe_results``
 are the source, rolled once per hour after the hour has ended.
 """
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from engine.domain.evaluate import Outcome, Transition
 from engine.kinds.scheduled import ScheduledCheck, Touch
 
-# One row of probe_results, in engine.db.probing.RESULT_COLUMNS order:
+# One row of probe_results, in engine.db.results.RESULT_COLUMNS order:
 # (check_id, at, kind, outcome, status_code, total_ms, dns_ms, connect_ms, tls_ms, ttfb_ms,
 #  region, confirmation, error)
 ResultRow = tuple[

@@ -184,7 +184,7 @@ class UptimeKind:
 
     def api_meta(self, check: ShownCheck, figures: Any) -> dict[str, Any]:
         """Every key always present (null before the first run); ``figures`` are the
-        check's 30-day figures (``engine.db.monitors.UptimeFigures``)."""
+        check's 30-day figures (``engine.db.monitor_records.UptimeFigures``)."""
         return {
             "http_status_code": status_code(check.meta),
             "average_uptime_percentage": figures.uptime_percentage,

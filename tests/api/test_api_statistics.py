@@ -11,7 +11,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from engine.db.monitors import MonitorRecord
+from engine.db.monitor_records import MonitorRecord
 from engine.db.store import Store
 from engine.domain.stats import average_ms, uptime_percentage
 from engine.domain.timefmt import fmt, utcnow

@@ -297,7 +297,7 @@ async def test_a_refused_batch_writes_nothing_and_leaves_nothing_staged(
 async def test_staged_times_do_not_depend_on_the_session_time_zone(store: Store) -> None:
     """The expression that turns a staged interval back into a time gives the same instant
     in a session whose time zone has daylight saving time (the pool's sessions are UTC)."""
-    from engine.db.probing import SQL_AT
+    from engine.db.results import SQL_AT
 
     at = datetime(2026, 7, 1, 12, 34, 56, 789_012, tzinfo=UTC)
     since = at - datetime(1970, 1, 1, tzinfo=UTC)

@@ -7,7 +7,7 @@
 -- the key's leaf pages the same sums read ~10 pages.
 --
 -- Why the primary key rather than a second index: rollup upserts (ON CONFLICT (check_id,
--- hour), engine/db/probing.py) then still maintain one index, not two. The INCLUDE columns
+-- hour), engine/db/results.py) then still maintain one index, not two. The INCLUDE columns
 -- are not key columns, so the conflict target and uniqueness are unchanged.
 --
 -- The index is built before the swap: CREATE INDEX holds a SHARE lock (rollup writes wait,

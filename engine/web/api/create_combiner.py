@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from engine.db.monitors import MonitorRecord
+from engine.db.monitor_records import MonitorRecord
 from engine.db.store import Store
 from engine.monitors.plan import CheckSettings, MonitorSpec
 from engine.monitors.validation import MonitorCreate

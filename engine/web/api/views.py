@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.db.accounts import Account
-from engine.db.monitors import CheckRecord, MonitorRecord, StatisticsRecord, UptimeFigures
+from engine.db.monitor_records import CheckRecord, MonitorRecord, StatisticsRecord, UptimeFigures
 from engine.domain.timefmt import fmt
 from engine.kinds.registry import SHOWN
 from engine.monitors.requests import shown_assertions, shown_request
