@@ -33,6 +33,11 @@ How it stays cheap (one plain non-blocking socket on the prober's
 with no Python call per header line, reads into two buffers the prober owns, body bytes
 counted and never copied, one deadline timer per 4 ms slot), what it costs and what it holds
 in memory per in-flight HTTPS probe: docs/performance.md ("http", "Memory").
+
+Why over ~600 lines, with a class (``_Probe``) over ~300: one probe is one state machine
+(connect, TLS, request, the parser's callbacks, redirects, its deadline) whose steps share
+its fields and run compiled for every event of every probe; split, each step would reach
+into the others' state through calls on the per-probe path.
 """
 
 from __future__ import annotations
