@@ -44,6 +44,7 @@ from upwatch_bench.engine_parts import (
     http_prober_of,
     resolver_of,
     scheduled_hosts,
+    watch_loaded,
 )
 from upwatch_bench.stats import cpu_seconds, cpu_split, rss_bytes, summary_ms
 from upwatch_bench.tracers import callgrind
@@ -282,7 +283,8 @@ async def _engine(cfg: dict[str, Any]) -> None:
         gc.callbacks.append(gc_timer)
         gc.collect()
         rss_base = rss_bytes()
-        engine.loaded = at_loaded = _RssWhenSet()
+        at_loaded = _RssWhenSet()
+        watch_loaded(engine, at_loaded)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         t_load = loop.time()
