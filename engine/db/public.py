@@ -24,7 +24,7 @@ depend on the session time zone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -43,7 +43,7 @@ _DAY = 86400
 
 # One row per check of the monitor (two). Deleted monitors have no row: the caller's 404.
 SQL_MONITOR_BY_IDENTIFIER = """
-SELECT m.id, m.identifier, m.alias, m.scheme, m.host,
+SELECT m.id, m.identifier, m.alias, m.scheme, m.host, m.assertions,
        c.id AS check_id, c.kind, c.status, c.error, c.interval_s, c.is_enabled,
        c.last_check_at, c.meta
 FROM monitors m
@@ -179,6 +179,9 @@ class PublicMonitor:
     scheme: str
     host: str
     checks: dict[str, PublicCheck]
+    # The uptime check's assertions as stored ({source, property, comparison, target}): the
+    # status page names a failed one by its source and property, never by its target.
+    assertions: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +255,12 @@ def _check_from_row(row: asyncpg.Record) -> PublicCheck:
     )
 
 
+def _assertions(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        return []
+    return [a for a in value if isinstance(a, dict)]
+
+
 def _utc_midnight(ts: datetime) -> datetime:
     ts = ts.astimezone(UTC)
     return datetime(ts.year, ts.month, ts.day, tzinfo=UTC)
@@ -280,6 +289,7 @@ class PublicMixin(StoreBase):
                 scheme=rows[0]["scheme"],
                 host=rows[0]["host"],
                 checks=checks,
+                assertions=_assertions(rows[0]["assertions"]),
             )
             uptime = checks.get("uptime")
             if uptime is None:

@@ -99,7 +99,7 @@ async def test_bars_open_their_day_with_the_keyboard_and_phases_render_under_the
         await b.open(f"{url}#day-{outage_day}")
         text = await b.evaluate(f"document.getElementById('day-{outage_day}').textContent")
         assert await b.evaluate(_line_display(f"day-{outage_day}")) == "block"
-        assert "1 outage: from 11:00:00 UTC for 1 h (HTTP 503)" in text, text
+        assert "1 outage: from 11:00:00 UTC for 1 h: Server error (HTTP 503)" in text, text
         assert "% uptime" in text
         await b.screenshot(ARTIFACTS / "status-page-day-details-and-phases.png")
         assert b.security_messages == []

@@ -55,7 +55,7 @@ async def test_page_shows_alias_host_states_uptime_and_outages(
     text = _text(page)
     assert "Example Shop" in text and "shop.example.com" in text
     # Overall state in words, and both checks' states.
-    assert "Outage" in text and "The site has not been responding since" in text
+    assert "Outage" in text and "The site has been answering with errors since" in text
     assert 'class="banner outage"' in page
     assert "Website" in text and "Down" in text
     assert "TLS certificate" in text and "Valid" in text
@@ -73,7 +73,7 @@ async def test_page_shows_alias_host_states_uptime_and_outages(
     # Outages: the ongoing one first, then the two closed ones with durations and causes.
     assert "ongoing" in text
     assert "1 h" in text and "50 min" in text
-    assert "HTTP 503" in text and "connection refused" in text
+    assert "Server error (HTTP 503)" in text and "Connection refused" in text
     # Certificate issuer and expiry.
     assert "R11" in text and f"{certificate_valid_to(now)} UTC (in 64 days)" in text
     assert "Certificate expires in 64 days" in text
@@ -236,7 +236,8 @@ async def test_hostile_strings_are_escaped(
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "&#34;quoted&#34;" in page and "&#39;single&#39;" in page
     assert "<img" not in page and "&lt;img src=x onerror=&#34;alert(2)&#34;&gt;" in page
-    assert "<b>HTTP 404</b>" not in page and "&lt;b&gt;HTTP 404&lt;/b&gt;" in page
+    # The owner's error text is not shown at all, escaped or not: a reason in words is.
+    assert "HTTP 404" not in page and "&#34;more&#34;" not in page
     assert "\u05d7\u05e0\u05d5\u05ea" in page and "W" * 255 in page
     # User strings can wrap anywhere and keep their own direction.
     assert re.search(r'<h1 class="user" dir="auto">&lt;script', page)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from engine.db.public import DayBar, PublicOutage, StatusPageData
 from engine.db.store import Store
@@ -37,19 +39,25 @@ from engine.web.status.view import (
 log = logging.getLogger(__name__)
 
 
-def _outage_words(o: PublicOutage, day_start: datetime) -> str:
+def _outage_words(
+    o: PublicOutage, day_start: datetime, assertions: Sequence[Mapping[str, Any]]
+) -> str:
     # A start on another day (an outage running over midnight) is given with its date.
     start = fmt(o.started_at) or ""
     shown = start[11:] if o.started_at >= day_start else start
     length = duration_text(o.duration_seconds)
     if o.ended_at is None:
         length += " so far"
-    return f"from {shown} UTC for {length} ({_cause(o)})"
+    return f"from {shown} UTC for {length}: {_cause(o, assertions)}"
 
 
-def day_lines(days: list[DayBar], outages: list[PublicOutage], now: datetime) -> list[DayLine]:
+def day_lines(
+    days: list[DayBar], outages: list[PublicOutage], now: datetime,
+    assertions: Sequence[Mapping[str, Any]] = (),
+) -> list[DayLine]:
     """One line per day: ``2026-11-20: 99.30% uptime; 1 outage: from 11:00:00 UTC for
-    1 h (HTTP 503).`` Outages are those overlapping the day, oldest first."""
+    1 h: Server error (HTTP 503).`` Outages are those overlapping the day, oldest first;
+    causes in a visitor's words (``assertions``: the monitor's, to name a failed one)."""
     lines = []
     for d in days:
         start = datetime(d.day.year, d.day.month, d.day.day, tzinfo=UTC)
@@ -62,7 +70,7 @@ def day_lines(days: list[DayBar], outages: list[PublicOutage], now: datetime) ->
         if touching:
             n = len(touching)
             text += f"; {n} outage{'' if n == 1 else 's'}: "
-            text += "; ".join(_outage_words(o, start) for o in touching)
+            text += "; ".join(_outage_words(o, start, assertions) for o in touching)
         elif uptime is not None:
             text += "; no outages"
         lines.append(DayLine(day_anchor(d.day), text + "."))
@@ -154,4 +162,5 @@ async def enrich(store: Store, data: StatusPageData, view: StatusView) -> Status
         log.warning("status page shown without day details and phases: database unavailable")
         return view
     return dataclasses.replace(
-        view, day_lines=day_lines(data.days, outages, data.now), phases=phase_chart(slots))
+        view, day_lines=day_lines(data.days, outages, data.now, data.monitor.assertions),
+        phases=phase_chart(slots))

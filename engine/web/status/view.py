@@ -8,7 +8,7 @@ to :class:`StatusView` (HTML) and to the JSON body, testable without a database 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -25,9 +25,13 @@ from engine.db.public import (
 from engine.domain.stats import uptime_percentage
 from engine.domain.timefmt import fmt
 from engine.kinds.registry import SHOWN
-from engine.kinds.shown import duration_text, meta_text, parse_timestamp, plural
+from engine.kinds.shown import duration_text, meta_text, parse_timestamp, plural, status_code
 from engine.web.status.notice import MaintenanceNotice
-from engine.web.status.public_text import public_error
+from engine.web.status.public_text import (
+    REASONS,
+    public_reason,
+    reason_of,
+)
 
 UPTIME = "uptime"
 CERTIFICATE = "certificate_health"
@@ -59,14 +63,11 @@ def overall_state(
     up = active.get(UPTIME)
     cert = active.get(CERTIFICATE)
     if up is not None and up.status == "down":
-        since = fmt(ongoing.started_at) if ongoing is not None else None
-        detail = f"The site has not been responding since {since} UTC." if since else (
-            "The site is not responding.")
-        return OverallState("outage", "Outage", detail, "\u2715")
+        return OverallState("outage", "Outage", _outage_detail(up, ongoing), "\u2715")
     if up is not None and up.status == "failing":
         return OverallState(
             "degraded", "Possible outage",
-            "A check failed and is being verified from a second location.", "!")
+            "A check failed and is being confirmed by a second check.", "!")
     if up is not None and up.status == "degraded":
         return OverallState(
             "degraded", "Degraded performance",
@@ -83,6 +84,18 @@ def overall_state(
         return OverallState("pending", "Checking\u2026", "The first checks are on their way.",
                             "\u2026")
     return OverallState("operational", "All systems operational", None, "\u2713")
+
+
+def _outage_detail(up: PublicCheck, ongoing: PublicOutage | None) -> str:
+    """The banner's sentence for a confirmed outage, by its reason (public_text.py)."""
+    if ongoing is not None:
+        reason = reason_of(ongoing.error, ongoing.http_status_code)
+        since = fmt(ongoing.started_at)
+    else:
+        reason = reason_of(up.error, status_code(up.meta))
+        since = None
+    sentence = reason.outage if reason is not None else "The site has not been responding"
+    return f"{sentence} since {since} UTC." if since else f"{sentence}."
 
 
 # --- numbers as words ------------------------------------------------------------------------
@@ -383,27 +396,38 @@ def chart_view(
     )
 
 
-def _cause(o: PublicOutage) -> str:
-    if o.http_status_code:
-        return f"HTTP {o.http_status_code}"
-    return public_error(o.error) or "No response"
+def _cause(o: PublicOutage, assertions: Sequence[Mapping[str, Any]] = ()) -> str:
+    """An outage's cause in a visitor's words, never its error text (public_text.py)."""
+    reason = public_reason(o.error, o.http_status_code, assertions)
+    return reason[1] if reason is not None else "No response"
 
 
-def outage_views(outages: list[PublicOutage]) -> list[OutageView]:
+def outage_views(
+    outages: list[PublicOutage], assertions: Sequence[Mapping[str, Any]] = ()
+) -> list[OutageView]:
     return [
         OutageView(
             started=fmt(o.started_at) or "",
             ended=fmt(o.ended_at),
             duration=duration_text(o.duration_seconds),
-            cause=_cause(o),
+            cause=_cause(o, assertions),
         )
         for o in outages
     ]
 
 
-def check_views(checks: Mapping[str, PublicCheck], now: datetime) -> list[CheckView]:
-    """One row per check, in the kinds' registration order: the kind's label, words and
-    facts."""
+def _check_error(check: PublicCheck, assertions: Sequence[Mapping[str, Any]]) -> str | None:
+    reason = public_reason(check.error, status_code(check.meta) if check.error else None,
+                           assertions)
+    return reason[1] if reason is not None else None
+
+
+def check_views(
+    checks: Mapping[str, PublicCheck], now: datetime,
+    assertions: Sequence[Mapping[str, Any]] = (),
+) -> list[CheckView]:
+    """One row per check, in the kinds' registration order: the kind's label, words,
+    facts, and what is wrong in a visitor's words (public_text.py)."""
     out = []
     for kind in SHOWN:
         check = checks.get(kind.name)
@@ -411,7 +435,7 @@ def check_views(checks: Mapping[str, PublicCheck], now: datetime) -> list[CheckV
             continue
         words, tone = kind.words.get(check.status, (check.status, "s-idle"))
         out.append(CheckView(kind.name, kind.label, words, tone, kind.status_facts(check, now),
-                             public_error(check.error) if check.is_enabled else None))
+                             _check_error(check, assertions) if check.is_enabled else None))
     return out
 
 
@@ -432,6 +456,9 @@ def _stats(data: StatusPageData) -> list[Stat]:
     ]
 
 
+_NO_RESPONSE = REASONS["no_response"]
+
+
 def _ongoing(outages: list[PublicOutage]) -> PublicOutage | None:
     return next((o for o in outages if o.ended_at is None), None)
 
@@ -440,16 +467,18 @@ def build_view(data: StatusPageData) -> StatusView:
     """Everything the template shows, as plain strings and numbers."""
     checks = data.monitor.checks
     up = checks.get(UPTIME)
+    assertions = data.monitor.assertions
+    outages = outage_views(data.outages, assertions)
     return StatusView(
         alias=data.monitor.alias,
         host=data.monitor.host,
         state=overall_state(checks, _ongoing(data.outages)),
         stats=_stats(data),
-        checks=check_views(checks, data.now),
+        checks=check_views(checks, data.now, assertions),
         bars=bars_view(data.days),
         chart=chart_view(data.responses, data.outages, data.now,
                          up.interval if up is not None else BUCKET_SECONDS),
-        outages=outage_views(data.outages),
+        outages=outages,
         updated=fmt(data.now) or "",
     )
 
@@ -460,13 +489,18 @@ def build_json(data: StatusPageData) -> dict[str, Any]:
     paused; a ``days`` entry's ``uptime_percentage`` is null for a day without data."""
     checks = data.monitor.checks
     state = overall_state(checks, _ongoing(data.outages))
+    assertions = data.monitor.assertions
     out_checks: dict[str, Any] = {}
     for kind, check in checks.items():
+        reason = public_reason(
+            check.error, status_code(check.meta) if check.error else None, assertions)
         entry: dict[str, Any] = {
             "status": check.status,
             "is_enabled": check.is_enabled,
             "last_check_at": fmt(check.last_check_at),
-            "error": public_error(check.error),
+            # Public words and a stable reason key, never the owner's error text.
+            "error": reason[1] if reason is not None else None,
+            "reason": reason[0] if reason is not None else None,
         }
         shown = SHOWN.get(kind)
         if shown is not None:
@@ -496,6 +530,8 @@ def build_json(data: StatusPageData) -> dict[str, Any]:
                 "ended_at": fmt(o.ended_at),
                 "duration_seconds": o.duration_seconds,
                 "http_status_code": o.http_status_code,
+                "reason": (reason_of(o.error, o.http_status_code) or _NO_RESPONSE).key,
+                "cause": _cause(o, assertions),
             }
             for o in data.outages
         ],
