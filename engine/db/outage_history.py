@@ -13,8 +13,8 @@ MAX_OUTAGES = 500  # 90 days of a site flapping every few hours; the rest is not
 # Outages overlapping [$2, $3], oldest first. The index is (check_id, started_at DESC): the
 # newest MAX_OUTAGES are read backwards, then put in order.
 SQL_OUTAGES_BETWEEN = """
-SELECT started_at, ended_at, http_status_code, error FROM (
-    SELECT started_at, ended_at, http_status_code, error, id
+SELECT started_at, ended_at, http_status_code, error, detected_by, verified_via FROM (
+    SELECT started_at, ended_at, http_status_code, error, detected_by, verified_via, id
     FROM outages
     WHERE check_id = $1 AND started_at < $3 AND (ended_at IS NULL OR ended_at > $2)
     ORDER BY started_at DESC, id DESC
@@ -38,6 +38,8 @@ class OutageHistoryMixin(StoreBase):
                     0, int(((r["ended_at"] or until) - r["started_at"]).total_seconds())),
                 http_status_code=r["http_status_code"],
                 error=r["error"],
+                detected_by=r["detected_by"],
+                verified_via=r["verified_via"],
             )
             for r in rows
         ]

@@ -145,7 +145,7 @@ ORDER BY 1
 """
 
 SQL_RECENT_OUTAGES = """
-SELECT started_at, ended_at, http_status_code, error
+SELECT started_at, ended_at, http_status_code, error, detected_by, verified_via
 FROM outages
 WHERE check_id = $1
 ORDER BY started_at DESC, id DESC
@@ -213,13 +213,17 @@ class ResponseBucket:
 
 @dataclass(frozen=True, slots=True)
 class PublicOutage:
-    """A confirmed outage; ``ended_at`` None while ongoing (``duration_seconds`` so far)."""
+    """A confirmed outage; ``ended_at`` None while ongoing (``duration_seconds`` so far).
+    ``detected_by`` is the region of the first failed probe, ``verified_via`` the region of
+    the probe that confirmed it (the same region: a second local probe)."""
 
     started_at: datetime
     ended_at: datetime | None
     duration_seconds: int
     http_status_code: int | None
     error: str | None
+    detected_by: str | None = None
+    verified_via: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +335,8 @@ class PublicMixin(StoreBase):
                 ),
                 http_status_code=r["http_status_code"],
                 error=r["error"],
+                detected_by=r["detected_by"],
+                verified_via=r["verified_via"],
             )
             for r in outage_rows
         ]

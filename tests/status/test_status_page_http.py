@@ -74,6 +74,8 @@ async def test_page_shows_alias_host_states_uptime_and_outages(
     assert "ongoing" in text
     assert "1 h" in text and "50 min" in text
     assert "Server error (HTTP 503)" in text and "Connection refused" in text
+    # What confirmed them: the seeded rows name one region twice (a one-region install).
+    assert "Confirmed by a second check from the same region, times in UTC" in text
     # Certificate issuer and expiry.
     assert "R11" in text and f"{certificate_valid_to(now)} UTC (in 64 days)" in text
     assert "Certificate expires in 64 days" in text

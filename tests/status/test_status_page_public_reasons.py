@@ -1,6 +1,7 @@
 """What a visitor reads of why a check failed: every reason the probes give, in fixed words
 that never carry the owner's error text; a failed assertion named by its source and
-property, never by its target or the value received."""
+property, never by its target or the value received; and what confirmed an outage, as the
+outage row records it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from engine.db.public import PublicCheck, PublicOutage
-from engine.web.status.public_text import public_reason
-from engine.web.status.view import outage_views, overall_state
+from engine.web.status.public_text import confirmed_by, public_reason
+from engine.web.status.view import confirmed_text, outage_views, overall_state
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 SECRET = "RESPONSE_SECRET-91c2"
@@ -125,8 +126,26 @@ def test_the_banner_tells_an_assertion_outage_from_a_site_that_does_not_answer()
 
 def test_an_outage_cause_is_the_reason_never_the_status_it_got() -> None:
     error = f'json $.token is_empty failed: got "{SECRET}"'
-    outage = PublicOutage(NOW - timedelta(hours=1), NOW, 3600, 200, error)
+    outage = PublicOutage(NOW - timedelta(hours=1), NOW, 3600, 200, error, "local", "local")
     (row,) = outage_views([outage], ASSERTIONS)
     assert row.cause == "Response check failed: the JSON value at $.token was not empty"
     assert "HTTP 200" not in row.cause
 
+
+@pytest.mark.parametrize(("rows", "key", "text"), [
+    ([("local", "local")], "same_region",
+     "Confirmed by a second check from the same region"),
+    ([("eu-west", "us-east")], "another_region", "Confirmed by a check from another region"),
+    ([("eu-west", "us-east"), ("eu-west", "eu-west")], None,
+     "Confirmed by a second check from the same or another region"),
+    ([(None, None)], None, "Confirmed by a second check"),
+])
+def test_what_confirmed_the_outages(
+    rows: list[tuple[str | None, str | None]], key: str | None, text: str
+) -> None:
+    outages = [PublicOutage(NOW - timedelta(hours=1), NOW, 3600, 503, "HTTP 503", d, v)
+               for d, v in rows]
+    if len(rows) == 1:
+        assert confirmed_by(*rows[0]) == key
+    assert confirmed_text(outage_views(outages)) == text
+    assert confirmed_text([]) == ""

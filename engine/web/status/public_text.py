@@ -209,3 +209,20 @@ def public_reason(
         return None
     return reason.key, reason_words(reason, error, status_code, assertions)
 
+
+# --- confirmations -------------------------------------------------------------------------
+
+CONFIRMED_WORDS: Mapping[str | None, str] = {
+    "another_region": "a check from another region",
+    "same_region": "a second check from the same region",
+    None: "a second check",
+}
+
+
+def confirmed_by(detected_by: str | None, verified_via: str | None) -> str | None:
+    """What confirmed an outage, from the regions its row records: ``another_region`` (a
+    node of another region re-probed), ``same_region`` (a second probe from the region that
+    saw the failure, as a one-region install does), or None when the row does not say."""
+    if verified_via is None or detected_by is None:
+        return None
+    return "same_region" if verified_via == detected_by else "another_region"

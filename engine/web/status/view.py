@@ -28,7 +28,9 @@ from engine.kinds.registry import SHOWN
 from engine.kinds.shown import duration_text, meta_text, parse_timestamp, plural, status_code
 from engine.web.status.notice import MaintenanceNotice
 from engine.web.status.public_text import (
+    CONFIRMED_WORDS,
     REASONS,
+    confirmed_by,
     public_reason,
     reason_of,
 )
@@ -217,6 +219,7 @@ class OutageView:
     ended: str | None
     duration: str
     cause: str
+    confirmed_by: str | None = None  # public_text.confirmed_by
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +233,8 @@ class StatusView:
     chart: ChartView | None
     outages: list[OutageView]
     updated: str
+    # What confirmed the outages listed, in words ("a second check from the same region").
+    confirmed: str = ""
     # Maintenance windows on now or coming (engine/web/status/notice.py).
     maintenance: list[MaintenanceNotice] = field(default_factory=list)
     # Added by engine.web.status.history.enrich.
@@ -411,9 +416,22 @@ def outage_views(
             ended=fmt(o.ended_at),
             duration=duration_text(o.duration_seconds),
             cause=_cause(o, assertions),
+            confirmed_by=confirmed_by(o.detected_by, o.verified_via),
         )
         for o in outages
     ]
+
+
+def confirmed_text(outages: list[OutageView]) -> str:
+    """What confirmed the outages shown: one kind of confirmation for all of them is named;
+    a mix, or rows that do not say, only as a second check."""
+    kinds = {o.confirmed_by for o in outages}
+    if not kinds:
+        return ""
+    if kinds == {"same_region", "another_region"}:
+        return "Confirmed by a second check from the same or another region"
+    only = kinds.pop() if len(kinds) == 1 else None
+    return f"Confirmed by {CONFIRMED_WORDS[only]}"
 
 
 def _check_error(check: PublicCheck, assertions: Sequence[Mapping[str, Any]]) -> str | None:
@@ -480,6 +498,7 @@ def build_view(data: StatusPageData) -> StatusView:
                          up.interval if up is not None else BUCKET_SECONDS),
         outages=outages,
         updated=fmt(data.now) or "",
+        confirmed=confirmed_text(outages),
     )
 
 
@@ -532,6 +551,7 @@ def build_json(data: StatusPageData) -> dict[str, Any]:
                 "http_status_code": o.http_status_code,
                 "reason": (reason_of(o.error, o.http_status_code) or _NO_RESPONSE).key,
                 "cause": _cause(o, assertions),
+                "confirmed_by": confirmed_by(o.detected_by, o.verified_via),
             }
             for o in data.outages
         ],
