@@ -17,7 +17,11 @@ Contracts:
   itself every 60 s with ``<meta http-equiv="refresh">``; ``Cache-Control: public,
   max-age=30`` lets a proxy absorb bursts of viewers.
 - The host, never the full URL, is shown: a URL's path and query may hold tokens the owner
-  would not publish.
+  would not publish. A check's error is shown as a reason in a visitor's words
+  (:mod:`engine.web.status.public_text`), never as the owner's error text, which may quote
+  what the target answered.
+- ``GET /`` is a short page saying what this service is and where status pages live (JSON
+  ``{"service", "message", "status_page"}`` for a client that asks for JSON only).
 
 The view model is built by pure functions in :mod:`engine.web.status.view`.
 """
@@ -68,6 +72,7 @@ _CSS = _env.get_template("_styles.html").render()
 _CSS_HASH = base64.b64encode(hashlib.sha256(_CSS.encode()).digest()).decode()
 _STATUS_TEMPLATE = _env.get_template("status.html")
 _ERROR_TEMPLATE = _env.get_template("404.html")
+_INDEX_TEMPLATE = _env.get_template("index.html")
 
 CONTENT_SECURITY_POLICY = (
     f"default-src 'none'; style-src 'sha256-{_CSS_HASH}'; img-src data:; "
@@ -133,6 +138,29 @@ def _json(data: Any, status: int, cache: str) -> web.Response:
     if status == 503:
         response.headers["Retry-After"] = "30"
     return response
+
+
+# What ``/`` says: the service, and where status pages are.
+INDEX_JSON = {
+    "service": "Upwatch",
+    "message": "This is an Upwatch monitoring service. Status pages are at /{identifier}.",
+    "status_page": "/{identifier}",
+}
+
+
+def _wants_json(request: web.Request) -> bool:
+    """A client that asks for JSON and not for HTML (browsers list text/html)."""
+    accept = request.headers.get("Accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
+@routes.get("/")
+async def index(request: web.Request) -> web.Response:
+    """``/``: a short page saying what this service is (JSON for clients asking for it)."""
+    if _wants_json(request):
+        return _json(INDEX_JSON, 200, CACHE_OK)
+    body = _INDEX_TEMPLATE.render(css=Markup(_CSS))  # noqa: S704 (our own stylesheet)
+    return _html(body, 200, CACHE_OK)
 
 
 async def _load(request: web.Request) -> StatusPageData | None:
