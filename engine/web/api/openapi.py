@@ -451,6 +451,17 @@ def _paths() -> dict[str, Any]:
                 },
             },
         },
+        "/": {
+            "get": {
+                "summary": "What this service is (HTML; JSON for Accept: application/json)",
+                "operationId": "getIndex", **public,
+                "responses": {"200": {
+                    "description": "A short page naming the service and where status pages are.",
+                    "content": {"text/html": {"schema": {"type": "string"}},
+                                "application/json": {"schema": {"type": "object"}}},
+                }},
+            },
+        },
         "/{identifier}": {
             "get": {
                 "summary": "Public status page (HTML)", "operationId": "getStatusPage",
