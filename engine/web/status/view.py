@@ -435,9 +435,17 @@ def confirmed_text(outages: list[OutageView]) -> str:
 
 
 def _check_error(check: PublicCheck, assertions: Sequence[Mapping[str, Any]]) -> str | None:
+    return _error_fields(check, assertions)["error"]
+
+
+def _error_fields(
+    check: PublicCheck, assertions: Sequence[Mapping[str, Any]]
+) -> dict[str, str | None]:
+    """A check's ``error`` in public words and its ``reason`` key, never the owner's text."""
     reason = public_reason(check.error, status_code(check.meta) if check.error else None,
                            assertions)
-    return reason[1] if reason is not None else None
+    return {"error": reason[1] if reason is not None else None,
+            "reason": reason[0] if reason is not None else None}
 
 
 def check_views(
@@ -508,18 +516,13 @@ def build_json(data: StatusPageData) -> dict[str, Any]:
     paused; a ``days`` entry's ``uptime_percentage`` is null for a day without data."""
     checks = data.monitor.checks
     state = overall_state(checks, _ongoing(data.outages))
-    assertions = data.monitor.assertions
     out_checks: dict[str, Any] = {}
     for kind, check in checks.items():
-        reason = public_reason(
-            check.error, status_code(check.meta) if check.error else None, assertions)
         entry: dict[str, Any] = {
             "status": check.status,
             "is_enabled": check.is_enabled,
             "last_check_at": fmt(check.last_check_at),
-            # Public words and a stable reason key, never the owner's error text.
-            "error": reason[1] if reason is not None else None,
-            "reason": reason[0] if reason is not None else None,
+            **_error_fields(check, data.monitor.assertions),
         }
         shown = SHOWN.get(kind)
         if shown is not None:
@@ -550,7 +553,7 @@ def build_json(data: StatusPageData) -> dict[str, Any]:
                 "duration_seconds": o.duration_seconds,
                 "http_status_code": o.http_status_code,
                 "reason": (reason_of(o.error, o.http_status_code) or _NO_RESPONSE).key,
-                "cause": _cause(o, assertions),
+                "cause": _cause(o, data.monitor.assertions),
                 "confirmed_by": confirmed_by(o.detected_by, o.verified_via),
             }
             for o in data.outages
