@@ -513,7 +513,10 @@ def build_view(data: StatusPageData) -> StatusView:
 def build_json(data: StatusPageData) -> dict[str, Any]:
     """The JSON twin: the same facts for badges and embeds. Timestamps are UTC
     ``YYYY-MM-DD HH:MM:SS``; ``state`` is one of operational, degraded, outage, pending,
-    paused; a ``days`` entry's ``uptime_percentage`` is null for a day without data."""
+    paused; a ``days`` entry's ``uptime_percentage`` is null for a day without data. A
+    check's ``error`` and an outage's ``cause`` are public words with a ``reason`` key
+    (public_text.REASONS); an outage's ``confirmed_by`` is another_region, same_region or
+    null."""
     checks = data.monitor.checks
     state = overall_state(checks, _ongoing(data.outages))
     out_checks: dict[str, Any] = {}
