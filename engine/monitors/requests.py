@@ -10,7 +10,8 @@ Three forms of the same configuration:
 * the shown one: the API's, every secret value ``"********"``.
 
 Secret headers: ``Authorization``, ``Proxy-Authorization``, ``Cookie`` and any name holding
-``token``, ``key``, ``secret`` or ``auth`` (any case).
+``token``, ``key``, ``secret`` or ``auth`` (any case; the one rule is
+``engine.domain.secretheaders``, which the probe follows too).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.domain.secretheaders import is_secret_header
 from engine.probes import request as spec
 from engine.runtime.errors import ValidationFailed
 from engine.runtime.secretbox import SecretBox, SecretUnreadable
@@ -35,8 +37,6 @@ MAX_HEADER_VALUE = 4096
 MAX_TARGET = 1024
 MAX_PROPERTY = 1024
 FORBIDDEN_HEADERS = frozenset(("host", "content-length", "transfer-encoding", "connection"))
-_SECRET_NAMES = frozenset(("authorization", "proxy-authorization", "cookie"))
-_SECRET_PARTS = ("token", "key", "secret", "auth")
 # RFC 9110 token: the characters a header name may hold.
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
@@ -51,11 +51,6 @@ def secret_box(settings: Settings) -> SecretBox:
     if got is None:
         got = _BOXES[id(settings)] = (settings, SecretBox.from_settings(settings))
     return got[1]
-
-
-def is_secret_header(name: str) -> bool:
-    low = name.lower()
-    return low in _SECRET_NAMES or any(part in low for part in _SECRET_PARTS)
 
 
 @dataclass(frozen=True, slots=True)
