@@ -340,6 +340,38 @@ def unkept_masks(
     return errors
 
 
+def moved_secrets(request: Any, stored: dict[str, Any] | None, where: str) -> dict[str, list[str]]:
+    """The errors of an update that moves a monitor to another origin (``where``, e.g.
+    ``https://new.example``) while keeping what was meant for the old one, by field path:
+
+    * a secret header whose value ``MASK`` keeps the stored one, or, with ``request`` left
+      out of the update (None: the stored request stays), every stored secret header;
+    * with ``request`` left out, a stored body (it may hold a password; sending the
+      request again with its body confirms it goes to the new origin).
+
+    ``request``: the validated request of the update, None when left out, or
+    ``Config.REMOVE``. A value given again is sent to the new origin from then on."""
+    errors: dict[str, list[str]] = {}
+    if stored is None or request == Config.REMOVE:
+        return errors
+    secret = {str(h[0]).lower() for h in stored.get("headers") or [] if h[2]}
+    if request is None:
+        masked = [str(h[0]) for h in stored.get("headers") or [] if h[2]]
+    else:
+        masked = [name for name, value in request["headers"]
+                  if value == MASK and name.lower() in secret]
+    for name in masked:
+        _fail(errors, f"request.headers.{name}",
+              f"The url moves this monitor to another origin ({where}), and a stored secret "
+              f"is not sent to a new origin: give the {name} value again, or leave the "
+              "header out.")
+    if request is None and stored.get("body") is not None:
+        _fail(errors, "request.body",
+              f"The url moves this monitor to another origin ({where}): send the request "
+              "again with its body to send the body there.")
+    return errors
+
+
 def same_request(
     stored: dict[str, Any] | None, request: dict[str, Any] | None, box: SecretBox
 ) -> bool:
