@@ -174,8 +174,8 @@ def unkept_masks(todo: Plan) -> None:
                     given, was.request, origin_text(moved)).items():
                 errors[monitorfile.entry_field(u.index, name)] = messages
     if errors:
-        raise ValidationFailed(errors, f"{len(errors)} masked header values have no stored"
-                                       " value to keep.")
+        raise ValidationFailed(errors, f"{len(errors)} masked header values cannot keep a"
+                                       " stored value.")
 
 
 def _request_rules(box: SecretBox) -> SameRequest:
