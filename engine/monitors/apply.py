@@ -14,7 +14,9 @@ without them (as a dropped ``alias`` means the default alias), and an entry's ``
 replaces the stored one whole. As in the API's update, a header value ``"********"`` keeps
 the stored value of that header (any case): a file exported with its secrets masked
 applies back unchanged, while on a monitor without that header (one the file creates, say)
-it is refused. Secret values are stored encrypted (engine.monitors.requests.to_stored).
+it is refused, as it is on an entry whose URL moves to another origin (the secret was
+given for the old one). Secret values are stored encrypted
+(engine.monitors.requests.to_stored).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import file as monitorfile
 from engine.monitors import requests as requestconfig
 from engine.monitors import validation
@@ -150,7 +153,8 @@ class TargetCheck:
 
 def unkept_masks(todo: Plan) -> None:
     """Refuse a plan that would keep a stored secret a monitor does not have: a header
-    value ``"********"`` in an entry created, or updated to a request without that header.
+    value ``"********"`` in an entry created, or updated to a request without that header,
+    or in an entry whose URL moves to another origin (the secret was given for the old one).
     ValidationFailed keyed ``monitors[<index>].request.headers.<name>``."""
     errors: dict[str, list[str]] = {}
     entries = [(i, s, None) for i, s in todo.creates]
@@ -160,9 +164,18 @@ def unkept_masks(todo: Plan) -> None:
         if s.request is not None:
             for name, messages in requestconfig.unkept_masks(s.request, previous).items():
                 errors[monitorfile.entry_field(i, name)] = messages
+    for u in todo.updates:
+        # Secrets stay with the origin they were given for (as the API's update).
+        was, now = u.current.spec, u.desired
+        moved = origin(now.scheme, now.host, now.port)
+        if moved != origin(was.scheme, was.host, was.port):
+            given = requestconfig.Config.REMOVE if now.request is None else now.request
+            for name, messages in requestconfig.moved_secrets(
+                    given, was.request, origin_text(moved)).items():
+                errors[monitorfile.entry_field(u.index, name)] = messages
     if errors:
-        raise ValidationFailed(errors, f"{len(errors)} masked header values have no stored"
-                                       " value to keep.")
+        raise ValidationFailed(errors, f"{len(errors)} masked header values cannot keep a"
+                                       " stored value.")
 
 
 def _request_rules(box: SecretBox) -> SameRequest:

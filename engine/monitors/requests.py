@@ -10,7 +10,8 @@ Three forms of the same configuration:
 * the shown one: the API's, every secret value ``"********"``.
 
 Secret headers: ``Authorization``, ``Proxy-Authorization``, ``Cookie`` and any name holding
-``token``, ``key``, ``secret`` or ``auth`` (any case).
+``token``, ``key``, ``secret`` or ``auth`` (any case; the one rule is
+``engine.domain.secretheaders``, which the probe follows too).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.domain.secretheaders import is_secret_header
 from engine.probes import request as spec
 from engine.runtime.errors import ValidationFailed
 from engine.runtime.secretbox import SecretBox, SecretUnreadable
@@ -35,8 +37,6 @@ MAX_HEADER_VALUE = 4096
 MAX_TARGET = 1024
 MAX_PROPERTY = 1024
 FORBIDDEN_HEADERS = frozenset(("host", "content-length", "transfer-encoding", "connection"))
-_SECRET_NAMES = frozenset(("authorization", "proxy-authorization", "cookie"))
-_SECRET_PARTS = ("token", "key", "secret", "auth")
 # RFC 9110 token: the characters a header name may hold.
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
@@ -51,11 +51,6 @@ def secret_box(settings: Settings) -> SecretBox:
     if got is None:
         got = _BOXES[id(settings)] = (settings, SecretBox.from_settings(settings))
     return got[1]
-
-
-def is_secret_header(name: str) -> bool:
-    low = name.lower()
-    return low in _SECRET_NAMES or any(part in low for part in _SECRET_PARTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +337,38 @@ def unkept_masks(
         if value == MASK and name.lower() not in stored:
             _fail(errors, f"request.headers.{name}",
                   f'"{MASK}" keeps a stored value, and this monitor has no {name} header.')
+    return errors
+
+
+def moved_secrets(request: Any, stored: dict[str, Any] | None, where: str) -> dict[str, list[str]]:
+    """The errors of an update that moves a monitor to another origin (``where``, e.g.
+    ``https://new.example``) while keeping what was meant for the old one, by field path:
+
+    * a secret header whose value ``MASK`` keeps the stored one, or, with ``request`` left
+      out of the update (None: the stored request stays), every stored secret header;
+    * with ``request`` left out, a stored body (it may hold a password; sending the
+      request again with its body confirms it goes to the new origin).
+
+    ``request``: the validated request of the update, None when left out, or
+    ``Config.REMOVE``. A value given again is sent to the new origin from then on."""
+    errors: dict[str, list[str]] = {}
+    if stored is None or request == Config.REMOVE:
+        return errors
+    secret = {str(h[0]).lower() for h in stored.get("headers") or [] if h[2]}
+    if request is None:
+        masked = [str(h[0]) for h in stored.get("headers") or [] if h[2]]
+    else:
+        masked = [name for name, value in request["headers"]
+                  if value == MASK and name.lower() in secret]
+    for name in masked:
+        _fail(errors, f"request.headers.{name}",
+              f"The url moves this monitor to another origin ({where}), and a stored secret "
+              f"is not sent to a new origin: give the {name} value again, or leave the "
+              "header out.")
+    if request is None and stored.get("body") is not None:
+        _fail(errors, "request.body",
+              f"The url moves this monitor to another origin ({where}): send the request "
+              "again with its body to send the body there.")
     return errors
 
 

@@ -24,9 +24,11 @@ whole probe, every redirect hop included, shares that one deadline. Each hop:
 
 301/302/303/307/308 with a ``Location`` are followed (relative references resolved against
 the current URL) up to ``max_redirects`` times; 1xx interim responses (103 Early Hints) are
-skipped. Once the final status line and headers are read the probe has its answer: a body
-that is cut short, malformed or still streaming at the deadline does not turn it into an
-error.
+skipped. With a monitor's own request, once a hop leaves the first hop's origin no hop sends
+its secret headers (engine.domain.secretheaders), and a hop that would carry its body to
+another origin (a 307/308, or a 301/302 of a PUT) is not followed: the probe fails saying
+so. Once the final status line and headers are read the probe has its answer: a body that
+is cut short, malformed or still streaming at the deadline does not turn it into an error.
 
 How it stays cheap (one plain non-blocking socket on the prober's
 :class:`~engine.probes.reactor.Reactor`, no task per probe on the engine's path, httptools
@@ -754,6 +756,7 @@ class _Probe:
     """
 
     __slots__ = (
+        "abroad",
         "addrs",
         "arg",
         "captured",
@@ -807,7 +810,10 @@ class _Probe:
         self.spec: RequestSpec | None = None
         self.method = "GET"
         self.with_body = False
+        # The first hop's (tls, host, port); abroad: a hop left it, so no later hop sends
+        # the monitor's secret headers, even one back on it (a foreign server chose it).
         self.origin: tuple[bool, str, int] | None = None
+        self.abroad = False
         self.captured: _CaptureConn | None = None
 
     # -- ends ---------------------------------------------------------------------------------
@@ -926,12 +932,20 @@ class _Probe:
             if spec.broken is not None:
                 raise ProbeFailure(spec.broken)  # never probe without its headers
             hop = _Target(self.url)
-            origin = (hop.tls, hop.host, hop.port)
+            origin = (hop.tls, hop.ip or hop.host, hop.port)
             if self.origin is None:
                 self.origin = origin
+            elif origin != self.origin:
+                self.abroad = True
+            if self.abroad and self.with_body:
+                # A 307/308 repeats the body; the user's body may hold secrets too.
+                scheme = "https" if hop.tls else "http"
+                raise ProbeFailure(
+                    f"redirect not followed: it would send the request body to another "
+                    f"origin ({scheme}://{hop.host_header})")
             self.request = spec.request_bytes(
                 self.method, hop.target, hop.host_header, prober._user_agent,
-                origin == self.origin, self.with_body,
+                not self.abroad, self.with_body,
             )
         self.hop = hop
         if hop.ip is not None:

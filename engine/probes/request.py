@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import orjson
 
+from engine.domain.secretheaders import is_secret_header
 from engine.probes.patterns import compile_jsonpath, compile_regex
 
 METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -41,8 +42,6 @@ SOURCE_COMPARISONS: Final = {
              "matches"),
     "json": COMPARISONS,
 }
-# Headers whose values are credentials: dropped on a redirect to another origin.
-CREDENTIAL_HEADERS: Final = frozenset(("authorization", "cookie", "proxy-authorization"))
 # Headers that describe a request body: dropped with the body (fetch, "request-body-header").
 BODY_HEADERS: Final = frozenset(
     ("content-type", "content-encoding", "content-language", "content-location")
@@ -143,6 +142,8 @@ class RequestSpec:
         # probe fails with these words, rather than probing without the header.
         self.broken = broken
         names = {n.lower() for n, _ in headers}
+        # Secret headers (engine.domain.secretheaders) go to the monitor's origin only.
+        self.secret = [is_secret_header(n) for n, _ in headers]
         self.has_user_agent = "user-agent" in names
         self.has_accept = "accept" in names
         self.status_rule = any(a.source == "status_code" for a in assertions)
@@ -174,18 +175,17 @@ class RequestSpec:
 
     def request_bytes(
         self, method: str, target: str, host_header: str, user_agent: str,
-        credentials: bool, with_body: bool,
+        secrets: bool, with_body: bool,
     ) -> bytes:
         """The request of one hop: ``method`` (the redirect rules may have changed it), the
-        user's headers (credentials only when ``credentials``, body headers only
+        user's headers (secret ones only when ``secrets``, body headers only
         ``with_body``), ``User-Agent``/``Accept`` unless the user set them, the length of a
         body, ``Connection: close``, and the body."""
         lines = [f"{method} {target} HTTP/1.1", f"Host: {host_header}"]
-        for name, value in self.headers:
-            low = name.lower()
-            if not credentials and low in CREDENTIAL_HEADERS:
+        for (name, value), secret in zip(self.headers, self.secret, strict=True):
+            if secret and not secrets:
                 continue
-            if not with_body and low in BODY_HEADERS:
+            if not with_body and name.lower() in BODY_HEADERS:
                 continue
             lines.append(f"{name}: {value}")
         if not self.has_user_agent:

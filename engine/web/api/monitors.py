@@ -13,11 +13,13 @@ from typing import Any
 from aiohttp import web
 
 from engine.db.accounts import Account
+from engine.db.monitor_records import MonitorRecord
+from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import requests as requestconfig
 from engine.monitors import validation
 from engine.monitors.requests import secret_box
 from engine.monitors.validation import TargetUrl
-from engine.runtime.errors import NotFound
+from engine.runtime.errors import NotFound, ValidationFailed
 from engine.runtime.settings import Settings
 from engine.web.api import maintenance as maintenance_api
 from engine.web.api import views
@@ -91,16 +93,28 @@ async def update_monitor(request: web.Request) -> web.Response:
         body, False, lambda: validation.validate_monitor_update(body))
     store = request.app[STORE]
     account = _account(request)
-    stored = await _stored_config(store, settings, account.id, monitor_id, config)
-    if command.target is None:
+    t = command.target
+    current = None
+    if t is not None or config.request is not None or config.assertions is not None:
+        # A missing monitor is a 404 before any DNS work on the new URL.
+        current = await store.get_monitor(account.id, monitor_id)
+    stored = _stored_config(settings, current, config)
+    if t is None:
         monitor = await store.update_monitor(
             account.id, monitor_id, alias=command.alias, config=stored)
     else:
+        assert current is not None
+        moved = origin(t.scheme, t.host, t.port)
+        if moved != origin(current.scheme, current.host, current.port):
+            # Secrets stay with the origin they were given for (docs/security.md).
+            errors = requestconfig.moved_secrets(
+                config.request, current.request, origin_text(moved))
+            if errors:
+                raise ValidationFailed(errors)
+            # Written as checked, so a concurrent update cannot slip secrets in meanwhile.
+            stored = stored or (current.request, current.assertions)
         if not settings.allow_private_targets:
-            # A missing monitor is a 404 before any DNS work on the new URL.
-            await store.get_check_ids(account.id, monitor_id)
-            await _ensure_allowed_target(settings, command.target, "url")
-        t = command.target
+            await _ensure_allowed_target(settings, t, "url")
         monitor = await store.update_monitor(
             account.id, monitor_id, alias=command.alias,
             url=t.url, scheme=t.scheme, host=t.host, port=t.port, config=stored,
@@ -108,15 +122,14 @@ async def update_monitor(request: web.Request) -> web.Response:
     return json_response(views.monitor_reduced(monitor, settings.public_base_url))
 
 
-async def _stored_config(
-    store: Any, settings: Settings, account_id: int, monitor_id: int,
-    config: requestconfig.Config,
+def _stored_config(
+    settings: Settings, current: MonitorRecord | None, config: requestconfig.Config,
 ) -> tuple[Any, Any] | None:
     """The monitor's new stored ``(request, assertions)`` for an update, or None
     when the body carries neither: keys left out keep what is stored."""
     if config.request is None and config.assertions is None:
         return None
-    current = await store.get_monitor(account_id, monitor_id)
+    assert current is not None
     request, assertions = current.request, current.assertions
     if config.request == requestconfig.Config.REMOVE:
         request = None

@@ -282,7 +282,9 @@ def _request_schemas() -> dict[str, Any]:
             "description": "What the uptime probe sends. Secret header values (Authorization,"
                            " Proxy-Authorization, Cookie, names holding token, key, secret or"
                            ' auth) are write-only: shown as "********"; sending "********"'
-                           " keeps the stored value.",
+                           " keeps the stored value, except when the url moves to another"
+                           " origin (then they, and a kept body, must be given again). They"
+                           " are sent to the monitor's origin only.",
             "properties": {
                 "method": {"type": "string", "enum": list(spec.METHODS), "default": "GET"},
                 "headers": {
