@@ -11,11 +11,13 @@ The document is ``{"monitors": [entry, ...]}``; an entry is::
     [monitors.uptime]                # every key optional: defaults as on create
     interval = 60
     notification_threshold = 300
+    recovery_threshold = 0
     enabled = true
 
     [monitors.certificate_health]
     interval = 3600
     expiry_threshold_days = 14
+    expiry_threshold_percent = 0
     enabled = true
 
     [monitors.request]               # optional: as in the API
@@ -37,10 +39,11 @@ that drops ``alias`` sets the alias back to the host, and one without ``request`
 ``"********"`` (how export writes secrets) keeps the stored value of that header.
 
 Values are checked by the API's own rules (:mod:`engine.monitors.validation`), so a file
-accepts exactly what the API accepts. A feature that adds a per-monitor field adds it to
-:data:`MONITOR_FIELDS` (a create-body field: :func:`validate_document` hands top-level
-fields to ``validate_monitor_create`` and ``requestconfig.validate``) or a table to
-:data:`CHECK_FIELDS`.
+accepts exactly what the API accepts. A check table's keys are the API's check update
+fields (``validation.CHECK_UPDATE_FIELDS``) and ``enabled``; a feature that adds a check
+setting adds it there and to ``plan.SETTING_ATTRIBUTES``, and one that adds a per-monitor
+field adds it to :data:`MONITOR_FIELDS` (a create-body field: :func:`validate_document`
+hands top-level fields to ``validate_monitor_create`` and ``requestconfig.validate``).
 
 Errors are keyed ``monitors[<index>].<field>`` (index from 0, as in the JSON form); for the
 TOML text :class:`LineMap` turns such a key into the line it points at.
@@ -67,8 +70,7 @@ CERTIFICATE = "certificate_health"
 # Top-level fields of an entry besides its check tables.
 MONITOR_FIELDS: tuple[str, ...] = ("key", "url", "alias", "request", "assertions")
 CHECK_FIELDS: dict[str, tuple[str, ...]] = {
-    UPTIME: ("interval", "notification_threshold", "enabled"),
-    CERTIFICATE: ("interval", "expiry_threshold_days", "enabled"),
+    kind: (*validation.CHECK_UPDATE_FIELDS[kind], "enabled") for kind in (UPTIME, CERTIFICATE)
 }
 MAX_KEY_LENGTH = 128
 # Printable, no spaces: a key is typed on command lines and shown in plans. Identifiers
@@ -155,7 +157,9 @@ def _check_settings(table: Any, kind: str, plan: Plan) -> _Checked:
     else:
         interval = update.interval or validation.certificate_interval(plan)
         threshold_s = update.notification_threshold_s or 0
-    return CheckSettings(interval=interval, threshold_s=threshold_s, enabled=enabled), {}
+    return CheckSettings(interval=interval, threshold_s=threshold_s, enabled=enabled,
+                         recovery_s=update.recovery_threshold_s or 0,
+                         expiry_percent=update.expiry_threshold_percent or 0), {}
 
 
 class _CheckCache:
@@ -300,10 +304,12 @@ def entry_of(spec: MonitorSpec, *, key: str | None = None) -> dict[str, Any]:
             _no_nulls(a) for a in requestconfig.shown_assertions(spec.assertions) or []]
     entry[UPTIME] = {"interval": spec.uptime.interval,
                      "notification_threshold": spec.uptime.threshold_s,
+                     "recovery_threshold": spec.uptime.recovery_s,
                      "enabled": spec.uptime.enabled}
     entry[CERTIFICATE] = {"interval": spec.certificate.interval,
                           "expiry_threshold_days":
                               spec.certificate.threshold_s // validation.SECONDS_PER_DAY,
+                          "expiry_threshold_percent": spec.certificate.expiry_percent,
                           "enabled": spec.certificate.enabled}
     return entry
 

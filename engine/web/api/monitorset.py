@@ -31,7 +31,14 @@ from engine.monitors.file import (
     export_header,
     render_toml,
 )
-from engine.monitors.validation import MAX_ALIAS_LENGTH, MAX_EXPIRY_DAYS, MAX_ID, MAX_URL_LENGTH
+from engine.monitors.validation import (
+    MAX_ALIAS_LENGTH,
+    MAX_EXPIRY_DAYS,
+    MAX_EXPIRY_PERCENT,
+    MAX_ID,
+    MAX_RECOVERY_THRESHOLD,
+    MAX_URL_LENGTH,
+)
 from engine.runtime.errors import ValidationFailed
 from engine.runtime.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS
 from engine.web.jsonio import json_response, read_body
@@ -100,6 +107,10 @@ _CHECK_PROPS: dict[str, dict[str, Any]] = {
                                "nullable": True},
     "expiry_threshold_days": {"type": "integer", "minimum": 0, "maximum": MAX_EXPIRY_DAYS,
                               "nullable": True},
+    "recovery_threshold": {"type": "integer", "minimum": 0,
+                           "maximum": MAX_RECOVERY_THRESHOLD, "nullable": True},
+    "expiry_threshold_percent": {"type": "integer", "minimum": 0,
+                                 "maximum": MAX_EXPIRY_PERCENT, "nullable": True},
     "enabled": {"type": "boolean", "nullable": True},
 }
 _KEY = {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": KEY_PATTERN}
