@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine.monitors import file as monitorfile
-from engine.monitors.apply import ApplyResult, apply_document, export_document
+from engine.monitors.apply import ApplyResult, apply_document, counted, export_document
 from engine.runtime.errors import LimitReached, ValidationFailed
 from engine.runtime.settings import Settings
 
@@ -112,8 +112,8 @@ def export(settings: Settings, args: argparse.Namespace, with_store: WithStore) 
         except OSError as exc:
             sys.stderr.write(f"upwatch export: cannot write {args.file}: {exc.strerror}\n")
             return USAGE
-        sys.stderr.write(f"Exported {len(doc['monitors'])} monitors of account {account.id}"
-                         f" to {args.file}.\n")
+        sys.stderr.write(f"Exported {counted(len(doc['monitors']), 'monitor')} of account"
+                         f" {account.id} to {args.file}.\n")
     return 0
 
 
@@ -181,7 +181,7 @@ def apply(settings: Settings, args: argparse.Namespace, with_store: WithStore) -
         return USAGE
     except ValidationFailed as exc:
         _report_errors(args.file, text, doc, exc)
-        sys.stderr.write(f"upwatch apply: {args.file} is not valid ({exc}); nothing was"
+        sys.stderr.write(f"upwatch apply: {args.file} is not valid: {exc} Nothing was"
                          " applied.\n")
         return 1
     except LimitReached as exc:

@@ -154,7 +154,8 @@ async def test_every_setting_set_through_the_api_survives_export_and_apply(
     assert _without_header(path.read_text()) == _without_header(text)
     res = upwatch("apply", str(path), dsn=db_dsn, env=ALLOW)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.endswith(": 0 were created, 0 updated, 0 deleted, 1 unchanged.\n")
+    assert res.stdout.endswith(
+        ": 0 monitors were created, 0 were updated, 0 were deleted, 1 was unchanged.\n")
     assert (await _export(client))["monitors"] == [entry]
 
 
