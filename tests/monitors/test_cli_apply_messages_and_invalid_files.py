@@ -1,17 +1,22 @@
 """What ``upwatch apply`` and ``upwatch export`` say, run as real processes: counts in
-English number."""
+English number, and a file that cannot be read as a monitors file (not UTF-8, nested too
+deeply, too large) is one line naming the file, exit status 1, nothing applied."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from engine.db.store import Store
+from engine.monitors.file import MAX_FILE_BYTES
 from tests.support.cli import upwatch
 
 ALLOW = {"UPWATCH_ALLOW_PRIVATE_TARGETS": "true"}
 DENY = {"UPWATCH_ALLOW_PRIVATE_TARGETS": "false"}
 A = '[[monitors]]\nurl = "https://a.example/"\n'
 B = '[[monitors]]\nurl = "https://b.example/"\n'
+DEPTH = 400
 
 
 def _summary(stdout: str) -> str:
@@ -59,3 +64,55 @@ async def test_counts_are_in_english_number(db_dsn: str, store: Store, tmp_path:
             f"upwatch apply: {path} is not valid: {noun} not allowed. Nothing was applied.")
     assert len(await store.monitor_set(account.id)) == 1
 
+
+def _one_line_exit_1(res: object, path: Path, start: str) -> None:
+    stderr: str = res.stderr  # type: ignore[attr-defined]
+    assert res.returncode == 1, stderr  # type: ignore[attr-defined]
+    assert "Traceback" not in stderr
+    assert stderr.count("\n") == 1 and stderr.startswith(f"{path}: {start}"), stderr
+    assert stderr.endswith(" Nothing was applied.\n")
+
+
+async def test_a_file_that_is_not_utf8_is_invalid(
+    db_dsn: str, store: Store, tmp_path: Path,
+) -> None:
+    account, _ = await store.create_account("ops")
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(A.encode() + 'alias = "Café"\n'.encode("latin-1"))
+    res = upwatch("apply", str(path), dsn=db_dsn, env=ALLOW)
+    _one_line_exit_1(res, path, "Not UTF-8 text: byte 0xe9 on line 3")
+    assert await store.monitor_set(account.id) == []
+
+
+@pytest.mark.parametrize("nested", [
+    pytest.param(A + "alias = " + "{a = " * DEPTH + "1" + "}" * DEPTH + "\n", id="inline"),
+    pytest.param(A + "alias = " + "[" * DEPTH + "]" * DEPTH + "\n", id="array"),
+    pytest.param(A + "[monitors.uptime." + ".".join(["a"] * DEPTH) + "]\nb = 1\n",
+                 id="tables"),
+    pytest.param(A + "[monitors.uptime]\n" + ".".join(["a"] * DEPTH) + " = 1\n",
+                 id="dotted-key"),
+    # Deep enough that the parser itself gives up (RecursionError).
+    pytest.param(A + "alias = " + "{a = " * 100 * DEPTH + "1" + "}" * 100 * DEPTH + "\n",
+                 id="inline-40000"),
+])
+async def test_a_file_nested_400_deep_is_one_line_and_no_traceback(
+    db_dsn: str, store: Store, tmp_path: Path, nested: str,
+) -> None:
+    account, _ = await store.create_account("ops")
+    path = tmp_path / "deep.toml"
+    path.write_text(nested)
+    res = upwatch("apply", str(path), dsn=db_dsn, env=ALLOW)
+    _one_line_exit_1(res, path, "Not a monitors file: its values are nested too deeply.")
+    assert await store.monitor_set(account.id) == []
+
+
+async def test_a_file_over_the_size_limit_is_invalid(
+    db_dsn: str, store: Store, tmp_path: Path,
+) -> None:
+    await store.create_account("ops")
+    path = tmp_path / "huge.toml"
+    with path.open("w") as f:
+        f.write(A)
+        f.write(("# " + "x" * 1022 + "\n") * (MAX_FILE_BYTES // 1024 + 1))
+    res = upwatch("apply", str(path), dsn=db_dsn, env=ALLOW)
+    _one_line_exit_1(res, path, f"The file is larger than {MAX_FILE_BYTES // 2**20} MiB.")

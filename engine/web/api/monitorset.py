@@ -27,6 +27,7 @@ from engine.monitors.apply import apply_document, export_document
 from engine.monitors.file import (
     CHECK_FIELDS,
     KEY_PATTERN,
+    MAX_FILE_BYTES,
     MAX_KEY_LENGTH,
     export_header,
     render_toml,
@@ -44,7 +45,7 @@ from engine.runtime.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS
 from engine.web.jsonio import json_response, read_body
 from engine.web.keys import ACCOUNT, SETTINGS, STORE
 
-MAX_SET_BYTES = 32 * 1024 * 1024
+MAX_SET_BYTES = MAX_FILE_BYTES
 TOML = "application/toml"
 SET_PATH = "/webapi/monitors"
 EXPORT_PATH = "/webapi/monitors/export"
