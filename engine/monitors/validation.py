@@ -390,7 +390,8 @@ class CheckUpdate:
 # The fields of a check update body, by check kind: every setting a check takes through
 # the API (api.md "Check update body", docs/alerts.md). :func:`validate_check_update` reads
 # these and no others, and a monitors file's check tables hold exactly these (and
-# ``enabled``): a setting added here is one the file accepts and export writes.
+# ``enabled``), so a setting added here is one a file must accept and export must write
+# (tests/monitors hold both to it).
 CHECK_UPDATE_FIELDS: dict[str, tuple[str, ...]] = {
     "uptime": ("interval", "notification_threshold", "recovery_threshold"),
     "certificate_health": ("interval", "expiry_threshold_days", "expiry_threshold_percent"),
