@@ -65,9 +65,10 @@ SQL_MONITOR_SET = """
 SELECT m.id, m.identifier, m.key, m.alias, m.url, m.scheme, m.host, m.port,
        m.request, m.assertions,
        u.id AS up_id, u.interval_s AS up_interval, u.notification_threshold_s AS up_threshold,
-       u.is_enabled AS up_enabled,
+       u.is_enabled AS up_enabled, u.recovery_threshold_s AS up_recovery,
        c.id AS cert_id, c.interval_s AS cert_interval,
-       c.notification_threshold_s AS cert_threshold, c.is_enabled AS cert_enabled
+       c.notification_threshold_s AS cert_threshold, c.is_enabled AS cert_enabled,
+       c.expiry_threshold_percent AS cert_percent
 FROM monitors m
 JOIN checks u ON u.monitor_id = m.id AND u.kind = 'uptime'
 JOIN checks c ON c.monitor_id = m.id AND c.kind = 'certificate_health'
@@ -90,10 +91,11 @@ u AS MATERIALIZED (
     SELECT u.*
     FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                 $8::text[], $9::bigint[], $10::int[], $11::int[], $12::bool[], $13::int[],
-                $14::int[], $15::bool[], $16::text[], $17::text[]) WITH ORDINALITY
+                $14::int[], $15::bool[], $16::text[], $17::text[], $18::int[],
+                $19::int[]) WITH ORDINALITY
          AS u(identifier, alias, url, scheme, host, port, key, lim, up_interval, up_threshold,
               up_enabled, cert_interval, cert_threshold, cert_enabled, request, assertions,
-              ord)
+              up_recovery, cert_percent, ord)
     WHERE (SELECT n FROM g) + u.ord <= u.lim
 ),
 m AS (
@@ -107,14 +109,16 @@ m AS (
 ),
 c AS (
     INSERT INTO checks AS c (monitor_id, kind, interval_s, notification_threshold_s,
-                             is_enabled, status)
+                             is_enabled, status, recovery_threshold_s,
+                             expiry_threshold_percent)
     SELECT m.id, k.kind, k.interval_s, k.threshold_s, k.enabled,
-           CASE WHEN k.enabled THEN 'pending' ELSE 'paused' END
+           CASE WHEN k.enabled THEN 'pending' ELSE 'paused' END, k.recovery, k.percent
     FROM m JOIN u ON u.identifier = m.identifier
     CROSS JOIN LATERAL (VALUES
-        (1, 'uptime', u.up_interval, u.up_threshold, u.up_enabled),
-        (2, 'certificate_health', u.cert_interval, u.cert_threshold, u.cert_enabled)
-    ) AS k(n, kind, interval_s, threshold_s, enabled)
+        (1, 'uptime', u.up_interval, u.up_threshold, u.up_enabled, u.up_recovery, 0),
+        (2, 'certificate_health', u.cert_interval, u.cert_threshold, u.cert_enabled, 0,
+         u.cert_percent)
+    ) AS k(n, kind, interval_s, threshold_s, enabled, recovery, percent)
     ORDER BY u.ord, k.n
     RETURNING {_CHECK_COLUMNS}
 ),
@@ -154,8 +158,10 @@ WHERE m.id = u.id
 SQL_UPDATE_CHECK_SETTINGS = """
 UPDATE checks AS c
 SET interval_s = u.interval_s, notification_threshold_s = u.threshold_s,
+    recovery_threshold_s = u.recovery, expiry_threshold_percent = u.percent,
     config_version = c.config_version + 1, updated_at = now()
-FROM unnest($1::bigint[], $2::int[], $3::int[]) AS u(id, interval_s, threshold_s)
+FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[])
+     AS u(id, interval_s, threshold_s, recovery, percent)
 WHERE c.id = u.id
 """
 
@@ -199,9 +205,11 @@ def _current_of(row: asyncpg.Record) -> CurrentMonitor:
         spec=MonitorSpec(
             key=row["key"], url=row["url"], scheme=row["scheme"], host=row["host"],
             port=row["port"], alias=row["alias"],
-            uptime=CheckSettings(row["up_interval"], row["up_threshold"], row["up_enabled"]),
+            uptime=CheckSettings(row["up_interval"], row["up_threshold"], row["up_enabled"],
+                                 recovery_s=row["up_recovery"]),
             certificate=CheckSettings(
-                row["cert_interval"], row["cert_threshold"], row["cert_enabled"]),
+                row["cert_interval"], row["cert_threshold"], row["cert_enabled"],
+                expiry_percent=row["cert_percent"]),
             request=row["request"], assertions=row["assertions"],
         ),
     )
@@ -306,7 +314,9 @@ class MonitorBatchesMixin(StoreBase):
                 [s.certificate.threshold_s for s in specs],
                 [s.certificate.enabled for s in specs],
                 [_json_or_none(s.request) for s in specs],
-                [_json_or_none(s.assertions) for s in specs])
+                [_json_or_none(s.assertions) for s in specs],
+                [s.uptime.recovery_s for s in specs],
+                [s.certificate.expiry_percent for s in specs])
             before = rows[0]["monitors_before"]
             if before is None:
                 raise NotFound("Account not found.")  # deleted since it authenticated
@@ -411,14 +421,17 @@ class MonitorBatchesMixin(StoreBase):
                     (u.current.certificate_id, u.current.spec.certificate,
                      u.desired.certificate),
                 ):
-                    if (cur.interval, cur.threshold_s) != (des.interval, des.threshold_s):
+                    # Every setting but ``enabled`` (enabling and disabling come below).
+                    if replace(cur, enabled=des.enabled) != des:
                         settings.append((check_id, des))
                     if cur.enabled != des.enabled:
                         (enable if des.enabled else disable).append(check_id)
             if settings:
                 await conn.execute(
                     SQL_UPDATE_CHECK_SETTINGS, [c for c, _ in settings],
-                    [s.interval for _, s in settings], [s.threshold_s for _, s in settings])
+                    [s.interval for _, s in settings], [s.threshold_s for _, s in settings],
+                    [s.recovery_s for _, s in settings],
+                    [s.expiry_percent for _, s in settings])
             if enable:
                 await conn.execute(SQL_ENABLE_CHECKS, enable)
                 await conn.execute(SQL_OPEN_PERIODS, enable)

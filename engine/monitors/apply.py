@@ -87,13 +87,30 @@ class ApplyResult:
         return out
 
     def summary(self) -> str:
+        """What was done, each count with its verb in English number: "1 monitor was
+        created, 2 were updated, 0 were deleted, 3 were unchanged" (``dry_run``: "would
+        be")."""
         p = self.plan
-        verb = "would be" if self.dry_run else "were"
-        text = (f"{len(p.creates)} {verb} created, {len(p.updates)} updated, "
-                f"{len(p.deletes)} deleted, {p.unchanged} unchanged")
+        created = len(p.creates)
+        text = (f"{counted(created, 'monitor')} {self._verb(created)} created, "
+                f"{len(p.updates)} {self._verb(len(p.updates))} updated, "
+                f"{len(p.deletes)} {self._verb(len(p.deletes))} deleted, "
+                f"{p.unchanged} {self._verb(p.unchanged)} unchanged")
         if p.kept:
-            text += f", {p.kept} not in the file kept (--prune deletes them)"
+            it = "it" if p.kept == 1 else "them"
+            text += (f", {p.kept} not in the file {self._verb(p.kept)} kept"
+                     f" (--prune deletes {it})")
         return text
+
+    def _verb(self, n: int) -> str:
+        if self.dry_run:
+            return "would be"
+        return "was" if n == 1 else "were"
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun`` in English number: "1 monitor", "0 monitors", "2 monitors"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _name(key: str | None, url: str) -> str:
@@ -128,7 +145,9 @@ class TargetCheck:
             if messages:
                 errors[monitorfile.entry_field(i, "url")] = list(messages)
         if errors:
-            raise ValidationFailed(errors, f"{len(errors)} monitor URLs are not allowed.")
+            n = len(errors)
+            raise ValidationFailed(
+                errors, f"{counted(n, 'monitor URL')} {'is' if n == 1 else 'are'} not allowed.")
 
     async def _resolve(self, pending: dict[tuple[str, str, str], MonitorSpec]) -> None:
         gate = asyncio.Semaphore(RESOLVE_CONCURRENCY)
@@ -174,8 +193,9 @@ def unkept_masks(todo: Plan) -> None:
                     given, was.request, origin_text(moved)).items():
                 errors[monitorfile.entry_field(u.index, name)] = messages
     if errors:
-        raise ValidationFailed(errors, f"{len(errors)} masked header values cannot keep a"
-                                       " stored value.")
+        n = len(errors)
+        raise ValidationFailed(errors, f"{counted(n, 'masked header value')}"
+                                       " cannot keep a stored value.")
 
 
 def _request_rules(box: SecretBox) -> SameRequest:

@@ -3,8 +3,9 @@
 a running service, like the other commands).
 
 Exit status of apply: 0 applied (or, with ``--dry-run``, planned), 1 the file is invalid
-for the account (every error printed with its line, nothing applied), 2 bad usage (no such
-file or account, ``--account`` needed).
+for the account (every error printed with its line, nothing applied; a file that is not
+UTF-8 text, not TOML, nested too deeply or over ``file.MAX_FILE_BYTES`` is one line), 2 bad
+usage (no such file or account, ``--account`` needed).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine.monitors import file as monitorfile
-from engine.monitors.apply import ApplyResult, apply_document, export_document
+from engine.monitors.apply import ApplyResult, apply_document, counted, export_document
 from engine.runtime.errors import LimitReached, ValidationFailed
 from engine.runtime.settings import Settings
 
@@ -112,19 +113,22 @@ def export(settings: Settings, args: argparse.Namespace, with_store: WithStore) 
         except OSError as exc:
             sys.stderr.write(f"upwatch export: cannot write {args.file}: {exc.strerror}\n")
             return USAGE
-        sys.stderr.write(f"Exported {len(doc['monitors'])} monitors of account {account.id}"
-                         f" to {args.file}.\n")
+        sys.stderr.write(f"Exported {counted(len(doc['monitors']), 'monitor')} of account"
+                         f" {account.id} to {args.file}.\n")
     return 0
 
 
-def _read(path: str) -> str:
+def _read(path: str) -> bytes:
+    """The file's bytes (stdin for ``-``), at most one byte over the size limit (enough to
+    tell that it is over); UsageError when it cannot be read."""
+    limit = monitorfile.MAX_FILE_BYTES + 1
     try:
         if path == "-":
-            return sys.stdin.read()
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise UsageError(f"cannot read {path}: {reason}") from None
+            return sys.stdin.buffer.read(limit)
+        with open(path, "rb") as f:
+            return f.read(limit)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def _report_errors(path: str, text: str, doc: Any, exc: ValidationFailed) -> None:
@@ -152,17 +156,22 @@ def _report_errors(path: str, text: str, doc: Any, exc: ValidationFailed) -> Non
         sys.stderr.write(text_line + "\n")
 
 
+def _invalid_file(path: str, message: str) -> int:
+    sys.stderr.write(f"{path}: {message} Nothing was applied.\n")
+    return 1
+
+
 def apply(settings: Settings, args: argparse.Namespace, with_store: WithStore) -> int:
     try:
-        text = _read(args.file)
+        data = _read(args.file)
     except UsageError as exc:
         sys.stderr.write(f"upwatch apply: {exc}\n")
         return USAGE
     try:
+        text = monitorfile.decode_file(data)
         doc = monitorfile.parse_toml(text)
     except ValidationFailed as exc:
-        sys.stderr.write(f"{args.file}: {exc.errors['file'][0]}\n")
-        return 1
+        return _invalid_file(args.file, exc.errors["file"][0])
     entries = doc.get(monitorfile.MONITORS)
     count = len(entries) if isinstance(entries, list) else 0
     progress = ProgressBar(sys.stderr) if count > PROGRESS_ABOVE else None
@@ -181,9 +190,11 @@ def apply(settings: Settings, args: argparse.Namespace, with_store: WithStore) -
         return USAGE
     except ValidationFailed as exc:
         _report_errors(args.file, text, doc, exc)
-        sys.stderr.write(f"upwatch apply: {args.file} is not valid ({exc}); nothing was"
+        sys.stderr.write(f"upwatch apply: {args.file} is not valid: {exc} Nothing was"
                          " applied.\n")
         return 1
+    except RecursionError:  # a document the parser read but too deep to walk
+        return _invalid_file(args.file, "Its values are nested too deeply.")
     except LimitReached as exc:
         sys.stderr.write(f"upwatch apply: {exc} Nothing was applied.\n")
         return 1

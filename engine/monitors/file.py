@@ -11,11 +11,13 @@ The document is ``{"monitors": [entry, ...]}``; an entry is::
     [monitors.uptime]                # every key optional: defaults as on create
     interval = 60
     notification_threshold = 300
+    recovery_threshold = 0
     enabled = true
 
     [monitors.certificate_health]
     interval = 3600
     expiry_threshold_days = 14
+    expiry_threshold_percent = 0
     enabled = true
 
     [monitors.request]               # optional: as in the API
@@ -37,10 +39,15 @@ that drops ``alias`` sets the alias back to the host, and one without ``request`
 ``"********"`` (how export writes secrets) keeps the stored value of that header.
 
 Values are checked by the API's own rules (:mod:`engine.monitors.validation`), so a file
-accepts exactly what the API accepts. A feature that adds a per-monitor field adds it to
-:data:`MONITOR_FIELDS` (a create-body field: :func:`validate_document` hands top-level
-fields to ``validate_monitor_create`` and ``requestconfig.validate``) or a table to
-:data:`CHECK_FIELDS`.
+accepts exactly what the API accepts. A check table's keys are the API's check update
+fields (``validation.CHECK_UPDATE_FIELDS``) and ``enabled``; a feature that adds a check
+setting adds it there and to ``plan.SETTING_ATTRIBUTES``, and one that adds a per-monitor
+field adds it to :data:`MONITOR_FIELDS` (a create-body field: :func:`validate_document`
+hands top-level fields to ``validate_monitor_create`` and ``requestconfig.validate``).
+
+A file is UTF-8 text of at most :data:`MAX_FILE_BYTES` (:func:`decode_file`); anything
+else, TOML that does not parse, or TOML nested too deeply to read is an invalid file,
+ValidationFailed under ``file`` with one line saying why.
 
 Errors are keyed ``monitors[<index>].<field>`` (index from 0, as in the JSON form); for the
 TOML text :class:`LineMap` turns such a key into the line it points at.
@@ -53,6 +60,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import tomli
 
 from engine.monitors import requests as requestconfig
@@ -67,9 +75,11 @@ CERTIFICATE = "certificate_health"
 # Top-level fields of an entry besides its check tables.
 MONITOR_FIELDS: tuple[str, ...] = ("key", "url", "alias", "request", "assertions")
 CHECK_FIELDS: dict[str, tuple[str, ...]] = {
-    UPTIME: ("interval", "notification_threshold", "enabled"),
-    CERTIFICATE: ("interval", "expiry_threshold_days", "enabled"),
+    kind: (*validation.CHECK_UPDATE_FIELDS[kind], "enabled") for kind in (UPTIME, CERTIFICATE)
 }
+# The largest file read: ten thousand monitors are about 2 MB (the API's monitor set body
+# takes the same).
+MAX_FILE_BYTES = 32 * 1024 * 1024
 MAX_KEY_LENGTH = 128
 # Printable, no spaces: a key is typed on command lines and shown in plans. Identifiers
 # (token_urlsafe) fit: export uses them as keys.
@@ -85,14 +95,46 @@ def entry_field(index: int, name: str) -> str:
 # --- reading -----------------------------------------------------------------------------
 
 
+def _invalid_file(message: str) -> ValidationFailed:
+    return ValidationFailed({"file": [message]})
+
+
+def decode_file(data: bytes) -> str:
+    """A file's bytes as text; ValidationFailed under ``file`` when they are over
+    :data:`MAX_FILE_BYTES` or not UTF-8 (a byte order mark is allowed and dropped)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise _invalid_file(f"The file is larger than {MAX_FILE_BYTES // 2**20} MiB.")
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise _invalid_file(
+            f"Not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line} cannot be read."
+        ) from None
+
+
 def parse_toml(text: str) -> dict[str, Any]:
     """The TOML text as a document; ValidationFailed under ``file`` (with TOML's own line
-    and column) when it is not TOML. tomli rather than the standard library's tomllib (the
-    same parser): its compiled wheel reads ten thousand monitors in a third of the time."""
+    and column) when it is not TOML, or nests values too deeply to have the JSON form
+    (orjson's limit of 255 levels; a valid file nests five). tomli rather than the
+    standard library's tomllib (the same parser): its compiled wheel reads ten thousand
+    monitors in a third of the time."""
+    if len(text) > MAX_FILE_BYTES:
+        raise _invalid_file(f"The file is larger than {MAX_FILE_BYTES // 2**20} MiB.")
+    too_deep = _invalid_file("Not a monitors file: its values are nested too deeply.")
     try:
-        return tomli.loads(text)
+        doc = tomli.loads(text)
     except tomli.TOMLDecodeError as exc:
-        raise ValidationFailed({"file": [f"Not valid TOML: {exc}."]}) from None
+        raise _invalid_file(f"Not valid TOML: {exc}.") from None
+    except RecursionError:
+        raise too_deep from None
+    try:
+        orjson.dumps(doc)  # ten thousand monitors in about 10 ms
+    except orjson.JSONEncodeError as exc:
+        if "ecursion" in str(exc):
+            raise too_deep from None
+        # Anything else (an integer beyond 64 bits) is a value validation refuses.
+    return doc
 
 
 def validate_key(value: Any, field: str = "key") -> str:
@@ -155,7 +197,9 @@ def _check_settings(table: Any, kind: str, plan: Plan) -> _Checked:
     else:
         interval = update.interval or validation.certificate_interval(plan)
         threshold_s = update.notification_threshold_s or 0
-    return CheckSettings(interval=interval, threshold_s=threshold_s, enabled=enabled), {}
+    return CheckSettings(interval=interval, threshold_s=threshold_s, enabled=enabled,
+                         recovery_s=update.recovery_threshold_s or 0,
+                         expiry_percent=update.expiry_threshold_percent or 0), {}
 
 
 class _CheckCache:
@@ -300,10 +344,12 @@ def entry_of(spec: MonitorSpec, *, key: str | None = None) -> dict[str, Any]:
             _no_nulls(a) for a in requestconfig.shown_assertions(spec.assertions) or []]
     entry[UPTIME] = {"interval": spec.uptime.interval,
                      "notification_threshold": spec.uptime.threshold_s,
+                     "recovery_threshold": spec.uptime.recovery_s,
                      "enabled": spec.uptime.enabled}
     entry[CERTIFICATE] = {"interval": spec.certificate.interval,
                           "expiry_threshold_days":
                               spec.certificate.threshold_s // validation.SECONDS_PER_DAY,
+                          "expiry_threshold_percent": spec.certificate.expiry_percent,
                           "enabled": spec.certificate.enabled}
     return entry
 

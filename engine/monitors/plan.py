@@ -36,13 +36,28 @@ def _equal(stored: Any, desired: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class CheckSettings:
-    """One check's settings as a file states them. ``threshold_s`` is the uptime
-    notification threshold in seconds, or the certificate expiry threshold in days x 86400
-    (as stored in ``checks.notification_threshold_s``)."""
+    """One check's settings as a file states them, in the units stored. ``threshold_s`` is
+    the uptime notification threshold in seconds, or the certificate expiry threshold in
+    days x 86400 (``checks.notification_threshold_s``); ``recovery_s`` the uptime recovery
+    threshold in seconds; ``expiry_percent`` the certificate expiry threshold in percent of
+    the certificate's lifetime. A setting the kind does not have is 0."""
 
     interval: int
     threshold_s: int
     enabled: bool
+    recovery_s: int = 0
+    expiry_percent: int = 0
+
+
+# Each check table's fields as a file names them, and the CheckSettings attribute holding
+# each, in file order: what :func:`changes` compares and reports.
+SETTING_ATTRIBUTES: dict[str, tuple[tuple[str, str], ...]] = {
+    "uptime": (("interval", "interval"), ("notification_threshold", "threshold_s"),
+               ("recovery_threshold", "recovery_s"), ("enabled", "enabled")),
+    "certificate_health": (("interval", "interval"), ("expiry_threshold_days", "threshold_s"),
+                           ("expiry_threshold_percent", "expiry_percent"),
+                           ("enabled", "enabled")),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,17 +139,11 @@ def changes(current: MonitorSpec, desired: MonitorSpec,
     for name in ("key", "url", "alias"):
         if getattr(current, name) != getattr(desired, name):
             out.append(name)
-    for table, cur, des, threshold in (
-        ("uptime", current.uptime, desired.uptime, "notification_threshold"),
-        ("certificate_health", current.certificate, desired.certificate,
-         "expiry_threshold_days"),
-    ):
-        if cur.interval != des.interval:
-            out.append(f"{table}.interval")
-        if cur.threshold_s != des.threshold_s:
-            out.append(f"{table}.{threshold}")
-        if cur.enabled != des.enabled:
-            out.append(f"{table}.enabled")
+    for table, cur, des in (("uptime", current.uptime, desired.uptime),
+                            ("certificate_health", current.certificate, desired.certificate)):
+        for name, attribute in SETTING_ATTRIBUTES[table]:
+            if getattr(cur, attribute) != getattr(des, attribute):
+                out.append(f"{table}.{name}")
     if not same_request(current.request, desired.request):
         out.append("request")
     if (current.assertions or None) != (desired.assertions or None):

@@ -387,6 +387,17 @@ class CheckUpdate:
     expiry_threshold_percent: int | None = None
 
 
+# The fields of a check update body, by check kind: every setting a check takes through
+# the API (api.md "Check update body", docs/alerts.md). :func:`validate_check_update` reads
+# these and no others, and a monitors file's check tables hold exactly these (and
+# ``enabled``), so a setting added here is one a file must accept and export must write
+# (tests/monitors hold both to it).
+CHECK_UPDATE_FIELDS: dict[str, tuple[str, ...]] = {
+    "uptime": ("interval", "notification_threshold", "recovery_threshold"),
+    "certificate_health": ("interval", "expiry_threshold_days", "expiry_threshold_percent"),
+}
+
+
 def default_interval(plan: Plan) -> int:
     """The uptime interval of a create body without one: 30 s (api.md section 8), or the
     plan's shortest interval when the plan does not allow 30 s (a default that the plan

@@ -247,3 +247,38 @@ async def test_a_large_set_is_accepted_above_the_usual_body_limit(
     assert status == 200 and len(body["created"]) == 1000
     async with client.put("/webapi/monitors/1", data=b"x" * (65 * 1024)) as r:
         assert r.status == 413  # other routes keep the 64 KiB limit
+
+
+
+def _nested(depth: int) -> str:
+    """JSON text of a value nested ``depth`` deep (objects and arrays by turns): built as
+    text, as JSON encoders refuse to write it."""
+    opens = "".join('{"a": ' if n % 2 == 0 else "[" for n in range(depth))
+    closes = "".join("}" if n % 2 == 0 else "]" for n in reversed(range(depth)))
+    return f"{opens}1{closes}"
+
+
+DEEP = _nested(1000)
+URL = '"url": "https://a.example/"'
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    (f'{{"monitors": [{{{URL}, "alias": {DEEP}}}]}}', "monitors[0].alias"),
+    (f'{{"monitors": [{{{URL}, "uptime": {DEEP}}}]}}', "monitors[0].uptime.a"),
+    (f'{{"monitors": [{{{URL}, "request": {{"headers": {DEEP}}}}}]}}',
+     "monitors[0].request.headers.a"),
+    (f'{{"monitors": [{{{URL}, "assertions": [{DEEP}]}}]}}', "monitors[0].assertions.0.source"),
+    (f'{{"monitors": [{DEEP}]}}', "monitors[0].a"),
+    (f'{{"monitors": {DEEP}}}', "monitors"),
+    (_nested(1100), "body"),
+])
+async def test_a_set_nested_deep_is_a_422_naming_the_field(
+    client: aiohttp.ClientSession, store: Store, account: tuple[Any, str], text: str,
+    field: str,
+) -> None:
+    async with client.put("/webapi/monitors", data=text.encode(),
+                          headers={"Content-Type": "application/json"}) as r:
+        status, body = r.status, await r.json()
+    assert status == 422, body
+    assert field in body["errors"], body
+    assert await rows(store, account[0].id) == []

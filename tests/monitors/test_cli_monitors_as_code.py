@@ -53,7 +53,8 @@ async def test_apply_export_and_dry_run(db_dsn: str, store: Store, tmp_path: Pat
     path.write_text(GOOD)
     res = upwatch("apply", str(path), dsn=db_dsn, env=ALLOW)
     assert res.returncode == 0, res.stderr
-    assert "2 were created, 0 updated, 0 deleted, 0 unchanged" in res.stdout
+    assert "2 monitors were created, 0 were updated, 0 were deleted, 0 were unchanged" in (
+        res.stdout)
     monitors = await store.monitor_set(account.id)
     assert [(m.spec.key, m.spec.url, m.spec.uptime.interval) for m in monitors] == [
         ("shop", "https://shop.example.com/", 60), (None, "https://blog.example.com/", 30)]
@@ -91,7 +92,9 @@ async def test_an_invalid_file_lists_every_error_with_its_line_and_applies_nothi
     assert lines[1].startswith(f"{path}:6: monitors[1] (https://a.example/): colour: Unknown key")
     assert lines[2].startswith(f"{path}:9: monitors[1] (https://a.example/): uptime.interval:"
                                " The interval must be one of")
-    assert len(lines) == 4 and "nothing was applied" in lines[3]
+    assert len(lines) == 4 and lines[3] == (
+        f"upwatch apply: {path} is not valid: 3 errors in the monitors file. Nothing was"
+        " applied.")
     assert await store.monitor_set(account.id) == []
 
     # Valid otherwise, but a loopback address where private targets are not allowed.

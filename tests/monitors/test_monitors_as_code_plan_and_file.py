@@ -111,7 +111,7 @@ def test_defaults_follow_the_plan_and_values_are_normalised() -> None:
     ({"monitors": [{"url": "https://a.example/", "uptime": {"expiry_threshold_days": 3}}]},
      {"monitors[0].uptime.expiry_threshold_days": [
          "Unknown key 'expiry_threshold_days' in uptime; known: interval,"
-         " notification_threshold, enabled."]}),
+         " notification_threshold, recovery_threshold, enabled."]}),
     ({"monitors": [{"url": "https://a.example/", "certificate_health": {"enabled": "yes"}}]},
      {"monitors[0].certificate_health.enabled": ["The enabled must be true or false."]}),
     ({"monitors": [{"url": "https://a.example/", "uptime": [1]}]},

@@ -27,17 +27,25 @@ from engine.monitors.apply import apply_document, export_document
 from engine.monitors.file import (
     CHECK_FIELDS,
     KEY_PATTERN,
+    MAX_FILE_BYTES,
     MAX_KEY_LENGTH,
     export_header,
     render_toml,
 )
-from engine.monitors.validation import MAX_ALIAS_LENGTH, MAX_EXPIRY_DAYS, MAX_ID, MAX_URL_LENGTH
+from engine.monitors.validation import (
+    MAX_ALIAS_LENGTH,
+    MAX_EXPIRY_DAYS,
+    MAX_EXPIRY_PERCENT,
+    MAX_ID,
+    MAX_RECOVERY_THRESHOLD,
+    MAX_URL_LENGTH,
+)
 from engine.runtime.errors import ValidationFailed
 from engine.runtime.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS
 from engine.web.jsonio import json_response, read_body
 from engine.web.keys import ACCOUNT, SETTINGS, STORE
 
-MAX_SET_BYTES = 32 * 1024 * 1024
+MAX_SET_BYTES = MAX_FILE_BYTES
 TOML = "application/toml"
 SET_PATH = "/webapi/monitors"
 EXPORT_PATH = "/webapi/monitors/export"
@@ -100,6 +108,10 @@ _CHECK_PROPS: dict[str, dict[str, Any]] = {
                                "nullable": True},
     "expiry_threshold_days": {"type": "integer", "minimum": 0, "maximum": MAX_EXPIRY_DAYS,
                               "nullable": True},
+    "recovery_threshold": {"type": "integer", "minimum": 0,
+                           "maximum": MAX_RECOVERY_THRESHOLD, "nullable": True},
+    "expiry_threshold_percent": {"type": "integer", "minimum": 0,
+                                 "maximum": MAX_EXPIRY_PERCENT, "nullable": True},
     "enabled": {"type": "boolean", "nullable": True},
 }
 _KEY = {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": KEY_PATTERN}
