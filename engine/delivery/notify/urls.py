@@ -14,9 +14,11 @@ how it is shown without its secrets. Nothing here sends anything.
   ``url(privacy=True)`` leaves some readable (an ntfy token as ``t...3``, json headers), so
   this does not rely on it alone.
 - **Hosts**: for services the URL points at a host of the user's choosing (json, ntfy,
-  gotify, mail's SMTP server, ...) :func:`target_hosts` names them, so the private-address
-  rule applies to them; services with a fixed endpoint (Slack, Discord, Telegram) reach the
-  vendor's public hosts and have none.
+  gotify, mail's SMTP server, Nostr's relays, ...) :func:`target_hosts` names them, so the
+  private-address rule applies to them; services with a fixed endpoint (Slack, Discord,
+  Telegram) reach the vendor's public hosts and have none. Services the connect guard
+  cannot cover (:data:`UNGUARDED`: syslog on this server, rsyslog's own lookup) are refused
+  while private targets are not allowed.
 """
 
 from __future__ import annotations
@@ -295,9 +297,39 @@ def scrub(text: str, secrets: list[str]) -> str:
     return text
 
 
+# Services whose sends the connect guard (engine.delivery.notify.connectguard) cannot hold
+# to public addresses: refused while private targets are not allowed, with the reason.
+UNGUARDED = {
+    "syslog": "writes to the system log of the server Upwatch runs on",
+    "rsyslog": "sends to a host whose address is looked up past Upwatch's checks",
+}
+
+
+def _schemes(plugin: Any) -> set[str]:
+    out: set[str] = set()
+    for attr in ("protocol", "secure_protocol"):
+        value = getattr(plugin, attr, None)
+        out.update(v.lower() for v in (value if isinstance(value, (list, tuple)) else [value])
+                   if isinstance(v, str))
+    return out
+
+
+def _url_host(url: str) -> tuple[str, int] | None:
+    """(host, port) of a ws(s)/http(s) URL written with or without its scheme."""
+    try:
+        parts = urlsplit(url if "://" in url else f"wss://{url}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    return host, port or (443 if parts.scheme in ("wss", "https") else 80)
+
+
 def target_hosts(plugin: Any) -> list[tuple[str, int]]:
     """(host, port) pairs the service connects to that the URL chose: the SMTP server of
-    mail, the host of services that take one; none for fixed-endpoint services."""
+    mail, the host of services that take one, Nostr's relays and Blossom server; none for
+    fixed-endpoint services."""
     hosts: list[tuple[str, int]] = []
     secure = bool(getattr(plugin, "secure", False))
     port = getattr(plugin, "port", None)
@@ -310,6 +342,13 @@ def target_hosts(plugin: Any) -> list[tuple[str, int]]:
         h == host for h, _ in hosts
     ):
         hosts.append((host, int(port or (443 if secure else 80))))
+    if "nostr" in _schemes(plugin):
+        relays = getattr(plugin, "relays", None) or []
+        blossom = getattr(plugin, "blossom", None)
+        for url in [*relays, *([blossom] if blossom else [])]:
+            found = _url_host(str(url))
+            if found is not None and found not in hosts:
+                hosts.append(found)
     return hosts
 
 
@@ -326,6 +365,10 @@ async def check_targets(
     from engine.domain import netpolicy
     from engine.runtime.errors import BlockedAddress
 
+    for scheme in sorted(_schemes(plugin) & UNGUARDED.keys()):
+        raise _fail(f"The {field} scheme {scheme}:// {UNGUARDED[scheme]}; it is refused "
+                    "unless private targets are allowed (UPWATCH_ALLOW_PRIVATE_TARGETS).",
+                    field)
     lookup = resolve or netpolicy.resolve
     for host, port in target_hosts(plugin):
         try:
