@@ -88,7 +88,8 @@ class Gate:
         if bucket is None:
             return 0.0
         _refill(bucket, burst, every, now)
-        return 0.0 if bucket.tokens >= 1.0 else (1.0 - bucket.tokens) * every
+        # A token refilled to within rounding of whole is whole.
+        return 0.0 if bucket.tokens >= 1.0 - 1e-9 else (1.0 - bucket.tokens) * every
 
     def start(self, account_id: int, channel_id: int, now: float) -> Ticket | Refused:
         """Start a test of ``channel_id`` for ``account_id`` at ``now``, or say why not."""
