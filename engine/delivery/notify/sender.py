@@ -147,7 +147,8 @@ def _send_blocking(
         text = captured.getvalue()
     if ok:
         return SendResult(True)
-    reason = _reason(text, send)
+    # Scrubbed before _reason shortens it: a secret cut in two would no longer match.
+    reason = _reason(urls.scrub(text, urls.secrets_of(url)), send)
     return SendResult(False, reason or "the service did not accept the message (no reason "
                                        "given)")
 
