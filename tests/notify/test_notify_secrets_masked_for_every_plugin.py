@@ -79,3 +79,9 @@ def test_an_error_text_quoting_the_url_is_scrubbed_of_every_private_value(
         scrubbed = urls.scrub(text, urls.secrets_of(row.url))
         for secret in row.secrets:
             assert secret not in scrubbed, (row.url, scrubbed)
+
+
+def test_a_secret_that_spells_part_of_the_scheme_leaves_the_scheme_readable() -> None:
+    url = "mailto://user:mail@127.0.0.1:25?from=a@example.com&to=b@example.com"
+    assert urls.masked(url) == (
+        "mailto://user:****@127.0.0.1:25?from=a@example.com&to=b@example.com")

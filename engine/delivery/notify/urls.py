@@ -225,12 +225,13 @@ def masked(url: str) -> str:
     if plugin is None:
         return scheme + MASK
     secrets = {s for s in _secrets(url, plugin) if len(s) >= _MIN_SEARCHED}
-    out = _mask_structure(url)
+    # Never within the scheme: a secret "mail" must not turn mailto:// into ****to://.
+    head, sep, out = _mask_structure(url).partition("://")
     # Longest first, so a secret containing another is masked whole.
     for secret in sorted(secrets, key=len, reverse=True):
         for form in {secret, quote(secret, safe=""), quote(secret, safe="@:")}:
             out = out.replace(form, MASK)
-    return out
+    return head + sep + out
 
 
 def _mask_structure(url: str) -> str:
