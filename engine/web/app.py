@@ -315,6 +315,7 @@ def create_app(
     app.router.add_routes(certificates_api.routes)
     app.router.add_routes(timings_api.routes)
     app.router.add_routes(notifications_api.routes)
+    notifications_api.setup(app, settings)
     app.router.add_get("/webapi/openapi.json", openapi_json)
     app.router.register_resource(pingping.mount(api.routes))
     app.router.add_get("/healthz", healthz)

@@ -26,8 +26,9 @@ from tests.support.targets import free_port
 @dataclass
 class Mail:
     subject: str
-    body: str
+    body: str  # every text part, joined
     to: list[str]
+    html: str = ""  # the text/html part alone
 
 
 class _Handler:
@@ -39,10 +40,14 @@ class _Handler:
             return "451 Requested action aborted: local error in processing"
         msg = email.message_from_bytes(envelope.content, policy=email.policy.default)
         parts = []
+        html = ""
         for part in msg.walk():
             if part.get_content_type() in ("text/plain", "text/html"):
                 parts.append(part.get_content())
-        self.box.mails.append(Mail(str(msg["Subject"]), "\n".join(parts), envelope.rcpt_tos))
+            if part.get_content_type() == "text/html":
+                html = part.get_content()
+        self.box.mails.append(Mail(str(msg["Subject"]), "\n".join(parts), envelope.rcpt_tos,
+                                   html))
         return "250 OK"
 
 
@@ -159,3 +164,37 @@ async def running_notifier(
         pool.close()
         if task.done() and not task.cancelled() and task.exception():
             raise task.exception()  # type: ignore[misc]
+
+
+class SilentHost:
+    """A TCP server on loopback that accepts every connection, reads what it is sent and
+    never answers (a receiver that hangs). ``accepted`` counts connections."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        self._writers.append(writer)
+        with contextlib.suppress(ConnectionError):
+            while await reader.read(65536):
+                pass
+
+    def json_url(self, path: str = "/hook") -> str:
+        return f"json://127.0.0.1:{self.port}{path}"
+
+    async def __aenter__(self) -> SilentHost:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._server is not None
+        self._server.close()
+        for w in self._writers:
+            w.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._server.wait_closed(), 5)

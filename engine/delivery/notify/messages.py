@@ -3,11 +3,19 @@ alert storm. Pure functions of the queued rows (the webhook body of the same eve
 instance's base URL.
 
 Bodies are Markdown (Apprise converts it for services that do not take Markdown). Times are
-UTC and say so.
+UTC and say so. Whatever users and targets wrote (an alias, a URL, a response quoted in an
+error, a certificate's issuer) is escaped (:func:`md`), so it shows as written and never
+becomes a live link, an image or HTML; in titles, which some services render and others
+show as is, link and HTML syntax is broken invisibly (:func:`plain_title`).
+
+Each message has Apprise's type (:data:`FAILURE` for downtime and an invalid certificate,
+:data:`SUCCESS` for restored and recovered, :data:`WARNING` for renewal due; a digest has the
+worst of its events'): the colour chat services give it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,11 +30,48 @@ from engine.domain.timefmt import fmt
 # Lines a digest lists before "... and N more".
 DIGEST_LINES = 20
 
+# Apprise's notify types (apprise.NotifyType values), mildest first.
+INFO = "info"
+SUCCESS = "success"
+WARNING = "warning"
+FAILURE = "failure"
+_SEVERITY = (INFO, SUCCESS, WARNING, FAILURE)
+TYPE_OF_EVENT = {
+    events.DOWNTIME: FAILURE,
+    events.CERTIFICATE_INVALID: FAILURE,
+    events.UPTIME_RESTORED: SUCCESS,
+    events.CERTIFICATE_RECOVERED: SUCCESS,
+    events.CERTIFICATE_RENEWAL_DUE: WARNING,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
     title: str
     body: str
+    notify_type: str = INFO
+
+
+# The marks that make Markdown within a line (links, images, emphasis, code, HTML, entities,
+# strike-through and spoilers, mentions). Each may be backslash-escaped in CommonMark and in
+# Apprise's Markdown to HTML conversion; the rest stay as written, so URLs stay readable.
+_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()<>!#|~&@])")
+_SPACES = re.compile(r"\s+")
+
+
+def md(value: object) -> str:
+    """``value`` as Markdown text that shows as written: on one line (a newline could start
+    a heading or a list), each mark of Markdown syntax backslash-escaped (no link, image,
+    emphasis, HTML or mention)."""
+    return _PUNCTUATION.sub(r"\\\1", _SPACES.sub(" ", str(value)).strip())
+
+
+def plain_title(value: str) -> str:
+    """A title on one line whose link and HTML syntax is broken by a zero-width space (a
+    title is rendered as Markdown by services that put it in the body, shown as is by
+    the rest, so it cannot carry backslashes)."""
+    text = _SPACES.sub(" ", value).strip()
+    return text.replace("](", "]\u200b(").replace("<", "<\u200b")
 
 
 def _utc(value: str | datetime | None) -> str:
@@ -75,15 +120,17 @@ def _parts(row: QueuedNotification) -> tuple[dict[str, Any], dict[str, Any], dic
 
 
 def _name(monitor: dict[str, Any]) -> str:
+    """The monitor in Markdown: its alias and URL, escaped."""
     alias = monitor.get("alias") or ""
     url = monitor.get("url") or ""
-    return f"{alias} ({url})" if alias and alias != url else url or alias
+    return f"{md(alias)} ({md(url)})" if alias and alias != url else md(url or alias)
 
 
 def render(row: QueuedNotification, base_url: str) -> Message:
     """The message of one event."""
     monitor, check, meta = _parts(row)
-    alias = monitor.get("alias") or monitor.get("url") or f"monitor {row.monitor_id}"
+    alias = plain_title(str(monitor.get("alias") or monitor.get("url")
+                            or f"monitor {row.monitor_id}"))
     who = _name(monitor)
     checked = check.get("last_check_at")
     lines: list[str]
@@ -92,13 +139,14 @@ def render(row: QueuedNotification, base_url: str) -> Message:
         since = _utc(row.since) if row.since is not None else _utc(checked)
         regions = meta.get("detected_by") or "?"
         verified = meta.get("verified_via")
-        seen = f"{regions}, confirmed from {verified}" if verified and verified != regions \
-            else regions
+        seen = f"{md(regions)}, confirmed from {md(verified)}" \
+            if verified and verified != regions else md(regions)
         code = meta.get("http_status_code")
-        error = check.get("error") or "no reason given"
+        error = str(check.get("error") or "no reason given")
         lines = [
             f"**{who}** is down since {since}.",
-            f"Reason: {error}" + (f" (HTTP {code})" if code and str(code) not in error else ""),
+            f"Reason: {md(error)}"
+            + (f" (HTTP {md(code)})" if code and str(code) not in error else ""),
             f"Seen from: {seen}.",
         ]
     elif row.event == events.UPTIME_RESTORED:
@@ -106,14 +154,14 @@ def render(row: QueuedNotification, base_url: str) -> Message:
         lines = [
             f"**{who}** is back up since {_utc(checked)}.",
             f"It was down for {_duration(meta.get('downtime'))}"
-            + (f"; now answering HTTP {meta['http_status_code']}."
+            + (f"; now answering HTTP {md(meta['http_status_code'])}."
                if meta.get("http_status_code") else "."),
         ]
     elif row.event == events.CERTIFICATE_INVALID:
         title = f"Certificate invalid: {alias}"
         lines = [
             f"The TLS certificate of **{who}** is not valid: "
-            f"{check.get('error') or 'no reason given'}.",
+            f"{md(check.get('error') or 'no reason given')}.",
             f"Checked at {_utc(checked)}.",
         ]
     elif row.event == events.CERTIFICATE_RECOVERED:
@@ -121,21 +169,23 @@ def render(row: QueuedNotification, base_url: str) -> Message:
         days = _days_left(meta, checked)
         lines = [
             f"The TLS certificate of **{who}** is valid again (checked at {_utc(checked)}).",
-            f"Issuer: {meta.get('issuer') or 'unknown'}; valid until {_utc(meta.get('valid_to'))}"
+            f"Issuer: {md(meta.get('issuer') or 'unknown')}; valid until "
+            f"{md(_utc(meta.get('valid_to')))}"
             + (f" ({days} days left)." if days is not None else "."),
         ]
     else:  # certificate_renewal_due
         days = _days_left(meta, checked)
         title = f"Certificate expires in {days} days: {alias}"
         lines = [
-            f"The TLS certificate of **{who}** expires on {_utc(meta.get('valid_to'))}, "
+            f"The TLS certificate of **{who}** expires on {md(_utc(meta.get('valid_to')))}, "
             f"in {days} days.",
-            f"Issuer: {meta.get('issuer') or 'unknown'}. Checked at {_utc(checked)}.",
+            f"Issuer: {md(meta.get('issuer') or 'unknown')}. Checked at {_utc(checked)}.",
         ]
     link = _status_line(row, base_url)
     if link:
         lines.append(link)
-    return Message(title=title, body="\n\n".join(lines))
+    return Message(title=title, body="\n\n".join(lines),
+                   notify_type=TYPE_OF_EVENT.get(row.event, INFO))
 
 
 _DIGEST_WORDS = {
@@ -153,10 +203,10 @@ def _digest_line(row: QueuedNotification) -> str:
     who = _name(monitor)
     if row.event == events.DOWNTIME:
         since = _utc(row.since) if row.since is not None else _utc(check.get("last_check_at"))
-        return f"- {who}: down since {since}: {check.get('error') or 'no reason given'}"
+        return f"- {who}: down since {since}: {md(check.get('error') or 'no reason given')}"
     if row.event == events.UPTIME_RESTORED:
         return f"- {who}: back up since {_utc(check.get('last_check_at'))}"
-    return f"- {who}: {render(row, '').title}"
+    return f"- {who}: {md(render(row, '').title.replace(chr(0x200B), ''))}"
 
 
 def render_digest(rows: Sequence[QueuedNotification], base_url: str) -> Message:
@@ -187,4 +237,5 @@ def render_digest(rows: Sequence[QueuedNotification], base_url: str) -> Message:
             lines.append(f"- … and {len(group) - DIGEST_LINES} more")
         sections.append("\n".join([head, *lines]))
     sections.append(f"{len(rows)} events came together, so they are sent as one message.")
-    return Message(title=title, body="\n\n".join(sections))
+    worst = max((TYPE_OF_EVENT.get(r.event, INFO) for r in rows), key=_SEVERITY.index)
+    return Message(title=title, body="\n\n".join(sections), notify_type=worst)

@@ -21,7 +21,7 @@ import contextvars
 import itertools
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 
@@ -117,7 +117,7 @@ def _short_cause(text: str) -> str:
 
 
 def _send_blocking(
-    url: str, title: str, body: str, timeout: float, public_only: bool
+    url: str, title: str, body: str, timeout: float, public_only: bool, notify_type: str
 ) -> SendResult:
     """One Apprise send in the calling (pool) thread; with ``public_only`` its providers' own
     lookups refuse non-public answers (:mod:`engine.delivery.notify.connectguard`)."""
@@ -140,14 +140,15 @@ def _send_blocking(
         try:
             ok = bool(notifier.notify(
                 title=title, body=body, body_format=apprise.NotifyFormat.MARKDOWN,
-                timeout=timeout,
+                notify_type=apprise.NotifyType(notify_type), timeout=timeout,
             ))
         except Exception as exc:  # a provider's bug is a failed try with its words
             return SendResult(False, f"{type(exc).__name__}: {exc}")
         text = captured.getvalue()
     if ok:
         return SendResult(True)
-    reason = _reason(text, send)
+    # Scrubbed before _reason shortens it: a secret cut in two would no longer match.
+    reason = _reason(urls.scrub(text, urls.secrets_of(url)), send)
     return SendResult(False, reason or "the service did not accept the message (no reason "
                                        "given)")
 
@@ -162,16 +163,22 @@ class NotifyPool:
         self.threads = threads
 
     async def send(
-        self, url: str, title: str, body: str, *, timeout: float, allow_private: bool
+        self, url: str, title: str, body: str, *, timeout: float, allow_private: bool,
+        notify_type: str = messages.INFO, done: Callable[[], None] | None = None,
     ) -> SendResult:
         """Send one message; never raises (but for cancellation). A try past ``timeout`` is
         a failed try; its thread is left to end on its sockets' timeouts. Unless
         ``allow_private``, the providers' connections reach public addresses only, whatever
-        a name answers by then or a redirect names."""
+        a name answers by then or a redirect names. ``notify_type`` is Apprise's (the
+        colour chat services show); ``done`` is called on the loop when the thread has
+        ended, whether or not this call still waited for it."""
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(
-            self._pool, _send_blocking, url, title, body, timeout, not allow_private
+            self._pool, _send_blocking, url, title, body, timeout, not allow_private,
+            notify_type,
         )
+        if done is not None:
+            future.add_done_callback(lambda _f: done())
         try:
             async with asyncio.timeout(timeout):
                 result = await asyncio.shield(future)
@@ -241,7 +248,8 @@ class AppriseSender:
             return Attempt(RESULT_BLOCKED, error=refused, answered=False)
         msg = self.message(item)
         result = await self._pool.send(item.url, msg.title, msg.body, timeout=self._timeout,
-                                       allow_private=self._allow_private)
+                                       allow_private=self._allow_private,
+                                       notify_type=msg.notify_type)
         if result.delivered:
             detail = f"digest of {len(item.rows)} events" if len(item.rows) > 1 else None
             return Attempt(RESULT_DELIVERED, error=detail, answered=True)

@@ -10,7 +10,10 @@
 - ``events``: a non-empty subset of the five event names (default all); ``monitor_ids``:
   null (every monitor of the account, also later ones) or the account's own monitor ids.
 - ``POST .../{id}/test`` sends a test message now: ``200 {"delivered": true}`` or
-  ``200 {"delivered": false, "error": "..."}``.
+  ``200 {"delivered": false, "error": "..."}``. While it waits for the service the request
+  holds none of the API's slots, and tests are limited per channel, per account and per
+  server (:mod:`engine.delivery.notify.testgate`): over a limit it is a ``429`` at once,
+  ``{"message": ..., "limit": "channel"|"account"|"server"}`` with ``Retry-After``.
 - ``GET .../{id}/deliveries``: the channel's tries, newest first (``limit``, ``before``).
 
 Another account's channel is a 404 everywhere.
@@ -18,7 +21,6 @@ Another account's channel is a 404 everywhere.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,20 +30,35 @@ from aiohttp import web
 from engine.db.accounts import Account
 from engine.db.notifications import Channel, Delivery
 from engine.delivery.notify import urls
-from engine.delivery.notify.sender import send_test
+from engine.delivery.notify.testgate import Refused
+from engine.delivery.notify.testsends import ChannelTests
 from engine.domain import events
 from engine.domain.timefmt import fmt
 from engine.monitors import validation
 from engine.runtime.errors import ValidationFailed
+from engine.runtime.settings import Settings
 from engine.web.api.webhooks import _ID, _TIMESTAMP, _common_responses, parse_list_query
+from engine.web.concurrency import SLOT
 from engine.web.jsonio import empty_response, json_response, read_body
 from engine.web.keys import ACCOUNT, SETTINGS, STORE
+from engine.web.ratelimit import retry_after_header
 
 routes = web.RouteTableDef()
 
 MAX_MONITOR_IDS = 10_000
-# Test messages sent at once by this process (each holds a thread for up to the timeout).
-_TESTS_AT_ONCE = asyncio.Semaphore(2)
+TEST_SENDS = web.AppKey("notify_test_sends", ChannelTests)
+
+
+def setup(app: web.Application, settings: Settings) -> None:
+    """The app's test sender (its own threads and limits), closed with the app."""
+    sends = ChannelTests(timeout=settings.notify_timeout,
+                      allow_private=settings.allow_private_targets)
+    app[TEST_SENDS] = sends
+
+    async def close(_app: web.Application) -> None:
+        sends.close()
+
+    app.on_cleanup.append(close)
 
 
 def channel_view(channel: Channel) -> dict[str, Any]:
@@ -258,11 +275,16 @@ async def delete_channel(request: web.Request) -> web.Response:
 async def test_channel(request: web.Request) -> web.Response:
     account: Account = request[ACCOUNT]
     channel = await request.app[STORE].get_channel(account.id, _path_id(request))
-    settings = request.app[SETTINGS]
-    async with _TESTS_AT_ONCE:
-        result = await send_test(
-            channel.url, allow_private=settings.allow_private_targets,
-            timeout=settings.notify_timeout,
+    # From here the request waits on a service, not on this process: it gives its API slot
+    # back, so tests to a service that never answers cannot hold the API.
+    slot = request.get(SLOT)
+    if slot is not None:
+        slot.release()
+    result = await request.app[TEST_SENDS].send(account.id, channel.id, channel.url)
+    if isinstance(result, Refused):
+        return json_response(
+            {"message": result.message, "limit": result.limit}, status=429,
+            headers={"Retry-After": retry_after_header(result.retry_after)},
         )
     if result.delivered:
         return json_response({"delivered": True})
@@ -401,6 +423,14 @@ OPENAPI_PATHS: dict[str, Any] = {
                     "required": ["delivered"],
                 }, "Whether the service took the message."),
                 "404": _404, **_common_responses(),
+                "429": _json({
+                    "type": "object",
+                    "properties": {"message": {"type": "string"},
+                                   "limit": {"type": "string",
+                                             "enum": ["channel", "account", "server"]}},
+                    "required": ["message", "limit"],
+                }, "Over a limit on test messages (one per channel at a time, a few a "
+                   "minute per channel and account); Retry-After says when to try again."),
             },
         },
     },
