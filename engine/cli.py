@@ -21,7 +21,7 @@ warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 T = TypeVar("T")
 
 
-_JSON_HELP = "print one JSON object per line (the data used is named on stderr)"
+_JSON_HELP = "print one JSON object per line (the database used is named on stderr)"
 _EPILOG = """\
 settings a newcomer needs first (environment variables, or keys of a settings file):
   UPWATCH_DATA_DIR     where the embedded PostgreSQL and local state live (default ./.upwatch);
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--config", metavar="FILE",
-        help="a TOML settings file read before <data dir>/upwatch.toml and "
+        help="a TOML settings file that wins over <data dir>/upwatch.toml and "
              "/etc/upwatch/upwatch.toml (else UPWATCH_CONFIG)",
     )
 
@@ -67,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--webhook-url", default=None, metavar="URL",
                         help="where the account's signed webhooks go (default: none)")
     create.add_argument("--plan", default=None,
-                        help="a plan of the settings (plans.<name>; default: default_plan)")
+                        help="a plan defined in the settings ([plans.NAME]); default: "
+                             "default_plan")
     create.add_argument("--operator", action="store_true", help="may list cluster nodes")
     create.add_argument("--json", action="store_true", help=_JSON_HELP)
     lst = acc_sub.add_parser("list", parents=[common], help="list accounts")
