@@ -48,8 +48,8 @@ def check_key_file(path: Path) -> None:
         return
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, PermissionError):
+        return  # none yet; or a directory this user cannot enter, which reading it will say
     if mode & 0o077:
         where = Path(path).absolute()
         raise KeyFileExposed(

@@ -363,13 +363,22 @@ def settings_files(init: dict[str, Any] | None = None) -> list[tuple[Path, dict[
         path = Path(explicit).expanduser().absolute()
         found.append((path, _read_toml(path, data_dir_file=False)))
     system: list[tuple[Path, dict[str, Any]]] = []
-    if SYSTEM_FILE.is_file():
-        system.append((SYSTEM_FILE, _read_toml(SYSTEM_FILE, data_dir_file=False)))
+    try:
+        if SYSTEM_FILE.is_file():
+            system.append((SYSTEM_FILE, _read_toml(SYSTEM_FILE, data_dir_file=False)))
+    except PermissionError:
+        raise ConfigError(f"settings file {SYSTEM_FILE}: cannot read it as this user") from None
     data_dir: Any = (init or {}).get("data_dir") or os.environ.get("UPWATCH_DATA_DIR")
     for _, table in (*found, *system):
         data_dir = data_dir or table.get("data_dir")
     own = (Path(data_dir or DEFAULT_DATA_DIR).expanduser() / DATA_DIR_FILE).absolute()
-    if own.is_file():
+    try:
+        exists = own.is_file()
+    except PermissionError:
+        # A data directory this user may not enter (a systemd unit's): the command that
+        # needs it says so, naming the directory (engine.db.embedded_lease).
+        exists = False
+    if exists:
         found.append((own, _read_toml(own, data_dir_file=True)))
     return found + system
 
