@@ -8,7 +8,7 @@ import logging
 import sys
 import warnings
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import orjson
 
@@ -21,37 +21,67 @@ warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 T = TypeVar("T")
 
 
+_JSON_HELP = "print one JSON object per line (the database used is named on stderr)"
+_EPILOG = """\
+settings a newcomer needs first (environment variables, or keys of a settings file):
+  UPWATCH_DATA_DIR     where the embedded PostgreSQL and local state live (default ./.upwatch);
+                       every command uses the same one, so run them where the service runs or
+                       set it to the service's (systemd units: /var/lib/upwatch)
+  UPWATCH_PORT         the API's port (default 8080; UPWATCH_HOST: the address, 127.0.0.1)
+  UPWATCH_ALLOW_PRIVATE_TARGETS=true   to monitor something on this machine or network
+
+settings files, read by the service and every command without being named (the first wins):
+  --config FILE / UPWATCH_CONFIG, <data dir>/upwatch.toml, /etc/upwatch/upwatch.toml;
+  an environment variable beats them all. Every setting: config/upwatch.example.toml.
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="FILE", help="TOML settings file (else UPWATCH_CONFIG)")
+    common.add_argument(
+        "--config", metavar="FILE",
+        help="a TOML settings file that wins over <data dir>/upwatch.toml and "
+             "/etc/upwatch/upwatch.toml (else UPWATCH_CONFIG)",
+    )
 
-    p = argparse.ArgumentParser(prog="upwatch", description="Upwatch website monitoring.")
+    p = argparse.ArgumentParser(
+        prog="upwatch", description="Upwatch website monitoring.", epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--version", action="version", version=f"upwatch {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", parents=[common], help="run the service")
-    run.add_argument("--role", choices=["all", "api", "engine"], default="all")
+    run.add_argument("--role", choices=["all", "api", "engine"], default="all",
+                     help="all: API, check engine and deliveries in one process (default); "
+                          "api or engine: one side, for instances sharing a database")
 
-    sub.add_parser("migrate", parents=[common], help="apply pending schema migrations and exit")
+    sub.add_parser("migrate", parents=[common],
+                   help="apply pending schema migrations and exit (creates the embedded "
+                        "database if there is none)")
 
     acc = sub.add_parser("account", help="manage accounts")
-    acc_sub = acc.add_subparsers(dest="account_command", required=True)
+    acc_sub = acc.add_subparsers(dest="account_command", required=True, metavar="COMMAND")
     create = acc_sub.add_parser("create", parents=[common], help="create an account")
-    create.add_argument("--name", required=True)
-    create.add_argument("--webhook-url", default=None)
-    create.add_argument("--plan", default=None)
+    create.add_argument("--name", required=True, help="the account's name, shown in lists")
+    create.add_argument("--webhook-url", default=None, metavar="URL",
+                        help="where the account's signed webhooks go (default: none)")
+    create.add_argument("--plan", default=None,
+                        help="a plan defined in the settings ([plans.NAME]); default: "
+                             "default_plan")
     create.add_argument("--operator", action="store_true", help="may list cluster nodes")
-    create.add_argument("--json", action="store_true", help="print one JSON object")
+    create.add_argument("--json", action="store_true", help=_JSON_HELP)
     lst = acc_sub.add_parser("list", parents=[common], help="list accounts")
-    lst.add_argument("--json", action="store_true")
+    lst.add_argument("--json", action="store_true", help=_JSON_HELP)
     rot = acc_sub.add_parser("rotate-token", parents=[common], help="issue a new API token")
-    rot.add_argument("id", type=int)
-    rot.add_argument("--json", action="store_true")
+    rot.add_argument("id", type=int, metavar="ID",
+                     help="the account's id (upwatch account list); its old token stops working")
+    rot.add_argument("--json", action="store_true", help=_JSON_HELP)
     nodes = sub.add_parser("nodes", parents=[common], help="list cluster nodes")
-    nodes.add_argument("--json", action="store_true")
+    nodes.add_argument("--json", action="store_true", help=_JSON_HELP)
     status = sub.add_parser("status", parents=[common], help="monitors and their checks' states")
     status.add_argument("--account", type=int, default=None, help="account id (default: all)")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help=_JSON_HELP)
     exp = sub.add_parser("export", parents=[common],
                          help="write an account's monitors as a TOML file (monitors as code)")
     exp.add_argument("--account", type=int, default=None, help="account id (default: the only one)")
@@ -63,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     app.add_argument("--prune", action="store_true", help="delete monitors the file lacks")
     app.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     notify = sub.add_parser("notify", help="notification channels (Apprise URLs)")
-    notify_sub = notify.add_subparsers(dest="notify_command", required=True)
+    notify_sub = notify.add_subparsers(dest="notify_command", required=True, metavar="COMMAND")
     ntest = notify_sub.add_parser(
         "test", parents=[common],
         help="send a test message to an Apprise URL now; exit 0 if delivered, else 1",
@@ -76,11 +106,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _with_store(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
-    """Run ``fn(store)`` against the configured database (embedded started if needed)."""
+def _with_store(
+    settings: Settings,
+    fn: Callable[[Any], Awaitable[T]],
+    *,
+    shown: TextIO | None = None,
+    create: bool = False,
+    detail: str = "",
+) -> T:
+    """Run ``fn(store)`` against the configured database, first naming it (and ``detail``)
+    on ``shown`` when given. The embedded server is started if needed but created only
+    with ``create`` (``upwatch migrate``): any other command exits 1 naming the data
+    directory where there is none, and creates nothing."""
     import uvloop
 
     from engine.daemon import database, open_store
+
+    if shown is not None:
+        shown.write(f"Using {settings.database_label()}\n{detail}")
+    if settings.database_url is None and not create:
+        from engine.db.embedded_lease import require_database
+
+        require_database(settings.data_dir)
 
     async def go(dsn: str) -> T:
         store = await open_store(dsn, max_size=2, settings=settings)
@@ -91,6 +138,12 @@ def _with_store(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
 
     with database(settings) as (dsn, _lease):
         return uvloop.run(go(dsn))
+
+
+def _shown(args: argparse.Namespace) -> TextIO:
+    """Where a command names the database it used: the first line of its output, or
+    stderr when that output is JSON."""
+    return sys.stderr if getattr(args, "json", False) else sys.stdout
 
 
 def _account_create(settings: Settings, args: argparse.Namespace) -> int:
@@ -109,7 +162,7 @@ def _account_create(settings: Settings, args: argparse.Namespace) -> int:
             args.name, plan=plan, webhook_url=args.webhook_url, is_operator=args.operator
         )
 
-    account, token = _with_store(settings, create)
+    account, token = _with_store(settings, create, shown=_shown(args))
     if args.json:
         sys.stdout.write(
             orjson.dumps({"id": account.id, "name": account.name, "token": token}).decode() + "\n"
@@ -126,7 +179,7 @@ def _account_list(settings: Settings, args: argparse.Namespace) -> int:
     async def fetch(store: Any) -> Any:
         return await store.list_accounts()
 
-    rows = _with_store(settings, fetch)
+    rows = _with_store(settings, fetch, shown=_shown(args))
     if args.json:
         for acc, count in rows:
             sys.stdout.write(
@@ -156,7 +209,7 @@ def _account_rotate(settings: Settings, args: argparse.Namespace) -> int:
     async def rotate(store: Any) -> Any:
         return await store.rotate_token(args.id)
 
-    res = _with_store(settings, rotate)
+    res = _with_store(settings, rotate, shown=_shown(args))
     if res is None:
         sys.stderr.write(f"upwatch: no account with id {args.id}\n")
         return 1
@@ -177,7 +230,7 @@ def _nodes(settings: Settings, args: argparse.Namespace) -> int:
     async def fetch(store: Any) -> list[dict[str, Any]]:
         return await node_table(store, settings)
 
-    rows = _with_store(settings, fetch)
+    rows = _with_store(settings, fetch, shown=_shown(args))
     for row in rows:
         row["started_at"] = fmt(row["started_at"])
         row["last_heartbeat_at"] = fmt(row["last_heartbeat_at"])
@@ -205,7 +258,9 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
                 raise UpwatchError(f"no account with id {args.account}")
         return [(a, await store.list_monitors(a.id)) for a in accounts]
 
-    data = _with_store(settings, fetch)
+    shown = _shown(args)
+    files = ", ".join(str(f) for f in settings.files) or "none (environment and defaults)"
+    data = _with_store(settings, fetch, shown=shown, detail=f"Settings files: {files}\n")
     if args.json:
         for account, monitors in data:
             for m in monitors:
@@ -262,7 +317,7 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     async def noop(store: Any) -> None:  # open_store applies migrations
         return None
 
-    _with_store(settings, noop)
+    _with_store(settings, noop, shown=sys.stdout, create=True)
     sys.stdout.write("schema is up to date\n")
     return 0
 
@@ -291,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
         from engine.runtime import logs
 
         logs.configure(settings.log_level, settings.log_format)
+        if args.command != "notify":
+            from engine.runtime.secretbox import SecretBox
+
+            SecretBox.from_settings(settings)  # a key file others may read stops us here
         if args.command == "run":
             from engine.daemon import run
 

@@ -14,8 +14,10 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from engine.db.embedded import EmbeddedPostgres
@@ -73,10 +75,14 @@ async def open_store(
 
 @dataclass
 class Supervisor:
-    """Runs named components until the stop event; one failure stops them all."""
+    """Runs named components until the stop event; one failure stops them all.
+    ``stopping_at`` and ``drained_in`` (monotonic seconds) say when the stop began and how
+    long the components took to drain."""
 
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     drain_seconds: float = DRAIN_SECONDS
+    stopping_at: float | None = None
+    drained_in: float | None = None
 
     async def run(self, components: dict[str, Component]) -> int:
         tasks: dict[asyncio.Task[Any], str] = {
@@ -97,6 +103,7 @@ class Supervisor:
                 log.warning("component %s ended; stopping", tasks[task])
         if requested:
             log.info("stopping: draining components")
+        self.stopping_at = time.monotonic()
         self.stop.set()
         stop_wait.cancel()
         pending = [t for t in tasks if not t.done()]
@@ -106,6 +113,7 @@ class Supervisor:
                 log.warning("component %s did not drain in time; cancelling", tasks[task])
                 task.cancel()
             await asyncio.gather(*still, return_exceptions=True)
+        self.drained_in = time.monotonic() - self.stopping_at
         for task in tasks:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 failed = True
@@ -285,26 +293,58 @@ async def build_node(
     return node
 
 
+FIRST_TOKEN_FILE = "first-token"
+
+
 async def _first_start(store: Store, settings: Settings, embedded: bool) -> None:
-    """On the very first start of the embedded default: an account, its token, a curl line."""
+    """On the very first start of the embedded default: an account, its token, a curl line.
+    Shown only to a terminal; otherwise (systemd, where stdout is the journal) written to
+    ``<data_dir>/first-token``, readable only by this user, and its path logged."""
     if not embedded or await store.count_accounts() > 0:
         return
     account, token = await store.create_account(
         "admin", plan=settings.default_plan, is_operator=True
     )
     base = settings.public_base_url
-    out = sys.stdout
-    out.write(
-        f"\nCreated account {account.id} ({account.name}). Its API token, shown only now:\n\n"
+    words = (
+        f"Created account {account.id} ({account.name}). Its API token, shown only now:\n\n"
         f"    {token}\n\n"
         "Try it:\n\n"
         f"    curl -s -H 'Authorization: Bearer {token}' {base}/webapi/monitors\n\n"
     )
-    out.flush()
+    if sys.stdout.isatty():
+        sys.stdout.write("\n" + words)
+        sys.stdout.flush()
+        return
+    path = settings.data_dir.resolve() / FIRST_TOKEN_FILE
+    write_private(path, words + "Delete this file once the token is kept elsewhere.\n")
+    log.warning(
+        "created account %d (%s); its API token is in %s (readable only by this user: "
+        "read it, keep the token, delete the file)", account.id, account.name, path,
+    )
+
+
+def write_private(path: Path, text: str) -> None:
+    """``text`` into ``path`` with mode 0600 from the start (never readable by others, not
+    even for a moment), replacing the file atomically."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 async def serve(
-    settings: Settings, role: Role, dsn: str, *, embedded: EmbeddedLease | None = None
+    settings: Settings,
+    role: Role,
+    dsn: str,
+    *,
+    embedded: EmbeddedLease | None = None,
+    sup: Supervisor | None = None,
 ) -> int:
     metrics = Metrics()
     notifier = Notifier()
@@ -313,7 +353,7 @@ async def serve(
     node: Node | None = None
     try:
         await _first_start(store, settings, embedded is not None)
-        sup = Supervisor()
+        sup = sup or Supervisor()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, sup.stop.set)
@@ -360,7 +400,16 @@ def run(settings: Settings, role: Role = "all") -> int:
     # libuv resolves names (getaddrinfo) on its thread pool, 4 threads by default: with
     # thousands of probes a few slow DNS answers would queue every other lookup behind them.
     os.environ.setdefault("UV_THREADPOOL_SIZE", "32")
+    sup = Supervisor()
+    log.info("starting (role %s) on %s; settings files: %s", role, settings.database_label(),
+             ", ".join(str(f) for f in settings.files) or "none")
     with database(settings, service=True) as (dsn, lease):
         if lease is not None:
             log.info("embedded PostgreSQL running", extra={"dsn": dsn})
-        return uvloop.run(serve(settings, role, dsn, embedded=lease))
+        code = uvloop.run(serve(settings, role, dsn, embedded=lease, sup=sup))
+    if sup.stopping_at is not None:
+        log.info(
+            "stopped (exit %d): components drained in %.2f s, all stopped %.2f s after the "
+            "stop began", code, sup.drained_in or 0.0, time.monotonic() - sup.stopping_at,
+        )
+    return code

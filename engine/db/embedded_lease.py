@@ -52,6 +52,30 @@ class AlreadyServing(UpwatchError):
     """Another ``upwatch run`` serves this data directory."""
 
 
+class NoDatabase(UpwatchError):
+    """The data directory holds no embedded database (or this user cannot read it)."""
+
+
+def require_database(data_dir: Path) -> None:
+    """Raise :class:`NoDatabase` unless ``data_dir`` holds an initialised embedded server.
+    Only looks: the admin commands call it so that none of them creates a database (or a
+    data directory) where the operator meant to use an existing one."""
+    where = data_dir.expanduser().resolve()
+    try:
+        (where / "pg" / "PG_VERSION").stat()
+    except PermissionError:
+        raise NoDatabase(
+            f"cannot read the data directory {where} as this user: run the command as the "
+            "service's user (deploy/README.md, \"Admin commands\")"
+        ) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise NoDatabase(
+            f"no Upwatch database in {where}, and this command does not create one: set "
+            "UPWATCH_DATA_DIR to the service's data directory (or data_dir in a settings "
+            "file), or start the service there first with `upwatch run`"
+        ) from None
+
+
 def _open_lock(path: Path) -> IO[str]:
     return open(path, "a+", encoding="utf-8")
 

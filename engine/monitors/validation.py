@@ -332,7 +332,7 @@ async def ensure_public_host(target: TargetUrl, resolve: Resolver, field: str = 
         raise _fail(
             field,
             f"The {field} host resolves to a non-public address; private targets are not"
-            " allowed.",
+            " allowed (UPWATCH_ALLOW_PRIVATE_TARGETS=true allows them).",
         ) from None
     except (OSError, TimeoutError, UnicodeError, ValueError):
         raise _fail(field, f"The {field} host does not resolve.") from None

@@ -9,16 +9,20 @@ database must use the same key; a node that generated its own cannot read the ot
 secrets, which the probe then reports (``request secrets cannot be decrypted``).
 
 Encrypted values are Fernet tokens (ASCII); a database row or dump holds no usable secret.
+A key file (``secret.key`` or ``UPWATCH_SECRET_KEY_FILE``) that its group or others may
+read is refused (:class:`KeyFileExposed`): a key beside a dump decrypts it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
+from engine.runtime.errors import ConfigError
 from engine.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -28,6 +32,30 @@ KEY_FILE = "secret.key"
 
 class SecretUnreadable(ValueError):
     """A stored secret that this key cannot decrypt (another key, or a damaged value)."""
+
+
+class KeyFileExposed(ConfigError):
+    """The key file's mode lets its group or others read it."""
+
+
+def check_key_file(path: Path) -> None:
+    """Raise :class:`KeyFileExposed` when ``path`` exists and grants its group or others
+    any access; the message says how to fix it. A systemd credential (a file in
+    ``$CREDENTIALS_DIRECTORY``, 0440 with an ACL by design) is private to the service and
+    passes."""
+    creds = os.environ.get("CREDENTIALS_DIRECTORY")
+    if creds and Path(path).resolve().is_relative_to(Path(creds).resolve()):
+        return
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except (FileNotFoundError, PermissionError):
+        return  # none yet; or a directory this user cannot enter, which reading it will say
+    if mode & 0o077:
+        where = Path(path).absolute()
+        raise KeyFileExposed(
+            f"the secret key file {where} has mode {mode:04o}: others may read the key that "
+            f"decrypts every stored secret; run: chmod 600 {where}"
+        )
 
 
 class SecretBox:
@@ -42,8 +70,14 @@ class SecretBox:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SecretBox:
+        """The installation's box; raises :class:`KeyFileExposed` for a key file others may
+        read (``UPWATCH_SECRET_KEY_FILE``, or ``secret.key`` in the data directory)."""
+        named = os.environ.get("UPWATCH_SECRET_KEY_FILE")
         if settings.secret_key is not None:
+            if named and "UPWATCH_SECRET_KEY" not in os.environ:
+                check_key_file(Path(named))
             return cls(settings.secret_key.get_secret_value().strip().encode("ascii"))
+        check_key_file(settings.data_dir / KEY_FILE)
         return cls(key_file=settings.data_dir / KEY_FILE)
 
     def _box(self) -> Fernet:
@@ -97,9 +131,12 @@ def _file_key(path: Path | None) -> bytes:
     """The key in ``path``, created there (0600, atomically) when missing."""
     assert path is not None
     try:
-        return path.read_bytes().strip()
+        key = path.read_bytes().strip()
     except FileNotFoundError:
         pass
+    else:
+        check_key_file(path)
+        return key
     path.parent.mkdir(parents=True, exist_ok=True)
     key = Fernet.generate_key()
     tmp = path.with_name(f".{path.name}.{os.getpid()}")

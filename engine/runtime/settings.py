@@ -1,24 +1,35 @@
-"""Settings, validated once at start-up.
+"""Settings, validated once at start-up, the same for the service and every command.
 
 Sources, highest priority first: keyword arguments, ``UPWATCH_*`` environment variables,
-``UPWATCH_*_FILE`` (a file holding the value: systemd credentials), then a TOML file given by
-``--config`` or ``UPWATCH_CONFIG`` (keys are the names without the prefix, lower case).
+``UPWATCH_*_FILE`` (a file holding the value: systemd credentials), then the TOML files
+(keys are the names without the prefix, lower case): the one given by ``--config`` or
+``UPWATCH_CONFIG``, ``<data_dir>/upwatch.toml``, ``/etc/upwatch/upwatch.toml``. Each file
+is read when it exists, the more specific winning key by key. ``data_dir`` itself comes from
+the sources above the data directory's file (it is where that file is looked for), so that
+file may not set it; a key no setting has is an error naming the file and the key.
 """
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
+import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
 )
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from engine.runtime.errors import ConfigError
 
@@ -40,6 +51,12 @@ ALLOWED_THRESHOLDS: tuple[int, ...] = (0, 15, 30, 60, 120, 300, 600, 900, 1800)
 # Settings that may hold secrets and so may come from ``UPWATCH_<NAME>_FILE``.
 _FILE_SETTINGS = ("database_url", "cluster_secret", "secret_key")
 
+# The settings files read without being named (the explicit one comes from --config or
+# UPWATCH_CONFIG): the system's, and the one in the data directory.
+SYSTEM_FILE = Path("/etc/upwatch/upwatch.toml")
+DATA_DIR_FILE = "upwatch.toml"
+DEFAULT_DATA_DIR = Path("./.upwatch")
+
 
 class Plan(BaseModel):
     """What an account on a plan may do."""
@@ -59,15 +76,20 @@ class Plan(BaseModel):
 
 
 class _FileSecretsSource(PydanticBaseSettingsSource):
-    """Reads ``UPWATCH_<NAME>_FILE`` for secret settings (systemd ``LoadCredential=``)."""
+    """Reads ``UPWATCH_<NAME>_FILE`` for secret settings, else the systemd credential
+    ``<name>`` when there is one (``LoadCredential=<name>:...``, in
+    ``$CREDENTIALS_DIRECTORY``)."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        creds = os.environ.get("CREDENTIALS_DIRECTORY")
         for name in _FILE_SETTINGS:
             path = os.environ.get(f"UPWATCH_{name.upper()}_FILE")
+            if not path and creds and os.path.isfile(os.path.join(creds, name)):
+                path = os.path.join(creds, name)
             if path:
                 try:
                     out[name] = Path(path).read_text(encoding="utf-8").strip()
@@ -165,6 +187,31 @@ class Settings(BaseSettings):
     plans: dict[str, Plan] = Field(default_factory=lambda: {"default": Plan()})
     default_plan: str = "default"
 
+    # The settings files read, most specific first (``upwatch status`` shows them).
+    _files: tuple[Path, ...] = PrivateAttr(default=())
+
+    def __init__(self, **values: Any) -> None:
+        files = settings_files(values)
+        token = _READ.set(files)
+        try:
+            super().__init__(**values)
+        finally:
+            _READ.reset(token)
+        self._files = tuple(path for path, _ in files)
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """The settings files this was read from, the one that wins first."""
+        return self._files
+
+    def database_label(self) -> str:
+        """Which database this uses, in words and without a password: the data directory
+        of the embedded server, or the database and host of ``database_url``."""
+        if self.database_url is None:
+            return f"data directory {self.data_dir.resolve()} (embedded PostgreSQL)"
+        return (f"{dsn_label(self.database_url.get_secret_value())} (UPWATCH_DATABASE_URL; "
+                f"data directory {self.data_dir.resolve()})")
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -174,15 +221,15 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [
+        files = _READ.get()
+        if files is None:  # built without load_settings: look the files up now
+            files = settings_files(getattr(init_settings, "init_kwargs", {}))
+        return (
             init_settings,
             env_settings,
             _FileSecretsSource(settings_cls),
-        ]
-        config_file = os.environ.get("UPWATCH_CONFIG")
-        if config_file:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
-        return tuple(sources)
+            *(_TomlSource(settings_cls, path, table) for path, table in files),
+        )
 
     @field_validator("probe_source_address")
     @classmethod
@@ -258,6 +305,92 @@ class Settings(BaseSettings):
     def scaled(self, seconds: float) -> float:
         """Seconds of real time for a duration the API shows (intervals, thresholds, back-off)."""
         return seconds * self.time_scale
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """One settings file, already read and checked by :func:`settings_files`."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path, table: dict[str, Any]):
+        super().__init__(settings_cls)
+        self.path, self.table = path, table
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.table)
+
+
+_READ: ContextVar[list[tuple[Path, dict[str, Any]]] | None] = ContextVar(
+    "upwatch_settings_files", default=None
+)
+
+
+def _read_toml(path: Path, *, data_dir_file: bool) -> dict[str, Any]:
+    """The file's table with lower-case keys; ConfigError naming the file for a file that
+    cannot be read or parsed, a key no setting has, or data_dir in the data directory's."""
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"settings file {path}: cannot read it: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"settings file {path}: not valid TOML: {exc}") from None
+    table = {str(k).lower(): v for k, v in raw.items()}
+    known = set(Settings.model_fields)
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"settings file {path}: unknown setting {key!r}{hint}")
+    if data_dir_file and "data_dir" in table:
+        raise ConfigError(
+            f"settings file {path}: data_dir cannot be set in the data directory's own file "
+            "(it is where that file is looked for); set UPWATCH_DATA_DIR, or data_dir in "
+            f"{SYSTEM_FILE} or the --config file"
+        )
+    return table
+
+
+def settings_files(init: dict[str, Any] | None = None) -> list[tuple[Path, dict[str, Any]]]:
+    """The settings files that exist, most specific first, each with its table: the
+    ``UPWATCH_CONFIG`` file, ``<data_dir>/upwatch.toml``, :data:`SYSTEM_FILE`. The data
+    directory is the one the keyword arguments, the environment or the other two files
+    give (in that order), else ``./.upwatch``."""
+    found: list[tuple[Path, dict[str, Any]]] = []
+    explicit = os.environ.get("UPWATCH_CONFIG")
+    if explicit:
+        path = Path(explicit).expanduser().absolute()
+        found.append((path, _read_toml(path, data_dir_file=False)))
+    system: list[tuple[Path, dict[str, Any]]] = []
+    try:
+        if SYSTEM_FILE.is_file():
+            system.append((SYSTEM_FILE, _read_toml(SYSTEM_FILE, data_dir_file=False)))
+    except PermissionError:
+        raise ConfigError(f"settings file {SYSTEM_FILE}: cannot read it as this user") from None
+    data_dir: Any = (init or {}).get("data_dir") or os.environ.get("UPWATCH_DATA_DIR")
+    for _, table in (*found, *system):
+        data_dir = data_dir or table.get("data_dir")
+    own = (Path(data_dir or DEFAULT_DATA_DIR).expanduser() / DATA_DIR_FILE).absolute()
+    try:
+        exists = own.is_file()
+    except PermissionError:
+        # A data directory this user may not enter (a systemd unit's): the command that
+        # needs it says so, naming the directory (engine.db.embedded_lease).
+        exists = False
+    if exists:
+        found.append((own, _read_toml(own, data_dir_file=True)))
+    return found + system
+
+
+def dsn_label(dsn: str) -> str:
+    """``database D on HOST as USER`` for a PostgreSQL URL: never its password or options."""
+    parts = urlsplit(dsn)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    hosts = hosts or parse_qs(parts.query).get("host", ["the local socket"])[0]
+    database = parts.path.lstrip("/") or user or "postgres"
+    return f"database {database} on {hosts}" + (f" as {user}" if user else "")
 
 
 def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:

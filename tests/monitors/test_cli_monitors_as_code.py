@@ -104,7 +104,8 @@ async def test_an_invalid_file_lists_every_error_with_its_line_and_applies_nothi
     assert res.returncode == 1
     assert res.stderr.splitlines()[0] == (
         f"{path}:6: monitors[1] (https://127.0.0.1/admin): url: The url host resolves to a"
-        " non-public address; private targets are not allowed.")
+        " non-public address; private targets are not allowed"
+        " (UPWATCH_ALLOW_PRIVATE_TARGETS=true allows them).")
     assert await store.monitor_set(account.id) == []
 
     path.write_text('[[monitors]]\nurl = "https://a.example/\n')

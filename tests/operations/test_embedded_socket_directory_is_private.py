@@ -170,7 +170,8 @@ def test_a_command_on_a_long_data_path_refuses_a_planted_directory_and_uses_a_fr
         sock.mkdir()
         sock.chmod(mode)
         os.chown(sock, owner, -1)
-        res = _upwatch(long_data_dir, "status")
+        # migrate: the command that creates the database where there is none.
+        res = _upwatch(long_data_dir, "migrate")
         assert res.returncode == 1
         (line,) = res.stderr.strip().splitlines()
         assert line.startswith(
@@ -183,7 +184,9 @@ def test_a_command_on_a_long_data_path_refuses_a_planted_directory_and_uses_a_fr
         sock.rmdir()
 
     # Gone: the command makes it afresh, private to the server's user, and works.
-    res = _upwatch(long_data_dir, "status")
+    res = _upwatch(long_data_dir, "migrate")
     assert res.returncode == 0, res.stderr
     assert _mode(sock) == 0o700 and os.lstat(sock).st_uid == uid
     assert not server.running()  # the command started the server, and stopped it
+    res = _upwatch(long_data_dir, "status")
+    assert res.returncode == 0, res.stderr

@@ -38,3 +38,42 @@ def test_units_ask_for_notify_watchdog_and_hardening() -> None:
         for directive in ("Type=notify", "WatchdogSec=", "DynamicUser=yes",
                           "ProtectSystem=strict", "NoNewPrivileges=yes", "EnvironmentFile="):
             assert directive in text, f"{unit} lacks {directive}"
+
+
+def _admin_lines() -> list[list[str]]:
+    """The ``systemd-run`` commands of deploy/README.md, each as its words."""
+    import re
+    import shlex
+
+    text = (DEPLOY / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(sudo systemd-run .*?)```", text, re.S)
+    return [shlex.split(block.replace("\\\n", " ")) for block in blocks]
+
+
+def test_the_admin_line_runs_as_the_units_user_on_their_state_directory(tmp_path: Path) -> None:
+    """The README's admin command gets the service's uid and data only if its User=,
+    DynamicUser= and StateDirectory= are the unit's; its properties form a unit that
+    systemd accepts."""
+    lines = _admin_lines()
+    assert len(lines) == 2
+    for words, unit, instance in zip(lines, ("upwatch.service", "upwatch@.service"),
+                                     ("", "eu"), strict=True):
+        props = [words[i + 1] for i, w in enumerate(words) if w == "-p"]
+        env = [words[i + 1] for i, w in enumerate(words) if w == "-E"]
+        text = (DEPLOY / unit).read_text().replace("%i", instance)
+        for wanted in ("DynamicUser=yes", "User=upwatch", "StateDirectory="):
+            (line,) = [p for p in props if p.startswith(wanted)]
+            assert line in text.splitlines(), (unit, line)
+        (data_dir,) = [e for e in env if e.startswith("UPWATCH_DATA_DIR=")]
+        assert f"Environment={data_dir}" in text.splitlines()
+        if ANALYZE is not None:
+            command = [str(Path(sys.executable).parent / "upwatch"),
+                       *words[words.index("/opt/upwatch/.venv/bin/upwatch") + 1:]]
+            service = tmp_path / f"upwatch-admin{instance}.service"
+            service.write_text("[Service]\nType=oneshot\n" + "".join(f"{p}\n" for p in props)
+                               + "".join(f"Environment={e}\n" for e in env)
+                               + f"ExecStart={' '.join(command)}\n")
+            res = subprocess.run([ANALYZE, "verify", str(service)], capture_output=True,
+                                 text=True, timeout=60, check=False)
+            assert res.returncode == 0 and service.name not in res.stdout + res.stderr, \
+                res.stdout + res.stderr

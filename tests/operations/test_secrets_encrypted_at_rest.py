@@ -56,6 +56,7 @@ def test_the_key_comes_from_settings_a_file_or_the_data_directory(
     key = Fernet.generate_key()
     key_file = tmp_path / "cred"
     key_file.write_bytes(key + b"\n")
+    key_file.chmod(0o600)
     monkeypatch.setenv("UPWATCH_SECRET_KEY_FILE", str(key_file))
     from_file = SecretBox.from_settings(load_settings(data_dir=str(tmp_path / "a")))
     assert SecretBox(key).decrypt(from_file.encrypt("x")) == "x"
