@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,7 +22,9 @@ from engine.monitors.apply import ApplyResult, apply_document, counted, export_d
 from engine.runtime.errors import LimitReached, ValidationFailed
 from engine.runtime.settings import Settings
 
-WithStore = Callable[[Settings, Callable[[Any], Awaitable[Any]]], Any]
+# cli._with_store: runs a coroutine function against the database, first naming the database
+# on ``shown`` (keyword argument) when given.
+WithStore = Callable[..., Any]
 
 # Applies of more entries than this show a progress bar on stderr.
 PROGRESS_ABOVE = 1000
@@ -96,8 +98,10 @@ def export(settings: Settings, args: argparse.Namespace, with_store: WithStore) 
         account = await _account(store, args.account)
         return account, await export_document(store, account.id)
 
+    # The database is named on stdout's first line, or on stderr when stdout is the file.
+    shown = sys.stderr if args.file in (None, "-") else sys.stdout
     try:
-        account, doc = with_store(settings, go)
+        account, doc = with_store(settings, go, shown=shown)
     except UsageError as exc:
         sys.stderr.write(f"upwatch export: {exc}\n")
         return USAGE
@@ -184,7 +188,7 @@ def apply(settings: Settings, args: argparse.Namespace, with_store: WithStore) -
         return account, result
 
     try:
-        account, result = with_store(settings, go)
+        account, result = with_store(settings, go, shown=sys.stdout)
     except UsageError as exc:
         sys.stderr.write(f"upwatch apply: {exc}\n")
         return USAGE

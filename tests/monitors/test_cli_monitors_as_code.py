@@ -62,6 +62,7 @@ async def test_apply_export_and_dry_run(db_dsn: str, store: Store, tmp_path: Pat
     out = tmp_path / "export.toml"
     res = upwatch("export", "--account", str(account.id), str(out), dsn=db_dsn, env=ALLOW)
     assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[0].startswith("Using database ")  # named, never the password
     exported = tomllib.loads(out.read_text())
     assert [m["url"] for m in exported["monitors"]] == [
         "https://shop.example.com/", "https://blog.example.com/"]
@@ -71,7 +72,8 @@ async def test_apply_export_and_dry_run(db_dsn: str, store: Store, tmp_path: Pat
     path.write_text(GOOD.replace('"Shop"', '"The shop"').split("[[monitors]]\nurl")[0])
     res = upwatch("apply", str(path), "--prune", "--dry-run", dsn=db_dsn, env=ALLOW)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines()[:2] == [
+    assert res.stdout.splitlines()[0].startswith("Using database ")
+    assert res.stdout.splitlines()[1:3] == [
         f"update  shop (https://shop.example.com/) (monitor {monitors[0].id}): alias",
         f"delete  https://blog.example.com/ (monitor {monitors[1].id})"]
     assert await store.monitor_set(account.id) == monitors
