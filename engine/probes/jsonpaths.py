@@ -12,8 +12,9 @@ beyond a constant factor:
   (a pattern taken from the document would be compiled while probing).
 
 :func:`first_match` evaluates a compiled query against a parsed document under a budget of
-:data:`BUDGET` steps (a node entered by a segment, visited by ``..``, tried by a filter; a
-regex call costs its text's length times its program size over :data:`RE2_STEP`): over the
+:data:`BUDGET` steps (a selector applied to a node, a member looked at by ``..``, a
+member tried by a filter; a regex call costs its text's length times its program size over
+:data:`RE2_STEP`): over the
 budget it raises :class:`TooCostly` instead of going on. A step is well under a microsecond,
 so no accepted query holds the event loop more than a few milliseconds on any body.
 
@@ -86,8 +87,9 @@ class _Child(JSONPathChildSegment):
     __slots__ = ()
 
     def resolve(self, nodes: Iterable[JSONPathMatch]) -> Iterable[JSONPathMatch]:
+        cost = len(self.selectors) or 1
         for node in nodes:
-            _charge(1)
+            _charge(cost)
             for selector in self.selectors:
                 yield from selector.resolve(node)
 
@@ -96,9 +98,12 @@ class _Descendant(JSONPathRecursiveDescentSegment):
     __slots__ = ()
 
     def resolve(self, nodes: Iterable[JSONPathMatch]) -> Iterable[JSONPathMatch]:
+        cost = len(self.selectors) or 1
         for node in nodes:
-            _charge(1)
-            yield from JSONPathRecursiveDescentSegment.resolve(self, (node,))
+            for visited in self._visit(node):
+                _charge(cost)
+                for selector in self.selectors:
+                    yield from selector.resolve(visited)
 
     def _visit(self, node: JSONPathMatch, depth: int = 1) -> Iterable[JSONPathMatch]:
         """The base class's pre-order walk, charged for every member it looks at."""

@@ -93,6 +93,8 @@ def parser_words(text: str, exc: Exception) -> str:
                 + ", ".join(FUNCTIONS))
     if "shorthand selector" in low:
         return f"needs a name or * after '.' {where}"
+    if "recursion" in low:
+        return f"nests too deeply {where}"
     if "unexpected end" in low:
         return f"ends too early {where}: a bracket, filter or comparison is incomplete"
     words = _TOKEN.sub(lambda m: _TOKEN_WORDS.get(m.group(1), "a symbol"), raw)

@@ -261,9 +261,10 @@ class RequestSpec:
                 if doc is None and doc_error is None:
                     try:
                         doc = orjson.loads(body or b"")
-                    except orjson.JSONDecodeError:
+                    except orjson.JSONDecodeError as exc:
                         doc_error = (
-                            f"body is not JSON in the first {size_words(self.capture_limit)}"
+                            "body nests deeper than 1024 levels" if "depth" in str(exc)
+                            else f"body is not JSON in the first {size_words(self.capture_limit)}"
                             if cut else "body is not JSON"
                         )
                 why = doc_error if doc_error is not None else _json_check(a, doc)
