@@ -2,7 +2,8 @@
 
 The bystander runs in a child process (``python -m tests.support.latency URL TOKEN PATH``),
 so that what the test process itself does (building and sending a 32 MiB body) does not
-show up in what it measures: it GETs ``PATH`` one request after another, prints each
+show up in what it measures: it GETs ``PATH`` one request after another (paced, about a
+hundred a second), prints each
 duration in seconds on its own line, and exits when its stdin closes.
 """
 
@@ -16,7 +17,8 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 
-MAX_SAMPLES = 5000
+MAX_SAMPLES = 20_000
+PACE = 0.01  # seconds between one answer and the next request: about 100 GETs a second
 READY = "ready"
 
 
@@ -75,6 +77,7 @@ async def _poll(base_url: str, token: str, path: str) -> None:
                 if r.status != 200:
                     raise SystemExit(f"GET {path}: {r.status}")
             print(f"{time.perf_counter() - started:.6f}", flush=True)
+            await asyncio.sleep(PACE)
         await stdin_closed.wait()
     watcher.cancel()
 
