@@ -30,13 +30,21 @@ from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import file as monitorfile
 from engine.monitors import requests as requestconfig
 from engine.monitors import validation
+from engine.monitors.offloop import off_loop
 from engine.monitors.plan import MonitorSpec, Plan, SameRequest, plan
+from engine.probes import patterns
 from engine.runtime.errors import LimitReached, ValidationFailed
 from engine.runtime.secretbox import SecretBox
+from engine.runtime.settings import Plan as AccountPlan
 from engine.runtime.settings import Settings
 
 # DNS look-ups at once for the private-address rule of an apply.
 RESOLVE_CONCURRENCY = 16
+# Entries a file may hold, whatever the plan (checked before any entry is validated).
+MAX_ENTRIES = 20_000
+# Compiling new patterns a file may cost (engine.probes.patterns.allowance): about 20,000
+# JSONPaths or small regexes, or 500 of the largest.
+PATTERN_ALLOWANCE = 20_000
 
 
 class ApplyProgress(Protocol):
@@ -204,6 +212,29 @@ def _request_rules(box: SecretBox) -> SameRequest:
     return same
 
 
+def _entry_count(doc: Any) -> int:
+    """How many entries the document's ``monitors`` list holds (0 when it is not a list);
+    over :data:`MAX_ENTRIES`, a 422 under ``monitors``."""
+    raw = doc.get(monitorfile.MONITORS) if isinstance(doc, dict) else None
+    count = len(raw) if isinstance(raw, list) else 0
+    if count > MAX_ENTRIES:
+        raise ValidationFailed({monitorfile.MONITORS: [
+            f"A file may hold at most {MAX_ENTRIES} monitors; this one holds {count}."]})
+    return count
+
+
+def _validated(doc: Any, account_plan: AccountPlan) -> list[MonitorSpec]:
+    """validate_document under the pattern allowance (run in a worker thread)."""
+    try:
+        with patterns.allowance(PATTERN_ALLOWANCE):
+            return monitorfile.validate_document(doc, account_plan)
+    except patterns.TooManyPatterns:
+        raise ValidationFailed({monitorfile.MONITORS: [
+            "The file's regular expressions and JSONPaths take too long to check (over"
+            f" {PATTERN_ALLOWANCE} units: a JSONPath or small regex is 1, a large regex up"
+            " to 41); repeat patterns or make them smaller."]}) from None
+
+
 async def apply_document(
     store: Any,
     settings: Settings,
@@ -219,7 +250,15 @@ async def apply_document(
     every bad entry (keys ``monitors[<index>].<field>``) and nothing is written;
     LimitReached when the file holds more monitors than the plan allows."""
     account_plan = settings.plan(plan_name)
-    specs = monitorfile.validate_document(doc, account_plan)
+    entries = _entry_count(doc)
+    current = await store.monitor_set(account_id)
+    # Counted before any entry is validated: a file too large for the plan is refused at
+    # once. Entries name distinct monitors, so more entries than the account has means a
+    # create, and at least as many monitors after as entries.
+    if entries > account_plan.monitor_limit and entries > len(current):
+        raise LimitReached(f"The file holds {entries} monitors; the account's limit is "
+                           f"{account_plan.monitor_limit}.")
+    specs = await off_loop(lambda: _validated(doc, account_plan), monitor_set=True)
     target_check = TargetCheck(settings, progress)
     box = requestconfig.secret_box(settings)
     same_request = _request_rules(box)
@@ -231,7 +270,6 @@ async def apply_document(
     def store_request(request: Any, previous: Any) -> Any:
         return requestconfig.to_stored(request, box, previous)
 
-    current = await store.monitor_set(account_id)
     todo = plan(current, specs, prune=prune, same_request=same_request)
     over = todo.over_limit(len(current), account_plan.monitor_limit)
     if over is not None:

@@ -79,7 +79,7 @@ CHECK_FIELDS: dict[str, tuple[str, ...]] = {
 }
 # The largest file read: ten thousand monitors are about 2 MB (the API's monitor set body
 # takes the same).
-MAX_FILE_BYTES = 32 * 1024 * 1024
+MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_KEY_LENGTH = 128
 # Printable, no spaces: a key is typed on command lines and shown in plans. Identifiers
 # (token_urlsafe) fit: export uses them as keys.

@@ -23,6 +23,8 @@ from typing import Any
 
 from engine.domain.secretheaders import is_secret_header
 from engine.probes import request as spec
+from engine.probes.jsonpaths import JsonPathRefused, compile_jsonpath
+from engine.probes.patterns import PatternRefused, check_regex
 from engine.runtime.errors import ValidationFailed
 from engine.runtime.secretbox import SecretBox, SecretUnreadable
 from engine.runtime.settings import Settings
@@ -233,9 +235,9 @@ def _assertion(
             _fail(errors, f"{at}.property", "The property must be a header name (an HTTP token).")
         elif source == "json":
             try:
-                spec.compile_jsonpath(prop)
-            except Exception as exc:  # jsonpath raises its own tree
-                _fail(errors, f"{at}.property", f"Not an RFC 9535 JSONPath: {_short(exc)}.")
+                compile_jsonpath(prop)
+            except JsonPathRefused as exc:
+                _fail(errors, f"{at}.property", f"The JSONPath {exc}.")
     elif prop not in (None, ""):
         _fail(errors, f"{at}.property", f"A {source} assertion takes no property.")
         prop = None
@@ -265,8 +267,8 @@ def _assertion(
                 _fail(errors, f"{at}.target", "The target may not contain NUL.")
             elif comparison == "matches":
                 try:
-                    spec.compile_regex(target)
-                except Exception as exc:  # re2.error
+                    check_regex(target)
+                except PatternRefused as exc:
                     _fail(errors, f"{at}.target",
                           f"Not a regular expression RE2 accepts: {_short(exc)}.")
     if len(errors) != n:

@@ -10,20 +10,30 @@ and, once the final response is read, for the verdict of the assertions
 (:meth:`RequestSpec.check`): ``None`` when all hold, else the words of the first that
 failed, e.g. ``json $.status equals "UP" failed: got "DOWN"``.
 
-Regular expressions are RE2 (``google-re2``): linear in the text, whatever the pattern, so
-no body can stall the loop. JSONPath is RFC 9535 (``python-jsonpath`` in strict mode), its
-``match()``/``search()`` functions also on RE2. The body is read only for ``body`` and
-``json`` assertions, and at most ``capture_limit`` bytes of it.
+Regular expressions are RE2 (``google-re2``, compile bounded: engine/probes/patterns.py).
+JSONPath is RFC 9535 (``python-jsonpath`` in strict mode) with a bounded shape and a step
+budget (engine/probes/jsonpaths.py): a query that would take longer fails the assertion
+instead. The body is read only for ``body`` and ``json`` assertions, and at most
+``capture_limit`` bytes of it.
 """
 
 from __future__ import annotations
 
+import gc
 from typing import Any, Final
 
 import orjson
 
 from engine.domain.secretheaders import is_secret_header
-from engine.probes.patterns import compile_jsonpath, compile_regex
+from engine.probes.jsonpaths import (
+    BUDGET,
+    MAX_DEPTH,
+    TooCostly,
+    TooDeep,
+    compile_jsonpath,
+    first_match,
+)
+from engine.probes.patterns import compile_regex
 
 METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SOURCES: Final = ("status_code", "response_time", "header", "body", "json")
@@ -212,7 +222,25 @@ class RequestSpec:
         """The first failed assertion's words, or None when every assertion holds.
         ``headers``: the final response's wanted headers (lower-case names, repeated ones
         joined with ", "); ``body``: what was read of it; ``cut``: reading stopped at
-        ``capture_limit``."""
+        ``capture_limit``. With json assertions the garbage collector waits until the parsed
+        body is freed: a body of many small containers would otherwise set off collections
+        of the whole heap while it is parsed."""
+        if not gc.isenabled() or not any(a.source == "json" for a in self.assertions):
+            return self._check(status, total_ms, headers, body, cut)
+        gc.disable()
+        try:
+            return self._check(status, total_ms, headers, body, cut)
+        finally:
+            gc.enable()
+
+    def _check(
+        self,
+        status: int,
+        total_ms: float,
+        headers: dict[str, str],
+        body: bytes | None,
+        cut: bool,
+    ) -> str | None:
         doc: Any = None
         doc_error: str | None = None
         text: str | None = None
@@ -233,27 +261,38 @@ class RequestSpec:
                 if doc is None and doc_error is None:
                     try:
                         doc = orjson.loads(body or b"")
-                    except orjson.JSONDecodeError:
+                    except orjson.JSONDecodeError as exc:
                         doc_error = (
-                            f"body is not JSON in the first {size_words(self.capture_limit)}"
+                            "body nests deeper than 1024 levels" if "depth" in str(exc)
+                            else f"body is not JSON in the first {size_words(self.capture_limit)}"
                             if cut else "body is not JSON"
                         )
-                if doc_error is not None:
-                    why = doc_error
-                else:
-                    found = a.path.match(doc)
-                    if found is None:
-                        why = _compare(a, None, None, "")
-                    else:
-                        obj = found.obj
-                        value = _json_text(obj)
-                        num = (float(obj) if isinstance(obj, int | float)
-                               and not isinstance(obj, bool) else _number(value)
-                               if isinstance(obj, str) else None)
-                        why = _compare(a, value, num, "")
+                why = doc_error if doc_error is not None else _json_check(a, doc)
             if why is not None:
                 return a.failed(why)
         return None
+
+
+def _json_check(a: Assertion, doc: Any) -> str | None:
+    """Why the parsed body ``doc`` fails the json assertion ``a`` (None: it holds), the
+    query run under its step budget."""
+    try:
+        found = first_match(a.path, doc)
+    except TooCostly:
+        return (f"the JSONPath needs more than {BUDGET} steps on this body (the limit that"
+                " keeps every query short)")
+    except TooDeep:
+        return f"the body nests deeper than {MAX_DEPTH} levels under '..'"
+    if found is None:
+        return _compare(a, None, None, "")
+    obj = found.obj
+    try:
+        value = _json_text(obj)
+    except orjson.JSONEncodeError:
+        return "the value found nests too deep to compare"
+    num = (float(obj) if isinstance(obj, int | float) and not isinstance(obj, bool)
+           else _number(value) if isinstance(obj, str) else None)
+    return _compare(a, value, num, "")
 
 
 def _compare(a: Assertion, value: str | None, number: float | None, unit: str) -> str | None:

@@ -1,9 +1,10 @@
 """REST handlers of api.md section 4 and the decisions.md additions.
 
 Handlers are thin: parse the path id, read and validate the body
-(:mod:`engine.monitors.validation`), apply the private-address rule, call the store, shape the
-response (:mod:`engine.web.api.views`). Errors are raised as engine exceptions and mapped to
-responses by the app's error middleware.
+(:mod:`engine.monitors.validation`; in a worker thread, :mod:`engine.monitors.offloop`,
+as a body may carry patterns to compile), apply the private-address rule, call the store,
+shape the response (:mod:`engine.web.api.views`). Errors are raised as engine exceptions
+and mapped to responses by the app's error middleware.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from engine.db.monitor_records import MonitorRecord
 from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import requests as requestconfig
 from engine.monitors import validation
+from engine.monitors.offloop import off_loop
 from engine.monitors.requests import secret_box
 from engine.monitors.validation import TargetUrl
 from engine.runtime.errors import NotFound, ValidationFailed
@@ -64,8 +66,8 @@ async def create_monitor(request: web.Request) -> web.Response:
     account = _account(request)
     plan = settings.plan(account.plan)
     body = await read_body(request)
-    command, config = requestconfig.validated(
-        body, True, lambda: validation.validate_monitor_create(body, plan))
+    command, config = await off_loop(lambda: requestconfig.validated(
+        body, True, lambda: validation.validate_monitor_create(body, plan)))
     await _ensure_allowed_target(settings, command.target, "url")
     # Concurrent creates of the account share one transaction (engine.web.api.create_combiner).
     stored = (None if config.request is None
@@ -89,8 +91,8 @@ async def update_monitor(request: web.Request) -> web.Response:
     monitor_id = _path_id(request)
     settings = request.app[SETTINGS]
     body = await read_body(request)
-    command, config = requestconfig.validated(
-        body, False, lambda: validation.validate_monitor_update(body))
+    command, config = await off_loop(lambda: requestconfig.validated(
+        body, False, lambda: validation.validate_monitor_update(body)))
     store = request.app[STORE]
     account = _account(request)
     t = command.target

@@ -4,9 +4,12 @@
   (``{"monitors": [...]}``, engine.monitors.file); the account's monitors are made to match
   it in one transaction, all or nothing. 200 with what was created, updated and deleted
   (``dry_run``: what would be; nothing is written); 422 with every bad entry keyed
-  ``monitors[<index>].<field>``, or ``monitor_limit`` when the file holds more monitors
-  than the plan allows. Bodies up to :data:`MAX_SET_BYTES` (ten thousand monitors are
-  about 2 MB).
+  ``monitors[<index>].<field>``. Before any entry is validated: more than
+  ``engine.monitors.apply.MAX_ENTRIES`` entries is a 422 under ``monitors``, and more than
+  the plan allows a 422 ``monitor_limit``; entries are then validated in a worker thread.
+  Bodies up to :data:`MAX_SET_BYTES`: the JSON is parsed on the event loop (about 10 ms a
+  MiB), so this bounds how long one set holds it; 20,000 monitors with assertions are
+  about 5 MiB.
 - ``GET /webapi/monitors/export[?format=toml|json]``: the account's monitors as the file
   (TOML, the default) or its JSON form (what ``PUT`` takes).
 
