@@ -49,6 +49,7 @@ import logging
 import re
 import ssl
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
 from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
@@ -535,6 +536,22 @@ class _Target:
         self.target = target
 
 
+# What RequestSpec.check judges: status, total ms, wanted headers, body read, body cut.
+_Judged = tuple[int, float, dict[str, str], bytes | None, bool]
+_JUDGES: list[ThreadPoolExecutor] = []
+# Worker threads for costly assertions (regex searches, large json bodies): CPU, not I/O.
+# The loop keeps its turns: RE2 lets go of the GIL while it searches, and Python code
+# holding it gives it up every switch interval (5 ms).
+JUDGE_THREADS: Final = 2
+
+
+def _judges() -> ThreadPoolExecutor:
+    """The process's pool for costly assertions, made on first use."""
+    if not _JUDGES:
+        _JUDGES.append(ThreadPoolExecutor(JUDGE_THREADS, thread_name_prefix="upwatch-judge"))
+    return _JUDGES[0]
+
+
 class HttpProber:
     """Runs uptime probes; one instance serves any number of concurrent probes on one loop.
 
@@ -850,16 +867,42 @@ class _Probe:
             self.starting = False
             self.reactor.loop.call_soon(self._complete)
             return
-        self.done = None
         self._release()
         out = self.out
         out.total_ms = (perf_counter() - self.t0) * 1000.0
         spec = self.spec
         if spec is not None:
-            self._assert(spec, out)
+            inputs = self._assertion_inputs(spec, out)
+            if inputs is not None:
+                body = inputs[3]
+                if spec.off_loop(0 if body is None else len(body)):
+                    # A regex search or a large json body: judged on a worker thread; a
+                    # cancel() meanwhile still drops the outcome (done stays set until then).
+                    future = self.reactor.loop.run_in_executor(_judges(), spec.check, *inputs)
+                    future.add_done_callback(self._judged)
+                    return
+                out.assertion_error = self._check(spec, inputs)
+        self._call_back()
+
+    def _judged(self, future: asyncio.Future[str | None]) -> None:
+        """The worker thread's verdict on the assertions: call back with it."""
+        if self.done is None:
+            return  # cancelled meanwhile
+        try:
+            self.out.assertion_error = future.result()
+        except Exception:
+            log.exception("assertions on %s failed unexpectedly", self.url)
+            self.out.assertion_error = "assertions failed: internal error"
+        self._call_back()
+
+    def _call_back(self) -> None:
+        done = self.done
+        if done is None:
+            return
+        self.done = None
         arg = self.arg
         self.arg = None
-        done(arg, out)
+        done(arg, self.out)
 
     def _release(self) -> None:
         slot = self.slot
@@ -899,13 +942,14 @@ class _Probe:
             log.exception("uptime probe of %s failed unexpectedly", self.url)
             self._fail("probe failed: internal error")
 
-    def _assert(self, spec: RequestSpec, out: HttpOutcome) -> None:
-        """Judge the final response by the monitor's assertions (once, at the end)."""
+    def _assertion_inputs(self, spec: RequestSpec, out: HttpOutcome) -> _Judged | None:
+        """What the monitor's assertions judge of the final response (once, at the end),
+        or None when there is nothing to judge."""
         conn = self.captured
         self.captured = None
         status = out.status_code
         if status is None or not spec.assertions:
-            return
+            return None
         headers: dict[str, str] = {}
         body: bytes | None = None
         cut = False
@@ -916,11 +960,14 @@ class _Probe:
                 body = bytes(capture)
                 cut = conn.body_seen >= conn.max_body and not conn.complete
         out.status_asserted = spec.status_rule
+        return status, out.total_ms, headers, body, cut
+
+    def _check(self, spec: RequestSpec, inputs: _Judged) -> str | None:
         try:
-            out.assertion_error = spec.check(status, out.total_ms, headers, body, cut)
+            return spec.check(*inputs)
         except Exception:
             log.exception("assertions on %s failed unexpectedly", self.url)
-            out.assertion_error = "assertions failed: internal error"
+            return "assertions failed: internal error"
 
     def _hop(self) -> None:
         """Split the URL and connect, or look its host up first. Raises ProbeFailure."""

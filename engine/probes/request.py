@@ -15,6 +15,15 @@ JSONPath is RFC 9535 (``python-jsonpath`` in strict mode) with a bounded shape a
 budget (engine/probes/jsonpaths.py): a query that would take longer fails the assertion
 instead. The body is read only for ``body`` and ``json`` assertions, and at most
 ``capture_limit`` bytes of it.
+
+RE2 searches in time linear in the text, but its slow path (its NFA, when the DFA runs out
+of memory) costs tens of nanoseconds per byte per instruction: ``a[ab]{1000}c`` took 1.2 s
+on 64 KiB. So a search whose text length times program size (at least
+:data:`REGEX_MIN_INSTRUCTIONS`) exceeds :data:`REGEX_BUDGET` fails its assertion in words
+without searching, and a spec with a ``matches`` assertion, or a ``json`` one on a body over
+:data:`OFF_LOOP_JSON_BYTES`, is judged off the event loop (:meth:`RequestSpec.off_loop`:
+the prober runs :meth:`RequestSpec.check` on a worker thread; RE2 and orjson need no
+loop state).
 """
 
 from __future__ import annotations
@@ -34,6 +43,13 @@ from engine.probes.jsonpaths import (
     first_match,
 )
 from engine.probes.patterns import compile_regex
+
+# Length times instructions a regex search may cost (about a second of one core at worst).
+REGEX_BUDGET: Final = 64 << 20
+# Small programs are no cheaper per byte on RE2's slow path than this many instructions.
+REGEX_MIN_INSTRUCTIONS: Final = 64
+# A json assertion's body above this size is parsed and queried off the event loop.
+OFF_LOOP_JSON_BYTES: Final = 64 << 10
 
 METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SOURCES: Final = ("status_code", "response_time", "header", "body", "json")
@@ -161,6 +177,13 @@ class RequestSpec:
         self.wanted_headers = frozenset(
             a.prop.lower() for a in assertions if a.source == "header"
         )
+        self.searches = any(a.comparison == "matches" for a in assertions)
+        self.parses_json = any(a.source == "json" for a in assertions)
+
+    def off_loop(self, body_size: int) -> bool:
+        """Whether :meth:`check` of a response whose body has ``body_size`` bytes belongs on
+        a worker thread: a regex search, or a json body over :data:`OFF_LOOP_JSON_BYTES`."""
+        return self.searches or (self.parses_json and body_size > OFF_LOOP_JSON_BYTES)
 
     @classmethod
     def from_config(
@@ -322,7 +345,20 @@ def _compare(a: Assertion, value: str | None, number: float | None, unit: str) -
     if c == "not_contains":
         return None if a.text not in value else got
     # matches
+    too_costly = _search_cost_words(a, value)
+    if too_costly is not None:
+        return too_costly
     return None if a.pattern.search(value) is not None else got
+
+
+def _search_cost_words(a: Assertion, text: str) -> str | None:
+    """Why searching ``text`` with ``a``'s pattern would cost too much (None: it may)."""
+    program = max(REGEX_MIN_INSTRUCTIONS, a.pattern.programsize)
+    if len(text) * program <= REGEX_BUDGET:
+        return None
+    return (f"the pattern ({a.pattern.programsize} RE2 instructions) is too costly to search"
+            f" {size_words(len(text))}: a search may cost {REGEX_BUDGET >> 20} Mi"
+            " characters times instructions")
 
 
 def _body_compare(a: Assertion, text: str, cut: bool, limit: int) -> str | None:
@@ -333,6 +369,9 @@ def _body_compare(a: Assertion, text: str, cut: bool, limit: int) -> str | None:
     if c == "not_contains":
         return None if a.text not in text else f"found in {where}"
     if c == "matches":
+        too_costly = _search_cost_words(a, text)
+        if too_costly is not None:
+            return too_costly
         return None if a.pattern.search(text) is not None else f"no match in {where}"
     if c == "is_empty":
         return None if not text else f"got {len(text)} characters"

@@ -10,6 +10,7 @@ are refused with 422s that name the field and say why.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -34,6 +35,11 @@ ISSUE_BODY = b"[" * 30 + b"0" + b"]" * 30
 WIDE_BODY = orjson.dumps([{"a": {"b": i, "c": "x"}} for i in range(40_000)])
 DEEP_BODY = orjson.dumps([[i, [i, [i]]] for i in range(3000)])
 NESTED_BODY = b"[" * 99 + b"0" + b"]" * 99
+# Random a/b text: RE2's DFA runs out of memory on the patterns below and falls back to its
+# NFA, tens of nanoseconds per byte per instruction (about a second for 64 KiB).
+_AB = random.Random(7)
+AB_64K = "".join(_AB.choice("ab") for _ in range(64 << 10)).encode()
+AB_1M = AB_64K * 16
 # (target path, accepted query) pairs: each walks as much of its body as it may.
 COSTLY = [
     ("/wide", "$..*[?@ == 'zz']"),
@@ -56,7 +62,8 @@ ENV = {
 @pytest.fixture
 async def target() -> AsyncIterator[str]:
     bodies = {"/issue": ISSUE_BODY, "/wide": WIDE_BODY, "/deep": DEEP_BODY,
-              "/nested": NESTED_BODY}
+              "/nested": NESTED_BODY, "/ab64k": AB_64K, "/ab1m": AB_1M,
+              "/abjson": orjson.dumps({"text": AB_64K.decode()})}
 
     async def handle(request: web.Request) -> web.Response:
         return web.Response(body=bodies[request.path], content_type="application/json")
@@ -147,6 +154,48 @@ async def _all_probed(errors: Any) -> list[str | None] | None:
     got = await errors()
     # Every monitor fails (its query finds nothing or is stopped): each has an error.
     return got if all(got) else None
+
+
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
+async def test_costly_regex_searches_do_not_slow_another_accounts_api(
+    instance: Instance, store: Store, target: str
+) -> None:
+    _, a_token = await store.create_account("hostile")
+    _, b_token = await store.create_account("bystander")
+    slow = "a[ab]{1000}c"  # 1,006 instructions, accepted
+    small = "[ab]*a[ab]{20}c"  # 27 instructions, and slower per instruction
+    cases = [("/ab64k", "body", "", slow), ("/ab64k", "body", "", small),
+             ("/abjson", "json", "$.text", slow), ("/ab1m", "body", "", slow),
+             ("/ab1m", "body", "", small)]
+    async with session(instance, a_token) as a:
+        ids = []
+        for path, source, prop, pattern in cases:
+            status, body = await answer(a, "POST", "/webapi/monitors", json={
+                "url": target + path,
+                "assertions": [{"source": source, "property": prop, "comparison": "matches",
+                                "target": pattern}]})
+            assert status == 201, (path, pattern, body)
+            ids.append(body["id"])
+
+        async def errors() -> list[str | None]:
+            out = []
+            for monitor_id in ids:
+                _, m = await answer(a, "GET", f"/webapi/monitors/{monitor_id}")
+                out.append(m["checks"]["uptime"]["error"])
+            return out
+
+        async with watched(instance.base_url, b_token, "/webapi/monitors") as samples:
+            seen = await wait_until(
+                lambda: _all_probed(errors), what="every regex monitor probed", timeout=90)
+            started = time.monotonic()
+            await wait_until(lambda: time.monotonic() - started > 6 and len(samples) >= 40,
+                             what="six seconds of bystander GETs", timeout=60)
+    # Searched (on a worker thread), found nothing; over the cost limit: not searched.
+    assert [e.split(" failed: ")[1] for e in seen[:2]] == ["no match in the body"] * 2, seen
+    assert seen[2] is not None and "failed: got" in seen[2], seen
+    assert seen[3] is not None and "too costly to search 1 MiB" in seen[3], seen
+    assert seen[4] is not None and seen[4].endswith("failed: no match in the body"), seen
+    assert_bounded(samples, at_least=40)
 
 
 def _pattern_entry(i: int) -> dict[str, Any]:
