@@ -204,7 +204,7 @@ UPDATE checks AS c
 SET status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END,
     error = NULL, last_check_at = NULL, meta = '{{}}'::jsonb,
     failing_since = NULL, detected_by = NULL, outage_id = NULL, recovering_since = NULL,
-    incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprint = NULL,
+    incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprints = '{{}}',
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.monitor_id = $1
 RETURNING {_CHECK_COLUMNS}

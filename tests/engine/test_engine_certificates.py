@@ -198,3 +198,45 @@ async def test_no_renewal_due_without_a_threshold(
 
             await wait_until(more, what="more certificate probes")
         assert await cert_events(store, cert_id) == []
+
+
+async def test_a_rollback_to_an_announced_certificate_sends_no_second_renewal_due(
+    store: Store, account: tuple[Any, str], tmp_path: Path
+) -> None:
+    """A server serves certificate A, then B, then A again, all due for renewal: exactly two
+    renewal-due events, one per certificate (the engine restarted between, so the memory
+    of announced certificates comes back from the database)."""
+    acc, _ = account
+    certs = TlsCerts(tmp_path)
+    settings = fast_settings(tmp_path, ca_bundle=certs.ca_bundle)
+    now = dt.datetime.now(dt.UTC)
+    a, b = (certs.ca.issue_cert(
+        *certs.hosts, not_before=now - dt.timedelta(days=1),
+        not_after=now + dt.timedelta(days=days, hours=1), key_type=certs.key_type)
+        for days in (10, 12))
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    a.configure_cert(ctx)
+    async with HttpTarget(ssl_context=ctx) as site:
+        _, _, cert_id = await add_monitor(
+            store, acc.id, site.url("/"), uptime=False, certificate=True, expiry_days=30)
+        fingerprints = []
+        for leaf in (a, b, a):
+            leaf.configure_cert(ctx)  # the next handshakes present it
+            n = await probes_of(store, cert_id)
+            async with running_engine(store, settings):
+
+                async def more(n: int = n) -> bool:
+                    return await probes_of(store, cert_id) >= n + 3
+
+                await wait_until(more, what="certificate probes")
+            [row] = await fetch(store, "SELECT meta FROM checks WHERE id = $1", cert_id)
+            fingerprints.append(row["meta"]["fingerprint_sha256"])
+    first, second, again = fingerprints
+    assert first != second and again == first
+    events = await cert_events(store, cert_id)
+    assert [e["event"] for e in events] == ["certificate_renewal_due"] * 2
+    assert [orjson.loads(e["body"])["check"]["meta"]["expires_in_days"] for e in events] == [
+        10, 12]
+    [row] = await fetch(store, "SELECT renewal_notified_fingerprints FROM checks WHERE id = $1",
+                        cert_id)
+    assert row["renewal_notified_fingerprints"] == [first, second]
