@@ -32,6 +32,7 @@ from engine.db.monitor_records import (
     monitor_of,
 )
 from engine.domain.timefmt import utcnow
+from engine.monitors.plan import certificate_enabled_on_create
 from engine.runtime.errors import LimitReached, NotFound
 
 STATS_WINDOW = timedelta(days=30)
@@ -158,9 +159,12 @@ ON CONFLICT (identifier) DO NOTHING
 RETURNING {_MONITOR_COLUMNS}
 """
 
+# $5: whether the certificate check starts enabled (pending) or paused.
 SQL_INSERT_CHECKS = f"""
-INSERT INTO checks AS c (monitor_id, kind, interval_s, notification_threshold_s)
-VALUES ($1, 'uptime', $2, $3), ($1, 'certificate_health', $4, 0)
+INSERT INTO checks AS c (monitor_id, kind, interval_s, notification_threshold_s, is_enabled,
+                         status)
+VALUES ($1, 'uptime', $2, $3, true, 'pending'),
+       ($1, 'certificate_health', $4, 0, $5, CASE WHEN $5 THEN 'pending' ELSE 'paused' END)
 RETURNING {_CHECK_COLUMNS}
 """
 
@@ -204,7 +208,7 @@ UPDATE checks AS c
 SET status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END,
     error = NULL, last_check_at = NULL, meta = '{{}}'::jsonb,
     failing_since = NULL, detected_by = NULL, outage_id = NULL, recovering_since = NULL,
-    incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprint = NULL,
+    incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprints = '{{}}',
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.monitor_id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -362,8 +366,10 @@ class MonitorsMixin(StoreBase):
         assertions: Any = None,
     ) -> MonitorRecord:
         """Create a monitor with an enabled, pending uptime check (``interval``,
-        ``notification_threshold``) and certificate check (``certificate_interval``, no
-        expiry threshold), each with an open enabled period, and notify the engine.
+        ``notification_threshold``) and a certificate check (``certificate_interval``, no
+        expiry threshold), enabled and pending for an https URL, paused for an http one
+        (``certificate_enabled_on_create``), each enabled one with an open enabled period,
+        and notify the engine.
 
         Raises LimitReached when the account already has ``monitor_limit`` monitors, and
         NotFound when the account no longer exists. ``request``/``assertions``: stored
@@ -389,9 +395,9 @@ class MonitorsMixin(StoreBase):
                 raise RuntimeError("could not allocate a unique monitor identifier")
             check_rows = await conn.fetch(
                 SQL_INSERT_CHECKS, monitor["id"], interval, notification_threshold,
-                certificate_interval)
+                certificate_interval, certificate_enabled_on_create(scheme))
             checks = [CheckRecord.from_row(r) for r in check_rows]
-            await conn.execute(SQL_OPEN_PERIODS, [c.id for c in checks])
+            await conn.execute(SQL_OPEN_PERIODS, [c.id for c in checks if c.is_enabled])
             for c in checks:
                 await self._notify(conn, CHANNEL_CHECKS, str(c.id))
         return MonitorRecord.from_rows(monitor, checks)

@@ -40,7 +40,7 @@ _CHECK_COLUMNS = """
     c.status, c.error, c.last_check_at, c.failing_since, c.detected_by, c.outage_id,
     c.incident_event_id, c.renewal_notified_for, o.verified_via,
     c.recovery_threshold_s, c.recovering_since, c.expiry_threshold_percent,
-    c.renewal_notified_fingerprint, m.account_id,
+    c.renewal_notified_fingerprints, m.account_id,
     m.url, m.host, m.port, m.request, m.assertions
 """
 _CHECK_FROM = """
@@ -87,7 +87,7 @@ SQL_WRITE_STATE = """
 UPDATE checks SET
     status = $2, error = $3, meta = $4::jsonb, last_check_at = $5,
     failing_since = $6, detected_by = $7, outage_id = $8, incident_event_id = $9,
-    renewal_notified_for = $10, recovering_since = $11, renewal_notified_fingerprint = $12,
+    renewal_notified_for = $10, recovering_since = $11, renewal_notified_fingerprints = $12,
     state_version = state_version + 1, updated_at = now()
 WHERE id = $1
 """
@@ -239,7 +239,7 @@ class ProbingMixin(StoreBase):
                 state.last_check_at, state.failing_since,
                 state.detected_by, state.outage_id, state.incident_event_id,
                 state.renewal_notified_for, state.recovering_since,
-                state.renewal_notified_fingerprint,
+                list(state.renewal_notified_fingerprints),
             )
         return state
 

@@ -40,6 +40,10 @@ UPTIME: Final = "uptime"
 CERTIFICATE: Final = "certificate_health"
 
 _DAY = 86400.0
+# Certificates a check remembers having announced as due for renewal (the newest): a server
+# that goes back to one of them does not announce it again. Far more renewals than a
+# certificate could outlive.
+RENEWAL_MEMORY: Final = 32
 
 
 class Outcome(IntEnum):
@@ -79,7 +83,9 @@ class CheckState:
     renewal_notified_for: datetime | None = None
     # Down, and good probes since then: the restore waits for the recovery threshold.
     recovering_since: datetime | None = None
-    renewal_notified_fingerprint: str | None = None
+    # SHA-256 fingerprints of the certificates a renewal-due was sent for, oldest first, at
+    # most RENEWAL_MEMORY.
+    renewal_notified_fingerprints: tuple[str, ...] = ()
 
     @property
     def confirmed(self) -> bool:
@@ -99,7 +105,7 @@ class CheckState:
         self.incident_event_id = other.incident_event_id
         self.renewal_notified_for = other.renewal_notified_for
         self.recovering_since = other.recovering_since
-        self.renewal_notified_fingerprint = other.renewal_notified_fingerprint
+        self.renewal_notified_fingerprints = other.renewal_notified_fingerprints
 
 
 @dataclass(slots=True)
@@ -214,7 +220,7 @@ def _durable(prev: CheckState, new: CheckState) -> bool:
         or prev.incident_event_id != new.incident_event_id
         or prev.renewal_notified_for != new.renewal_notified_for
         or prev.recovering_since != new.recovering_since
-        or prev.renewal_notified_fingerprint != new.renewal_notified_fingerprint
+        or prev.renewal_notified_fingerprints != new.renewal_notified_fingerprints
     )
 
 
@@ -225,7 +231,7 @@ def _cleared(status: str, error: str | None, now: datetime, prev: CheckState) ->
         error=error,
         last_check_at=now,
         renewal_notified_for=prev.renewal_notified_for,
-        renewal_notified_fingerprint=prev.renewal_notified_fingerprint,
+        renewal_notified_fingerprints=prev.renewal_notified_fingerprints,
     )
 
 
@@ -241,7 +247,7 @@ def _kept(prev: CheckState, status: str, error: str | None, now: datetime) -> Ch
         incident_event_id=prev.incident_event_id,
         renewal_notified_for=prev.renewal_notified_for,
         recovering_since=prev.recovering_since,
-        renewal_notified_fingerprint=prev.renewal_notified_fingerprint,
+        renewal_notified_fingerprints=prev.renewal_notified_fingerprints,
     )
 
 
@@ -491,14 +497,15 @@ def _renewal_due(
     threshold_percent: int,
 ) -> bool:
     """Fewer than ``threshold_days`` days, or less than ``threshold_percent`` of the
-    certificate's own lifetime, left; once per certificate: by SHA-256 fingerprint, or by
-    ``valid_to`` when no fingerprint is known (a state from before fingerprints)."""
+    certificate's own lifetime, left; once per certificate: by SHA-256 fingerprint (any
+    the check remembers announcing, so a rollback to an earlier one is not announced again),
+    or by ``valid_to`` when no fingerprint is known (a state from before fingerprints)."""
     valid_to = outcome.valid_to
     if valid_to is None or (threshold_days <= 0 and threshold_percent <= 0):
         return False
     fingerprint = outcome.fingerprint_sha256
-    if fingerprint is not None and prev.renewal_notified_fingerprint is not None:
-        if prev.renewal_notified_fingerprint == fingerprint:
+    if fingerprint is not None and prev.renewal_notified_fingerprints:
+        if fingerprint in prev.renewal_notified_fingerprints:
             return False
     elif prev.renewal_notified_for == valid_to:
         return False
@@ -509,6 +516,15 @@ def _renewal_due(
         lifetime = _seconds(valid_to, outcome.valid_from)
         return lifetime > 0 and remaining < lifetime * threshold_percent / 100.0
     return False
+
+
+def announced(remembered: tuple[str, ...], fingerprint: str | None) -> tuple[str, ...]:
+    """The fingerprints a check remembers once ``fingerprint`` is announced: appended (None,
+    a leaf whose fingerprint was not read, adds nothing), the oldest dropped past
+    RENEWAL_MEMORY."""
+    if fingerprint is None or fingerprint in remembered:
+        return remembered
+    return (*remembered, fingerprint)[-RENEWAL_MEMORY:]
 
 
 def _cert_fields(outcome: CertOutcome, now: datetime) -> dict[str, Any]:
@@ -565,7 +581,8 @@ def _evaluate_certificate(
             fields["expires_in_days"] = max(0, int(remaining // _DAY))
             tr.events.append(EventSpec(payloads.CERTIFICATE_RENEWAL_DUE, fields))
             new.renewal_notified_for = outcome.valid_to
-            new.renewal_notified_fingerprint = outcome.fingerprint_sha256
+            new.renewal_notified_fingerprints = announced(
+                prev.renewal_notified_fingerprints, outcome.fingerprint_sha256)
         tr.durable = bool(tr.events) or _durable(prev, new)
         return tr
 

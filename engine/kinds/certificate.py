@@ -1,5 +1,5 @@
-"""The certificate kind: a TLS handshake with the monitor's host, judged by the leaf's
-validity and time left.
+"""The certificate kind: a TLS handshake with the monitor's host (on the port
+:func:`engine.probes.tls.certificate_port` picks), judged by the leaf's validity and time left.
 
 Probes through an :class:`engine.probes.tls.CertProber` (or anything with its ``probe``);
 judged by :func:`engine.domain.evaluate.evaluate_certificate`. No confirmation, no taskless
@@ -28,9 +28,9 @@ from engine.kinds.base import (
 )
 from engine.kinds.scheduled import ScheduledCheck
 from engine.kinds.shown import api_timestamp, last_checked, meta_text, parse_timestamp, plural
+from engine.probes.tls import certificate_port
 
 CODE: Final = 2  # probe_results.kind
-DEFAULT_PORT: Final = 443
 
 _WORDS: Final = {
     "ok": ("Valid", "s-ok"),
@@ -62,7 +62,7 @@ class CertificateKind:
     async def probe(self, check: ScheduledCheck) -> CertOutcome:
         if self.prober is None:
             raise no_prober(self.name)
-        return await self.prober.probe(check.host, check.port or DEFAULT_PORT)
+        return await self.prober.probe(check.host, certificate_port(check.url, check.port))
 
     def judge(
         self, check: ScheduledCheck, outcome: CertOutcome, now: datetime, judging: Judging

@@ -82,7 +82,7 @@ class ScheduledCheck:
                 incident_event_id=r["incident_event_id"],
                 renewal_notified_for=r["renewal_notified_for"],
                 recovering_since=r["recovering_since"],
-                renewal_notified_fingerprint=r["renewal_notified_fingerprint"],
+                renewal_notified_fingerprints=tuple(r["renewal_notified_fingerprints"] or ()),
             ),
             configured=None if req is None and asserts is None else (req, asserts),
             recovery_s=r["recovery_threshold_s"],

@@ -18,7 +18,7 @@ The document is ``{"monitors": [entry, ...]}``; an entry is::
     interval = 3600
     expiry_threshold_days = 14
     expiry_threshold_percent = 0
-    enabled = true
+    enabled = true                   # unstated: as on create (off for http), then kept
 
     [monitors.request]               # optional: as in the API
     method = "POST"
@@ -182,7 +182,9 @@ def _check_settings(table: Any, kind: str, plan: Plan) -> _Checked:
         update = validation.validate_check_update(body, kind, plan)
     except ValidationFailed as exc:
         errors.update(_prefixed(exc, kind))
-    enabled = True
+    # An unstated certificate ``enabled`` is None: the plan resolves it (created as the API
+    # creates it, else left as it is).
+    enabled: bool | None = None if kind == CERTIFICATE else True
     if "enabled" in table:
         try:
             enabled = _as_bool(table["enabled"], "enabled")

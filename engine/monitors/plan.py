@@ -16,12 +16,16 @@ Matching, in this order (each monitor matches at most one entry):
 
 Anything left unmatched is created; a monitor no entry matched is deleted only with
 ``prune``. An entry equal to its monitor in every field is unchanged and writes nothing.
+
+A certificate check whose ``enabled`` the file does not state (None) is created as the API
+creates it (:func:`certificate_enabled_on_create`: disabled for an http URL) and, on a
+monitor the account has, left as it is: an apply never toggles a check the file is silent on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # Whether a file's request (validated, engine/monitors/requests.py) leaves a monitor's stored
@@ -34,17 +38,25 @@ def _equal(stored: Any, desired: Any) -> bool:
     return bool(stored == desired)
 
 
+def certificate_enabled_on_create(scheme: str) -> bool:
+    """Whether a new monitor's certificate check starts enabled (decisions.md): for an https
+    URL; an http URL's is created disabled (paused), as a plain-HTTP site has no certificate
+    to judge. Every way of creating a monitor follows this."""
+    return scheme == "https"
+
+
 @dataclass(frozen=True, slots=True)
 class CheckSettings:
     """One check's settings as a file states them, in the units stored. ``threshold_s`` is
     the uptime notification threshold in seconds, or the certificate expiry threshold in
     days x 86400 (``checks.notification_threshold_s``); ``recovery_s`` the uptime recovery
     threshold in seconds; ``expiry_percent`` the certificate expiry threshold in percent of
-    the certificate's lifetime. A setting the kind does not have is 0."""
+    the certificate's lifetime. A setting the kind does not have is 0. ``enabled`` None:
+    not stated (a file's certificate check; :func:`plan` resolves it)."""
 
     interval: int
     threshold_s: int
-    enabled: bool
+    enabled: bool | None
     recovery_s: int = 0
     expiry_percent: int = 0
 
@@ -151,12 +163,22 @@ def changes(current: MonitorSpec, desired: MonitorSpec,
     return tuple(out)
 
 
+def resolved(spec: MonitorSpec, current: MonitorSpec | None) -> MonitorSpec:
+    """``spec`` with a certificate ``enabled`` it leaves unstated filled in: ``current``'s
+    (the monitor it updates) or, for a monitor to create, the creation default."""
+    if spec.certificate.enabled is not None:
+        return spec
+    enabled = (certificate_enabled_on_create(spec.scheme) if current is None
+               else current.certificate.enabled)
+    return replace(spec, certificate=replace(spec.certificate, enabled=enabled))
+
+
 def plan(current: Sequence[CurrentMonitor], desired: Sequence[MonitorSpec], *,
          prune: bool, same_request: SameRequest = _equal) -> Plan:
     """What makes an account with ``current`` monitors (in id order) match ``desired``.
 
     ``desired`` must already be valid: keys unique, URLs of entries without a key unique
-    (engine.monitors.file checks both)."""
+    (engine.monitors.file checks both). The plan's specs are :func:`resolved`."""
     by_key = {m.spec.key: m for m in current if m.spec.key is not None}
     matched: list[CurrentMonitor | None] = [None] * len(desired)
     claimed: set[int] = set()
@@ -182,6 +204,7 @@ def plan(current: Sequence[CurrentMonitor], desired: Sequence[MonitorSpec], *,
     out = Plan()
     for i, d in enumerate(desired):
         found = matched[i]
+        d = resolved(d, None if found is None else found.spec)
         if found is None:
             out.creates.append((i, d))
             continue

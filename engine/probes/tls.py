@@ -1,11 +1,12 @@
 """The certificate probe: one TLS handshake, the chain and host name verified.
 
 Contract (decisions.md, "Certificate health check"): :meth:`CertProber.probe` connects to
-``host:port`` (resolved here and checked against the private-address rule like the uptime
-probe, then connected to by IP literal), sends SNI = ``host``, verifies the chain against the
-system trust store (which honours ``SSL_CERT_FILE``) plus ``ca_bundle``, checks the host name,
-and closes right after the handshake: no HTTP request. It never raises (except
-``asyncio.CancelledError``) and never runs longer than ``timeout`` plus scheduling noise.
+``host:port`` (the port :func:`certificate_port` picks for the monitor's URL; resolved here
+and checked against the private-address rule like the uptime probe, then connected to by IP
+literal), sends SNI = ``host``, verifies the chain against the system trust store (which
+honours ``SSL_CERT_FILE``) plus ``ca_bundle``, checks the host name, and closes right after
+the handshake: no HTTP request. It never raises (except ``asyncio.CancelledError``) and never
+runs longer than ``timeout`` plus scheduling noise.
 
 Verification failures become plain words from OpenSSL's verify code: "certificate expired",
 "certificate not yet valid", "self-signed certificate", "untrusted issuer", "host name
@@ -70,6 +71,18 @@ _VERIFY_WORDS: Final[dict[int, str]] = {
     62: "host name mismatch",
     64: "host name mismatch",  # IP address mismatch
 }
+
+
+HTTPS_PORT: Final = 443
+
+
+def certificate_port(url: str, port: int) -> int:
+    """The port a certificate check of the monitor ``url`` (normalised, its port ``port``, 0
+    when it names none) probes: an https URL's own port, else 443; an http URL's port is
+    plain HTTP, so its host is checked on 443."""
+    if port and url.startswith("https:"):
+        return port
+    return HTTPS_PORT
 
 
 def verify_words(exc: ssl.SSLCertVerificationError) -> str:

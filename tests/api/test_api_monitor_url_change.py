@@ -107,3 +107,30 @@ async def test_an_alias_change_keeps_everything(
     async with store.pool.acquire() as conn:
         versions = await conn.fetch("SELECT config_version FROM checks ORDER BY id")
     assert [r["config_version"] for r in versions] == [1, 1]
+
+
+async def test_a_scheme_change_never_toggles_the_certificate_check(
+    client: aiohttp.ClientSession,
+) -> None:
+    """An https monitor moved to http keeps its enabled certificate check (it now reads the
+    host's port 443); an http monitor moved to https keeps its paused one until enabled."""
+    async def cert_of(body: dict[str, Any]) -> tuple[bool, str]:
+        c = body["checks"]["certificate_health"]
+        return c["is_enabled"], c["status"]
+
+    async with client.post("/webapi/monitors", json={"url": "https://a.example/"}) as r:
+        secure = await r.json()
+    async with client.post("/webapi/monitors", json={"url": "http://b.example/"}) as r:
+        plain = await r.json()
+    assert await cert_of(secure) == (True, "pending")
+    assert await cert_of(plain) == (False, "paused")
+    for m, url, expected in ((secure, "http://a.example/", (True, "pending")),
+                             (plain, "https://b.example/", (False, "paused"))):
+        async with client.put(f"/webapi/monitors/{m['id']}", json={"url": url}) as r:
+            assert r.status == 200
+            body = await r.json()
+        assert body["url"] == url and await cert_of(body) == expected
+        async with client.put(f"/webapi/monitors/{m['id']}",
+                              json={"url": url.replace(".example", ".example.org")}) as r:
+            assert r.status == 200  # a new host resets state, never the enabled flag
+            assert await cert_of(await r.json()) == expected

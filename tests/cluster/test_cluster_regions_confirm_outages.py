@@ -136,7 +136,7 @@ async def test_a_failure_seen_by_one_region_only_never_alerts_and_ends_ok(
             return bool(rows[0]["status"] == "ok")
 
         await wait_until(status_ok, timeout=10, what="the check back to ok", every=0.01)
-        # The certificate check of this plain-HTTP site fails on its own: only uptime counts.
+        # Only uptime counts (this plain-HTTP site's certificate check is created paused).
         events = await fetch(
             db_dsn, "SELECT event FROM webhook_events WHERE check_id = $1", check_id
         )

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
+import secrets
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from engine.db.store import Store
 from tests.support.engine_support import (
@@ -117,25 +121,60 @@ async def test_self_signed_and_wrong_host_are_down_in_plain_words(
     certs = TlsCerts(tmp_path)
     settings = fast_settings(tmp_path, ca_bundle=certs.ca_bundle, probe_timeout=0.5)
     async with tls_site(certs, "self-signed") as selfsigned, \
-            tls_site(certs, "wrong-host") as wrong, \
-            HttpTarget() as plain:
+            tls_site(certs, "wrong-host") as wrong:
         _, _, s_id = await add_monitor(
             store, acc.id, selfsigned.url("/"), uptime=False, certificate=True)
         _, _, w_id = await add_monitor(
             store, acc.id, wrong.url("/"), uptime=False, certificate=True)
-        # An http URL is checked on its port: no TLS answer there.
-        _, _, p_id = await add_monitor(
-            store, acc.id, plain.url("/"), uptime=False, certificate=True)
         async with running_engine(store, settings):
             s = await wait_status(store, s_id, "down")
             w = await wait_status(store, w_id, "down")
-            p = await wait_status(store, p_id, "down")
         assert s["error"] == "self-signed certificate"
         assert s["meta"]["is_self_signed"] is True
         assert w["error"] == "host name mismatch"
-        assert p["error"]
-        for cid in (s_id, w_id, p_id):
+        for cid in (s_id, w_id):
             assert [e["event"] for e in await cert_events(store, cid)] == ["certificate_invalid"]
+
+
+def own_loopback_address() -> str:
+    """A loopback address of this test's own (127.0.0.0/8 is all loopback on Linux), so
+    that its port 443 is free whatever else runs on the machine."""
+    while True:
+        addr = f"127.{secrets.randbelow(250) + 2}.{secrets.randbelow(254) + 1}." \
+               f"{secrets.randbelow(254) + 1}"
+        with contextlib.suppress(OSError), socket.socket() as s:
+            s.bind((addr, 0))
+            return addr
+
+
+async def test_an_http_monitors_certificate_check_enabled_by_hand_reads_port_443(
+    store: Store, account: tuple[Any, str], tmp_path: Path
+) -> None:
+    """Not the URL's own port, which speaks plain HTTP: the host's port 443."""
+    acc, _ = account
+    addr = own_loopback_address()
+    certs = TlsCerts(tmp_path, hosts=(addr,))
+    settings = fast_settings(tmp_path, ca_bundle=certs.ca_bundle, probe_timeout=0.5)
+    async with HttpTarget(host=addr) as plain:
+        _, _, cid = await add_monitor(
+            store, acc.id, plain.url("/"), uptime=False, certificate=True)
+        # Nothing listens on addr:443: refused there (the URL's port would have answered
+        # the handshake with plain HTTP: "wrong version number").
+        async with running_engine(store, settings):
+            down = await wait_status(store, cid, "down")
+        assert down["error"] == "no TLS answer: connection refused"
+        assert plain.connections == 0
+        if os.geteuid() != 0:
+            pytest.skip("binding port 443 needs root")
+        async with HttpTarget(host=addr, port=443,
+                              ssl_context=certs.server_context("valid")) as https:
+            async with running_engine(store, settings):
+                ok = await wait_status(store, cid, "ok")
+            assert https.connections >= 1 and https.sni_names[0] is None  # an IP: no SNI
+        assert ok["error"] is None and ok["meta"]["issuer"] == "Upwatch Test CA"
+        assert plain.connections == 0
+        assert [e["event"] for e in await cert_events(store, cid)] == [
+            "certificate_invalid", "certificate_recovered"]
 
 
 async def test_renewal_due_is_sent_once_per_certificate(
@@ -198,3 +237,45 @@ async def test_no_renewal_due_without_a_threshold(
 
             await wait_until(more, what="more certificate probes")
         assert await cert_events(store, cert_id) == []
+
+
+async def test_a_rollback_to_an_announced_certificate_sends_no_second_renewal_due(
+    store: Store, account: tuple[Any, str], tmp_path: Path
+) -> None:
+    """A server serves certificate A, then B, then A again, all due for renewal: exactly two
+    renewal-due events, one per certificate (the engine restarted between, so the memory
+    of announced certificates comes back from the database)."""
+    acc, _ = account
+    certs = TlsCerts(tmp_path)
+    settings = fast_settings(tmp_path, ca_bundle=certs.ca_bundle)
+    now = dt.datetime.now(dt.UTC)
+    a, b = (certs.ca.issue_cert(
+        *certs.hosts, not_before=now - dt.timedelta(days=1),
+        not_after=now + dt.timedelta(days=days, hours=1), key_type=certs.key_type)
+        for days in (10, 12))
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    a.configure_cert(ctx)
+    async with HttpTarget(ssl_context=ctx) as site:
+        _, _, cert_id = await add_monitor(
+            store, acc.id, site.url("/"), uptime=False, certificate=True, expiry_days=30)
+        fingerprints = []
+        for leaf in (a, b, a):
+            leaf.configure_cert(ctx)  # the next handshakes present it
+            n = await probes_of(store, cert_id)
+            async with running_engine(store, settings):
+
+                async def more(n: int = n) -> bool:
+                    return await probes_of(store, cert_id) >= n + 3
+
+                await wait_until(more, what="certificate probes")
+            [row] = await fetch(store, "SELECT meta FROM checks WHERE id = $1", cert_id)
+            fingerprints.append(row["meta"]["fingerprint_sha256"])
+    first, second, again = fingerprints
+    assert first != second and again == first
+    events = await cert_events(store, cert_id)
+    assert [e["event"] for e in events] == ["certificate_renewal_due"] * 2
+    assert [orjson.loads(e["body"])["check"]["meta"]["expires_in_days"] for e in events] == [
+        10, 12]
+    [row] = await fetch(store, "SELECT renewal_notified_fingerprints FROM checks WHERE id = $1",
+                        cert_id)
+    assert row["renewal_notified_fingerprints"] == [first, second]

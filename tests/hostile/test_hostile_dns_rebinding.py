@@ -66,6 +66,9 @@ async def test_a_rebound_monitor_name_is_refused_at_connect_time(
         assert dns.answers_for("rebind.test") == [[PUBLIC]]
         uptime_id = body["checks"]["uptime"]["id"]
         cert_id = body["checks"]["certificate_health"]["id"]
+        # An http URL's certificate check starts paused; enabled, it reads the host's 443.
+        async with client.post(f"/webapi/checks/{cert_id}/enable") as r:
+            assert r.status == 200
 
         # The engine, with private targets not allowed; its probes resolve through the
         # same DNS, which now answers the internal address.
@@ -116,9 +119,6 @@ async def test_a_rebound_webhook_name_is_refused_at_every_delivery(
                                json={"url": "http://down.rebind.test/"}) as r:
             assert r.status == 201, await r.text()
             uptime_id = (await r.json())["checks"]["uptime"]["id"]
-            cert_id = (await r.json())["checks"]["certificate_health"]["id"]
-        async with client.post(f"/webapi/checks/{cert_id}/disable") as r:
-            assert r.status == 200
         http = HttpProber(timeout=settings.probe_timeout, user_agent=USER_AGENT,
                           allow_private=False, resolver=dns.resolve)
         async with running_engine(store, settings, http_prober=http):

@@ -118,6 +118,33 @@ async def test_apply_updates_what_differs_and_prunes_only_when_asked(
         "https://shop.example.com/cart", "https://new.example.com/"}
 
 
+async def test_an_http_monitors_certificate_check_starts_paused_and_applies_keep_it(
+    client: aiohttp.ClientSession, store: Store, account: tuple[Any, str],
+) -> None:
+    plain = {"monitors": [entry("http://plain.example.com/", key="plain")]}
+    status, body = await put(client, plain)
+    assert status == 200 and len(body["created"]) == 1
+    [row] = await rows(store, account[0].id)
+    assert (row["is_enabled"], row["c_enabled"], row["c_status"]) == (True, False, "paused")
+    # The same file again moves nothing.
+    status, body = await put(client, plain)
+    assert (body["updated"], body["unchanged"]) == ([], 1)
+    # Enabled by hand, it stays enabled through an apply of a file silent on it, and
+    # through the file moving the URL to https and back.
+    async with client.get("/webapi/monitors") as r:
+        [m] = await r.json()
+    async with client.post(
+            f"/webapi/checks/{m['checks']['certificate_health']['id']}/enable") as r:
+        assert r.status == 200
+    for url in ("http://plain.example.com/", "https://plain.example.com/",
+                "http://plain.example.com/"):
+        status, body = await put(client, {"monitors": [entry(url, key="plain")]})
+        assert status == 200
+        assert all("certificate_health.enabled" not in u["changes"] for u in body["updated"])
+        [row] = await rows(store, account[0].id)
+        assert (row["url"], row["c_enabled"], row["c_status"]) == (url, True, "pending")
+
+
 async def test_a_new_host_by_key_resets_history_as_the_api_does(
     client: aiohttp.ClientSession, store: Store, account: tuple[Any, str],
 ) -> None:

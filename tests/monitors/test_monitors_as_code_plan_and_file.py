@@ -99,6 +99,44 @@ def test_defaults_follow_the_plan_and_values_are_normalised() -> None:
     assert s.certificate == CheckSettings(3600, 7 * 86400, False)
 
 
+def test_an_unstated_certificate_check_is_created_as_the_api_creates_it_then_kept() -> None:
+    """A file silent on ``certificate_health.enabled`` creates an http monitor's check
+    paused (an https one's enabled), and a later apply never toggles it: not when the user
+    enabled it by hand, not when an http monitor from before kept it enabled, not when the
+    file moves the URL between http and https. Stating ``enabled`` wins."""
+    silent, on, off = validate_document({"monitors": [
+        {"url": "http://plain.example/"},
+        {"url": "http://on.example/", "certificate_health": {"enabled": True}},
+        {"url": "https://off.example/", "certificate_health": {"enabled": False}},
+    ]}, PLAN)
+    assert silent.certificate.enabled is None
+    created = plan([], [silent, on, off, *validate_document(
+        {"monitors": [{"url": "https://secure.example/"}]}, PLAN)], prune=False)
+    assert [s.certificate.enabled for _, s in created.creates] == [False, True, False, True]
+
+    def have(url: str, enabled: bool) -> CurrentMonitor:
+        [s] = validate_document({"monitors": [
+            {"url": url, "certificate_health": {"enabled": enabled}}]}, PLAN)
+        return CurrentMonitor(1, "i", 2, 3, s)
+
+    for current_url, enabled, file_url in (
+        ("http://plain.example/", True, "http://plain.example/"),    # enabled by hand
+        ("http://plain.example/", False, "http://plain.example/"),   # as created
+        ("https://plain.example/", True, "http://plain.example/"),   # moved to http
+        ("http://plain.example/", False, "https://plain.example/"),  # moved to https
+    ):
+        [entry] = validate_document({"monitors": [{"url": file_url}]}, PLAN)
+        p = plan([have(current_url, enabled)], [entry], prune=False)
+        changed = p.updates[0].changes if p.updates else ()
+        assert "certificate_health.enabled" not in changed, (current_url, enabled, file_url)
+        if p.updates:
+            assert p.updates[0].desired.certificate.enabled is enabled
+    [stated] = validate_document({"monitors": [
+        {"url": "http://plain.example/", "certificate_health": {"enabled": False}}]}, PLAN)
+    p = plan([have("http://plain.example/", True)], [stated], prune=False)
+    assert p.updates[0].changes == ("certificate_health.enabled",)
+
+
 @pytest.mark.parametrize(("doc", "errors"), [
     ({"monitors": [{"url": "https://a.example/"}, {"url": "https://A.example"}]},
      {"monitors[1].url": ["The url https://a.example/ is already named by monitors[0]; give"

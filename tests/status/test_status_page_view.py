@@ -11,11 +11,13 @@ from engine.db.public import DayBar, PublicCheck, PublicOutage, ResponseBucket
 from engine.web.status.view import (
     bars_view,
     chart_view,
+    check_views,
     day_class,
     duration_text,
     ms_text,
     overall_state,
     percent_text,
+    shown_checks,
 )
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -50,6 +52,21 @@ def test_overall_state(uptime: str, certificate: str, key: str, headline: str) -
     }
     state = overall_state(checks)
     assert (state.key, state.headline) == (key, headline)
+
+
+def test_a_disabled_certificate_check_shows_nothing() -> None:
+    """Not even what it read before it was disabled; a disabled uptime check still shows
+    as paused."""
+    old = PublicCheck(2, "certificate_health", "paused", None, 3600, False, NOW,
+                      {"issuer": "R11", "valid_to": "2026-01-01 00:00:00"})
+    checks = {"uptime": _check("uptime", "ok"), "certificate_health": old}
+    assert list(shown_checks(checks)) == ["uptime"]
+    assert [v.kind for v in check_views(shown_checks(checks), NOW)] == ["uptime"]
+    assert overall_state(checks).key == "operational"
+    paused_up = {"uptime": _check("uptime", "paused", False), "certificate_health": old}
+    assert list(shown_checks(paused_up)) == ["uptime"]
+    enabled = {**checks, "certificate_health": _check("certificate_health", "ok")}
+    assert list(shown_checks(enabled)) == ["uptime", "certificate_health"]
 
 
 def test_outage_detail_names_its_start() -> None:

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from engine.db.monitor_records import MonitorRecord
 from engine.db.store import Store
-from engine.monitors.plan import CheckSettings, MonitorSpec
+from engine.monitors.plan import CheckSettings, MonitorSpec, certificate_enabled_on_create
 from engine.monitors.validation import MonitorCreate
 from engine.runtime.errors import LimitReached
 
@@ -128,13 +128,15 @@ class CreateCombiner:
 
 def spec_of(command: MonitorCreate, request: Any = None, assertions: Any = None
             ) -> MonitorSpec:
-    """A validated create body as the monitor it makes: both checks enabled, no expiry
-    threshold, no key; ``request``/``assertions`` in their stored forms."""
+    """A validated create body as the monitor it makes: the uptime check enabled, the
+    certificate check enabled for an https URL only (``certificate_enabled_on_create``), no
+    expiry threshold, no key; ``request``/``assertions`` in their stored forms."""
     t = command.target
     return MonitorSpec(
         key=None, url=t.url, scheme=t.scheme, host=t.host, port=t.port, alias=command.alias,
         uptime=CheckSettings(command.interval, command.notification_threshold, True),
-        certificate=CheckSettings(command.certificate_interval, 0, True),
+        certificate=CheckSettings(command.certificate_interval, 0,
+                                  certificate_enabled_on_create(t.scheme)),
         request=request, assertions=assertions)
 
 

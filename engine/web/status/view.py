@@ -38,6 +38,12 @@ from engine.web.status.public_text import (
 UPTIME = "uptime"
 CERTIFICATE = "certificate_health"
 
+def shown_checks(checks: Mapping[str, PublicCheck]) -> dict[str, PublicCheck]:
+    """The checks a page shows: all but a disabled certificate check, which shows nothing
+    (no row, no certificate figures; as a paused check it never sets the overall state)."""
+    return {k: c for k, c in checks.items() if c.is_enabled or k != CERTIFICATE}
+
+
 @dataclass(frozen=True, slots=True)
 class OverallState:
     """``key`` is one of operational, degraded, outage, pending, paused (a stable value for
@@ -468,18 +474,20 @@ def check_views(
 def _stats(data: StatusPageData) -> list[Stat]:
     samples = sum(b.samples for b in data.responses)
     mean = (sum(b.avg_ms * b.samples for b in data.responses) / samples) if samples else None
-    cert = data.monitor.checks.get(CERTIFICATE)
+    cert = shown_checks(data.monitor.checks).get(CERTIFICATE)
     valid_to = parse_timestamp(cert.meta.get("valid_to")) if cert is not None else None
     if valid_to is None:
         expiry = "Unknown"
     else:
         days = math.floor((valid_to - data.now).total_seconds() / 86400)
         expiry = "Expired" if days < 0 else plural(days, "day")
-    return [
+    stats = [
         Stat("Uptime, last 30 days", percent_text(data.uptime_30d)),
         Stat("Average response, 24 h", ms_text(mean) if mean is not None else "No data"),
-        Stat("Certificate expires in", expiry),
     ]
+    if cert is not None:
+        stats.append(Stat("Certificate expires in", expiry))
+    return stats
 
 
 _NO_RESPONSE = REASONS["no_response"]
@@ -500,7 +508,7 @@ def build_view(data: StatusPageData) -> StatusView:
         host=data.monitor.host,
         state=overall_state(checks, _ongoing(data.outages)),
         stats=_stats(data),
-        checks=check_views(checks, data.now, assertions),
+        checks=check_views(shown_checks(checks), data.now, assertions),
         bars=bars_view(data.days),
         chart=chart_view(data.responses, data.outages, data.now,
                          up.interval if up is not None else BUCKET_SECONDS),
@@ -531,7 +539,7 @@ def build_json(data: StatusPageData) -> dict[str, Any]:
         if shown is not None:
             entry.update(shown.status_fields(check))
         out_checks[kind] = entry
-    cert = checks.get(CERTIFICATE)
+    cert = shown_checks(checks).get(CERTIFICATE)
     valid_to = parse_timestamp(cert.meta.get("valid_to")) if cert is not None else None
     samples = sum(b.samples for b in data.responses)
     return {
