@@ -44,8 +44,8 @@ from engine.probes.jsonpaths import (
 )
 from engine.probes.patterns import compile_regex
 
-# Length times instructions a regex search may cost (about a second of one core at worst).
-REGEX_BUDGET: Final = 64 << 20
+# Length times instructions a regex search may cost (a few seconds of a worker thread at worst).
+REGEX_BUDGET: Final = 128 << 20
 # Small programs are no cheaper per byte on RE2's slow path than this many instructions.
 REGEX_MIN_INSTRUCTIONS: Final = 64
 # A json assertion's body above this size is parsed and queried off the event loop.
