@@ -273,7 +273,9 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
                 }).decode() + "\n")
         return 0
     for account, monitors in data:
-        sys.stdout.write(f"Account {account.id} ({account.name}): {len(monitors)} monitors\n")
+        count = len(monitors)
+        sys.stdout.write(f"Account {account.id} ({account.name}): {count} monitor"
+                         f"{'' if count == 1 else 's'}\n")
         if not monitors:
             continue
         sys.stdout.write(f"  {'ID':>6}  {'ALIAS':<28} {'UPTIME':<9} {'CERT':<9} {'30D %':>8}  "

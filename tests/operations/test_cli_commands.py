@@ -5,6 +5,7 @@ import pytest
 
 from engine.db.store import Store
 from tests.support.cli import upwatch
+from tests.support.engine_support import add_monitor
 
 
 async def test_account_create_json_then_list_and_token_works(db_dsn: str, store: Store) -> None:
@@ -63,7 +64,10 @@ async def test_status_and_nodes_tables(db_dsn: str, store: Store) -> None:
     await store.register_node("eu-1", "eu", "http://127.0.0.1:1", "1")
     res = upwatch("status", "--account", str(account.id), dsn=db_dsn)
     assert res.returncode == 0, res.stderr
-    assert "Account" in res.stdout and "ops" in res.stdout
+    assert f"Account {account.id} (ops): 0 monitors" in res.stdout.splitlines()
+    await add_monitor(store, account.id, "https://shop.example/")
+    res = upwatch("status", "--account", str(account.id), dsn=db_dsn)
+    assert f"Account {account.id} (ops): 1 monitor" in res.stdout.splitlines()
     res = upwatch("nodes", "--json", dsn=db_dsn)
     assert res.returncode == 0, res.stderr
     node = orjson.loads(res.stdout.splitlines()[0])
