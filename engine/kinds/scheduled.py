@@ -49,7 +49,7 @@ class ScheduledCheck:
     # percent of the certificate's lifetime.
     recovery_s: int = 0
     expiry_percent: int = 0
-    account_id: int = 0  # for the account's maintenance windows
+    account_id: int = 0  # its maintenance windows; its share of the costly assertions
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> ScheduledCheck:

@@ -23,10 +23,11 @@ class SpecBuilder:
         self.box = box
         self.capture_limit = capture_limit
 
-    def build(self, configured: tuple[Any, Any] | None) -> RequestSpec | None:
-        """The spec of ``(stored request, stored assertions)``; None for neither. A spec
-        that cannot be built fails every probe with words saying why, rather than probing
-        without its headers or assertions."""
+    def build(self, configured: tuple[Any, Any] | None, owner: int = 0) -> RequestSpec | None:
+        """The spec of ``(stored request, stored assertions)`` of a monitor of account
+        ``owner`` (0: not known); None for neither. A spec that cannot be built fails every
+        probe with words saying why, rather than probing without its headers or
+        assertions."""
         if configured is None:
             return None
         request, assertions = configured
@@ -34,10 +35,11 @@ class SpecBuilder:
             return None
         try:
             return RequestSpec.from_config(
-                plain_request(request, self.box), assertions, self.capture_limit)
+                plain_request(request, self.box), assertions, self.capture_limit, owner)
         except SecretUnreadable:
             broken = UNREADABLE
         except Exception:
             log.exception("cannot use a stored request configuration")
             broken = "request configuration unusable"
-        return RequestSpec("GET", [], None, True, [], self.capture_limit, broken=broken)
+        return RequestSpec("GET", [], None, True, [], self.capture_limit, broken=broken,
+                           owner=owner)

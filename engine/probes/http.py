@@ -49,7 +49,6 @@ import logging
 import re
 import ssl
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
 from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
@@ -75,6 +74,7 @@ from engine.probes._net import (
     ssl_error_words,
     timeout_words,
 )
+from engine.probes.judges import Judges
 from engine.probes.reactor import Reactor
 from engine.probes.request import RequestSpec
 from engine.probes.resolver import DnsAnswer, ProbeResolver
@@ -538,18 +538,9 @@ class _Target:
 
 # What RequestSpec.check judges: status, total ms, wanted headers, body read, body cut.
 _Judged = tuple[int, float, dict[str, str], bytes | None, bool]
-_JUDGES: list[ThreadPoolExecutor] = []
-# Worker threads for costly assertions (regex searches, large json bodies): CPU, not I/O.
-# The loop keeps its turns: RE2 lets go of the GIL while it searches, and Python code
-# holding it gives it up every switch interval (5 ms).
+# Worker threads for costly assertions (regex searches, large json bodies): CPU, not I/O;
+# engine/probes/judges.py shares them fairly between accounts.
 JUDGE_THREADS: Final = 2
-
-
-def _judges() -> ThreadPoolExecutor:
-    """The process's pool for costly assertions, made on first use."""
-    if not _JUDGES:
-        _JUDGES.append(ThreadPoolExecutor(JUDGE_THREADS, thread_name_prefix="upwatch-judge"))
-    return _JUDGES[0]
 
 
 class HttpProber:
@@ -587,6 +578,7 @@ class HttpProber:
             raise ValueError("user_agent must be a single header line")
         self._timeout = timeout
         self._timeout_words = timeout_words(timeout)
+        self._judges = Judges(JUDGE_THREADS)
         self._local = (source_address, 0) if source_address else None
         self._family = source_family(source_address)
         self._allow_private = allow_private
@@ -656,6 +648,7 @@ class HttpProber:
         close the caching resolver's channel (its cache stays)."""
         self._ctx = None
         self._sessions.clear()  # the ssl module's resume only with the context that made them
+        self._judges.close()
         if self._reactor is not None:
             self._reactor.close()
             self._reactor = None
@@ -876,24 +869,25 @@ class _Probe:
             if inputs is not None:
                 body = inputs[3]
                 if spec.off_loop(0 if body is None else len(body)):
-                    # A regex search or a large json body: judged on a worker thread; a
-                    # cancel() meanwhile still drops the outcome (done stays set until then).
-                    future = self.reactor.loop.run_in_executor(_judges(), spec.check, *inputs)
-                    future.add_done_callback(self._judged)
+                    # A regex search or a large json body: judged on a worker thread by the
+                    # probe's deadline; a cancel() meanwhile drops it (done stays set till then).
+                    left = self.prober._timeout - out.total_ms / 1000.0
+                    self.prober._judges.submit(
+                        self.reactor.loop, spec.owner, left, spec.check, inputs, self._judged,
+                        self._wanted)
                     return
                 out.assertion_error = self._check(spec, inputs)
         self._call_back()
 
-    def _judged(self, future: asyncio.Future[str | None]) -> None:
-        """The worker thread's verdict on the assertions: call back with it."""
+    def _judged(self, verdict: str | None) -> None:
+        """The verdict on the assertions from a worker thread (or its deadline's words)."""
         if self.done is None:
             return  # cancelled meanwhile
-        try:
-            self.out.assertion_error = future.result()
-        except Exception:
-            log.exception("assertions on %s failed unexpectedly", self.url)
-            self.out.assertion_error = "assertions failed: internal error"
+        self.out.assertion_error = verdict
         self._call_back()
+
+    def _wanted(self) -> bool:
+        return self.done is not None
 
     def _call_back(self) -> None:
         done = self.done

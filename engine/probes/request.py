@@ -157,8 +157,11 @@ class RequestSpec:
         assertions: list[Assertion],
         capture_limit: int,
         broken: str | None = None,
+        owner: int = 0,
     ) -> None:
         self.method = method
+        # Whose monitor (its account): costly assertions are shared fairly between owners.
+        self.owner = owner
         self.headers = headers
         self.body = body
         self.follow_redirects = follow_redirects
@@ -191,8 +194,10 @@ class RequestSpec:
         request: dict[str, Any] | None,
         assertions: list[dict[str, Any]] | None,
         capture_limit: int,
+        owner: int = 0,
     ) -> RequestSpec:
-        """From validated, decrypted configuration (headers as ``[[name, value], ...]``)."""
+        """From validated, decrypted configuration (headers as ``[[name, value], ...]``) of
+        a monitor of account ``owner``."""
         req = request or {}
         body_text = req.get("body")
         body = body_text.encode("utf-8") if isinstance(body_text, str) else None
@@ -203,7 +208,7 @@ class RequestSpec:
         ]
         return cls(
             str(req.get("method") or "GET"), headers, body,
-            bool(req.get("follow_redirects", True)), compiled, capture_limit,
+            bool(req.get("follow_redirects", True)), compiled, capture_limit, owner=owner,
         )
 
     def request_bytes(

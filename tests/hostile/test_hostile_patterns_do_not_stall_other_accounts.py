@@ -198,6 +198,48 @@ async def test_costly_regex_searches_do_not_slow_another_accounts_api(
     assert_bounded(samples, at_least=40)
 
 
+@pytest.mark.serial  # measures timing: run alone (scripts/test)
+async def test_one_accounts_costly_searches_do_not_delay_anothers(
+    db_dsn: str, tmp_path: Path, store: Store, target: str
+) -> None:
+    """Account A's 24 monitors each cost a worker thread about a second per probe (far more
+    than the two threads can do in a probe's 5 s, with all of them in flight at once);
+    account B's one costly monitor is still judged in each of its probes, as the threads take
+    the accounts in turn."""
+    instance = await Instance(dsn=db_dsn, workdir=tmp_path,
+                              env=ENV | {"UPWATCH_PER_HOST_LIMIT": "64"}).start()
+    try:
+        await _costly_searches_of_two_accounts(instance, store, target)
+    finally:
+        await instance.stop()
+
+
+async def _costly_searches_of_two_accounts(instance: Instance, store: Store, target: str) -> None:
+    _, a_token = await store.create_account("hostile")
+    _, b_token = await store.create_account("bystander")
+    slow = {"source": "body", "comparison": "matches", "target": "a[ab]{1000}c"}
+    async with session(instance, a_token) as a:
+        for i in range(24):
+            status, body = await answer(a, "POST", "/webapi/monitors", json={
+                "url": f"{target}/ab64k?{i}", "assertions": [slow]})
+            assert status == 201, body
+    async with session(instance, b_token) as b:
+        status, body = await answer(b, "POST", "/webapi/monitors", json={
+            "url": f"{target}/ab64k?b", "assertions": [slow]})
+        assert status == 201, body
+        b_id = body["id"]
+
+        async def judged() -> list[str]:
+            rows = await store.pool.fetch(
+                "SELECT r.error FROM probe_results r JOIN checks c ON c.id = r.check_id"
+                " WHERE c.monitor_id = $1 AND r.error IS NOT NULL", b_id)
+            errors = [r["error"] for r in rows]
+            return errors if len(errors) >= 3 else []
+
+        errors = await wait_until(judged, what="three of B's probes judged", timeout=90)
+    assert all(e.endswith("failed: no match in the body") for e in errors), errors
+
+
 def _pattern_entry(i: int) -> dict[str, Any]:
     return {"url": f"https://p{i}.example/", "assertions": [
         {"source": "body", "comparison": "matches", "target": f"\\p{{L}}{{{1000 - i}}}"}]}
