@@ -5,7 +5,8 @@ Refused, before anything is created, when:
 - the target is not empty: a data directory may hold only its settings file and the secret
   key; a database of ``UPWATCH_DATABASE_URL`` no table;
 - the backup's sealed secrets need a secret key that is not here (or another key is): the
-  message names the fingerprint needed and where the key was looked for. ``without_key``
+  message names the fingerprint needed and where the key was looked for (a header that
+  names no key: the key is tried on a sealed value read from the dump). ``without_key``
   restores anyway, the sealed secrets then unreadable;
 - the backup comes from a newer schema than this Upwatch knows.
 
@@ -23,7 +24,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import asyncpg
 
@@ -42,6 +43,7 @@ from engine.db.backup import (
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import EmbeddedLease, service_lock
 from engine.db.pgtools import find_tool, libpq_target
+from engine.runtime.secretbox import is_plain
 from engine.runtime.settings import Settings
 
 # What an empty data directory may hold: settings, the key, and the locks of the commands.
@@ -62,14 +64,26 @@ class Restored:
     key_note: str | None  # said when the sealed secrets cannot be read
 
 
-def key_problem(header: dict[str, Any], key: FoundKey) -> str | None:
-    """Why the backup's sealed secrets cannot be read with ``key``; None when they can (or
-    the backup cannot tell: then the restored data is tried)."""
+def key_problem(
+    header: dict[str, Any], key: FoundKey, sealed_in_dump: str | None = None
+) -> str | None:
+    """Why the backup's sealed secrets cannot be read with ``key``; None when they can. A
+    header without the key's fingerprint (the backup was made with no key, or another) is
+    judged by ``sealed_in_dump``, a sealed value read from the dump itself."""
     need = header.get("secret_key_fingerprint")
-    if not header.get("sealed_secrets") or need is None:
+    if not header.get("sealed_secrets"):
         return None
     what = ("its sealed secrets (API tokens that sign webhooks, webhook and notification "
             "channel URLs, secret request headers) cannot be read")
+    if need is None:
+        if sealed_in_dump is None or opens(key.key, sealed_in_dump):
+            return None
+        if key.key is None:
+            return (f"this backup's secrets were sealed with a secret key it does not name, "
+                    f"and there is no key at {key.where}: without it {what}")
+        return (f"the secret key of {key.where} (fingerprint {fingerprint(key.key)}) does not "
+                f"decrypt this backup's sealed secrets (the backup does not name the key that "
+                f"does): with it {what}")
     if key.key is None:
         return (f"this backup's secrets were sealed with the secret key of fingerprint {need}, "
                 f"and there is no key at {key.where}: without it {what}")
@@ -111,7 +125,12 @@ def restore(
             f"{backup} holds schema version {header['schema_version']}, newer than this "
             f"Upwatch knows ({known}): restore it with the Upwatch that made it, or a newer one")
     key = find_key(settings)
-    problem = key_problem(header, key)
+    sealed = None
+    if header.get("sealed_secrets") and header.get("secret_key_fingerprint") is None:
+        tool = find_tool("pg_restore", int(header.get("server_major", 0)),
+                         embedded=settings.database_url is None)
+        sealed = sealed_in_dump(tool, backup)
+    problem = key_problem(header, key, sealed)
     if problem is not None and not without_key:
         raise BackupError(
             f"{problem}. Put the key kept with the backup at {key.where} (mode 0600) or in "
@@ -184,16 +203,13 @@ def _restore_into(
     return uvloop.run(_verify(dsn, header, key))
 
 
-def _pg_restore(pg_restore: str, dsn: str, backup: Path) -> None:
-    """Feed the dump to ``pg_restore`` through a pipe, all in one transaction."""
-    dbname, env = libpq_target(dsn)
+def _fed(args: list[str], backup: Path, env: dict[str, str] | None, out: IO[bytes] | int
+         ) -> tuple[int, str]:
+    """Run ``args`` with the backup's dump on its stdin; its exit code and stderr."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(  # noqa: S603 - a PostgreSQL binary, no shell
-            [pg_restore, "--dbname", dbname, "--no-owner", "--no-privileges",
-             "--single-transaction", "--exit-on-error"],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=env,
+            args, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env,
         )
-        assert proc.stdin is not None
         failure: list[BaseException] = []
 
         def feed() -> None:
@@ -201,7 +217,7 @@ def _pg_restore(pg_restore: str, dsn: str, backup: Path) -> None:
             try:
                 copy_dump(backup, proc.stdin)
             except BrokenPipeError:
-                pass  # pg_restore stopped; its exit code and words tell why
+                pass  # the tool stopped; its exit code and words tell why
             except BaseException as exc:  # handed to the caller below
                 failure.append(exc)
             finally:
@@ -216,9 +232,44 @@ def _pg_restore(pg_restore: str, dsn: str, backup: Path) -> None:
         words = err.read().decode(errors="replace").strip()
     if failure:
         raise BackupError(f"reading {backup} failed: {failure[0]}")
+    return code, words
+
+
+def _pg_restore(pg_restore: str, dsn: str, backup: Path) -> None:
+    """Feed the dump to ``pg_restore`` through a pipe, all in one transaction."""
+    dbname, env = libpq_target(dsn)
+    code, words = _fed(
+        [pg_restore, "--dbname", dbname, "--no-owner", "--no-privileges",
+         "--single-transaction", "--exit-on-error"], backup, env, subprocess.DEVNULL)
     if code != 0:
         raise BackupError(f"pg_restore failed (exit {code}); nothing was restored: "
                           f"{words[-2000:]}")
+
+
+def sealed_in_dump(pg_restore: str, backup: Path) -> str | None:
+    """An account token sealed with the backup's key, read from the dump's data (``pg_restore
+    --data-only --table=accounts`` to a file: no database involved)."""
+    with tempfile.TemporaryFile() as out:
+        code, words = _fed([pg_restore, "--data-only", "--table=accounts", "--file=-"],
+                           backup, None, out)
+        if code != 0:
+            raise BackupError(f"pg_restore could not read {backup}: {words[-2000:]}")
+        out.seek(0)
+        columns: list[str] | None = None
+        for raw in out:
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            if columns is None:
+                if line.startswith("COPY ") and " FROM stdin" in line:
+                    columns = [c.strip() for c in line[line.index("(") + 1:
+                                                       line.index(")")].split(",")]
+                continue
+            if line == "\\.":
+                break
+            fields = dict(zip(columns, line.split("\t"), strict=False))
+            token = fields.get("token")
+            if token and not is_plain(token):
+                return token
+    return None
 
 
 async def _verify(dsn: str, header: dict[str, Any], key: FoundKey) -> str | None:

@@ -85,6 +85,35 @@ async def test_a_database_url_is_backed_up_and_restored_into_an_empty_database(
         await restored.close()
 
 
+async def test_a_backup_made_with_another_key_warns_and_its_restore_tries_the_dump(
+    store: Store, db_dsn: str, empty_dsn: str, tmp_path: Path
+) -> None:
+    """A backup run with a key that is not the service's cannot name the key its secrets
+    need: it says so, and a restore then tries the key on a sealed value of the dump itself,
+    before anything is created."""
+    token = await _filled(store)
+    backup = tmp_path / "db.upwatch"
+    other = Fernet.generate_key().decode()
+    done = upwatch("backup", str(backup), dsn=db_dsn, env={"UPWATCH_SECRET_KEY": other})
+    assert done.returncode == 0, done.stderr
+    assert "warning" in done.stderr and "does not decrypt this database's secrets" in \
+        done.stderr
+
+    wrong = upwatch("restore", str(backup), dsn=empty_dsn, env={"UPWATCH_SECRET_KEY": other})
+    assert wrong.returncode == 1, wrong.stderr
+    assert "does not decrypt this backup's sealed secrets" in wrong.stderr
+    assert await fetch(empty_dsn, "SELECT 1 FROM pg_tables WHERE schemaname = 'public'") == []
+
+    ok = upwatch("restore", str(backup), dsn=empty_dsn)  # the installation's key
+    assert ok.returncode == 0, ok.stderr
+    restored = await Store.connect(empty_dsn, min_size=1, max_size=2)
+    try:
+        account = await restored.authenticate(token)
+        assert account is not None and account.webhook_url == "https://hooks.example/S"
+    finally:
+        await restored.close()
+
+
 async def test_files_that_are_no_backup_or_too_new_are_refused(
     store: Store, db_dsn: str, empty_dsn: str, tmp_path: Path
 ) -> None:
