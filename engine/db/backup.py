@@ -207,7 +207,8 @@ async def _dump_to(
             at = out.tell()
             out.write(b"\0" * _BLOCK)  # the dump member's header, once its size is known
             proc = await asyncio.create_subprocess_exec(
-                pg_dump, "--format=custom", f"--snapshot={snapshot}", "--dbname", dbname,
+                pg_dump, "--format=custom", "--no-password", f"--snapshot={snapshot}",
+                "--dbname", dbname,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
             )
             assert proc.stdout is not None and proc.stderr is not None

@@ -113,14 +113,12 @@ def empty_data_dir_problem(data_dir: Path) -> str | None:
             "upwatch.toml and secret.key)")
 
 
-def restore(
-    settings: Settings, backup: Path, *, without_key: bool, version_check: bool = True
-) -> Restored:
+def restore(settings: Settings, backup: Path, *, without_key: bool) -> Restored:
     """Restore ``backup`` into the database the settings name. Raises
     :class:`BackupError` saying why when refused or failed."""
     header = read_header(backup)
     known = max((v for v, _, _ in migrate.available()), default=0)
-    if version_check and int(header.get("schema_version", 0)) > known:
+    if int(header.get("schema_version", 0)) > known:
         raise BackupError(
             f"{backup} holds schema version {header['schema_version']}, newer than this "
             f"Upwatch knows ({known}): restore it with the Upwatch that made it, or a newer one")
@@ -239,7 +237,7 @@ def _pg_restore(pg_restore: str, dsn: str, backup: Path) -> None:
     """Feed the dump to ``pg_restore`` through a pipe, all in one transaction."""
     dbname, env = libpq_target(dsn)
     code, words = _fed(
-        [pg_restore, "--dbname", dbname, "--no-owner", "--no-privileges",
+        [pg_restore, "--dbname", dbname, "--no-password", "--no-owner", "--no-privileges",
          "--single-transaction", "--exit-on-error"], backup, env, subprocess.DEVNULL)
     if code != 0:
         raise BackupError(f"pg_restore failed (exit {code}); nothing was restored: "
