@@ -8,6 +8,7 @@ import logging
 import sys
 import warnings
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import orjson
@@ -92,6 +93,19 @@ def _parser() -> argparse.ArgumentParser:
     app.add_argument("--account", type=int, default=None, help="account id (default: the only one)")
     app.add_argument("--prune", action="store_true", help="delete monitors the file lacks")
     app.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    bak = sub.add_parser("backup", parents=[common],
+                         help="write a consistent dump of the database to FILE, also while "
+                              "the service runs (keep the secret key apart from it)")
+    bak.add_argument("file", metavar="FILE",
+                     help="the backup to write (a tar of pg_dump's custom format and a "
+                          "header; mode 0600, replaced atomically)")
+    res = sub.add_parser("restore", parents=[common],
+                         help="restore a backup into an empty data directory or database")
+    res.add_argument("file", metavar="FILE", help="a file written by upwatch backup")
+    res.add_argument("--without-key", action="store_true",
+                     help="restore even without the secret key the backup's secrets were "
+                          "sealed with (they then cannot be read: no webhook or notification "
+                          "is sent until the key is in place)")
     notify = sub.add_parser("notify", help="notification channels (Apprise URLs)")
     notify_sub = notify.add_subparsers(dest="notify_command", required=True, metavar="COMMAND")
     ntest = notify_sub.add_parser(
@@ -324,6 +338,55 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _backup(settings: Settings, args: argparse.Namespace) -> int:
+    """Dump the database beside a running service (engine/db/backup.py); never migrates."""
+    import uvloop
+
+    from engine.daemon import database
+    from engine.db import backup
+
+    sys.stdout.write(f"Using {settings.database_label()}\n")
+    if settings.database_url is None:
+        from engine.db.embedded_lease import require_database
+
+        require_database(settings.data_dir)
+    key = backup.find_key(settings)
+    target = Path(args.file).expanduser().absolute()
+    with database(settings) as (dsn, _lease):
+        done = uvloop.run(backup.write_backup(
+            dsn, target, key, embedded=settings.database_url is None, version=__version__,
+        ))
+    head = done.header
+    sys.stdout.write(
+        f"Wrote {args.file} ({done.size} bytes of dump, one snapshot taken "
+        f"{head['created_at']}, schema version {head['schema_version']}): "
+        f"{backup.describe_counts(head['counts'])}.\n")
+    if head["secret_key_fingerprint"]:
+        sys.stdout.write(
+            f"Its secrets need the secret key of fingerprint {head['secret_key_fingerprint']} "
+            f"({key.where}): keep a copy of it, apart from this file.\n")
+    if done.key_warning:
+        sys.stderr.write(f"upwatch: warning: {done.key_warning}\n")
+    return 0
+
+
+def _restore(settings: Settings, args: argparse.Namespace) -> int:
+    from engine.db import backup, restore
+
+    sys.stdout.write(f"Using {settings.database_label()}\n")
+    done = restore.restore(settings, Path(args.file), without_key=args.without_key)
+    head = done.header
+    sys.stdout.write(
+        f"Restored {args.file} (taken {head['created_at']}, schema version "
+        f"{head['schema_version']}): {backup.describe_counts(head['counts'])}.\n"
+        "Start it with `upwatch run`: it migrates the schema if needed and sends what is "
+        "pending.\n")
+    if done.key_note:
+        sys.stderr.write(f"upwatch: warning: restored without its secret key: "
+                         f"{done.key_note}\n")
+    return 0
+
+
 def _bench(argv: list[str]) -> int:
     """``upwatch bench ...``: the bench's own command line, when the bench is installed."""
     try:
@@ -358,6 +421,10 @@ def main(argv: list[str] | None = None) -> int:
             return run(settings, args.role)
         if args.command == "migrate":
             return _migrate(settings, args)
+        if args.command == "backup":
+            return _backup(settings, args)
+        if args.command == "restore":
+            return _restore(settings, args)
         if args.command == "nodes":
             return _nodes(settings, args)
         if args.command == "status":
