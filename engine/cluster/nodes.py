@@ -136,6 +136,9 @@ class NodeRegistry:
         await self.store.register_node(
             self.membership.node_id, self.settings.region, self.settings.peer_url, __version__
         )
+        self.metrics.node_info.labels(
+            node=self.membership.node_id, region=self.settings.region, version=__version__
+        ).set(1)
         await self.refresh()
         log.info("joined cluster", extra={"node": self.membership.node_id,
                                           "region": self.settings.region,
@@ -144,6 +147,7 @@ class NodeRegistry:
     async def refresh(self) -> None:
         nodes = await self.store.live_nodes(self.dead_after)
         if self.membership.update(nodes):
+            self.metrics.ownership_changes.inc()
             log.info("cluster membership changed",
                      extra={"live_nodes": ",".join(n.id for n in nodes)})
         self.metrics.live_nodes.set(len(nodes))

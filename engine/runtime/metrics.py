@@ -2,7 +2,7 @@
 
 Names follow Prometheus conventions: counters end in ``_total``, durations are ``_seconds``.
 Components receive a :class:`Metrics` instance (tests make their own, so counters do not leak
-between them) and only ever increment, observe or set.
+between them) and only ever increment (or decrement a gauge), observe or set.
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -38,6 +43,13 @@ class _CounterChild:
 
     def inc(self, amount: float = 1.0) -> None:
         self.value += amount
+
+
+class _GaugeChild(_CounterChild):
+    __slots__ = ()
+
+    def dec(self, amount: float = 1.0) -> None:
+        self.value -= amount
 
 
 class _HistogramChild:
@@ -82,7 +94,7 @@ class _HistogramChild:
 
 
 class _LoopMetric(Collector):
-    """Shared part of :class:`LoopCounter` and :class:`LoopHistogram`."""
+    """Shared part of :class:`LoopCounter`, :class:`LoopGauge` and :class:`LoopHistogram`."""
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
                  registry: CollectorRegistry) -> None:
@@ -122,6 +134,38 @@ class LoopCounter(_LoopMetric):
         family = CounterMetricFamily(self._name, self._doc, labels=self._labelnames)
         for key, child in list(self._children.items()):
             assert isinstance(child, _CounterChild)
+            family.add_metric(key, child.value)
+        yield family
+
+
+class LoopGauge(_LoopMetric):
+    """A labelled gauge moved by ``inc``/``dec`` from the event-loop thread, without a lock
+    (see :class:`LoopCounter`). A child stays once made, so a value back at 0 is exposed as
+    0, not as a missing series."""
+
+    def labels(self, **labels: str) -> _GaugeChild:
+        key = self._key(labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = _GaugeChild()
+        assert isinstance(child, _GaugeChild)
+        return child
+
+    def child(self, *values: str) -> _GaugeChild:
+        """``labels()`` by position, in the order of the label names: one dict lookup (the
+        engine moves a gauge for each check it loads)."""
+        child = self._children.get(values)
+        if child is None:
+            if len(values) != len(self._labelnames):
+                raise ValueError(f"{self._name}: labels must be {self._labelnames}")
+            child = self._children[values] = _GaugeChild()
+        assert isinstance(child, _GaugeChild)
+        return child
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(self._name, self._doc, labels=self._labelnames)
+        for key, child in list(self._children.items()):
+            assert isinstance(child, _GaugeChild)
             family.add_metric(key, child.value)
         yield family
 
@@ -256,6 +300,13 @@ class Metrics:
         self.results_written = Counter(
             "upwatch_results_written_total", "Probe result rows written.", registry=r
         )
+        # Moved where the engine adopts, drops and changes a check, not recounted.
+        self.checks_by_status = LoopGauge(
+            "upwatch_checks_by_status",
+            "Enabled checks this node probes, by kind and current status.",
+            ["kind", "status"],
+            registry=r,
+        )
         self.transitions = Counter(
             "upwatch_state_transitions_total",
             "Check state changes, by new status.",
@@ -296,11 +347,27 @@ class Metrics:
             "upwatch_node_heartbeats_total", "Heartbeats written by this node.", registry=r
         )
         self.live_nodes = Gauge("upwatch_live_nodes", "Live nodes seen in the cluster.", registry=r)
+        self.ownership_changes = Counter(
+            "upwatch_ownership_changes_total",
+            "Changes of the live-node set seen by this node; each moves checks between nodes.",
+            registry=r,
+        )
+        self.node_info = Gauge(
+            "upwatch_node_info", "This engine node (1): its id, region and version.",
+            ["node", "region", "version"], registry=r,
+        )
         # API
         self.http_requests = Counter(
             "upwatch_http_requests_total",
             "API requests, by route and status code.",
             ["route", "status"],
+            registry=r,
+        )
+        self.http_request_seconds = Histogram(
+            "upwatch_http_request_duration_seconds",
+            "Time to answer an API request, by route.",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
             registry=r,
         )
 

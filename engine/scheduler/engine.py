@@ -156,9 +156,12 @@ class Engine:
     # -- wiring ----------------------------------------------------------------------------------
 
     def _adopted(self, new: ScheduledCheck, old: ScheduledCheck | None) -> None:
+        by_status = self._metrics.checks_by_status
         if old is not None:
             self._dispatcher.cancel(old)
             self.results.forget(new.id)
+            by_status.child(old.kind, old.state.status).dec()
+        by_status.child(new.kind, new.state.status).inc()
         self._dispatcher.schedule(new, soon=new.state.status == PENDING)
 
     def _dropped(self, old: ScheduledCheck) -> None:
@@ -166,6 +169,7 @@ class Engine:
         dropped)."""
         self._dispatcher.cancel(old)
         self.results.forget(old.id)
+        self._metrics.checks_by_status.child(old.kind, old.state.status).dec()
 
     def _every_second(self) -> None:
         # The histograms' pending observations are counted then too.

@@ -136,7 +136,10 @@ class TransitionWriter:
             self._results.touch(c.id, Touch(version, s.last_check_at, s.status, s.error, tr.meta))
             c.state.copy_from(s)
         if c.state.status != prev:
-            self._metrics.transitions.labels(kind=c.kind, status=c.state.status).inc()
+            metrics = self._metrics
+            metrics.transitions.labels(kind=c.kind, status=c.state.status).inc()
+            metrics.checks_by_status.child(c.kind, prev).dec()
+            metrics.checks_by_status.child(c.kind, c.state.status).inc()
             # One line per state change and per alert, with the monitor id operators search by.
             log.info(
                 "check %s %s -> %s", c.kind, prev, c.state.status,

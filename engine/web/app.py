@@ -3,7 +3,8 @@
 Request path through the middlewares (outermost first):
 
 1. ``error_middleware``: maps every outcome to a JSON response (422, 404, 413, 503, and a
-   logged 500 without details) and counts it in ``upwatch_http_requests_total``.
+   logged 500 without details), counts it in ``upwatch_http_requests_total`` and times it in
+   ``upwatch_http_request_duration_seconds``.
 2. ``body_limit_middleware``: a declared body over 64 KiB is a 413 before anything reads it
    (chunked bodies hit aiohttp's ``client_max_size`` of the same size on read).
 3. ``ApiSlots.middleware``: at most ``api_concurrency`` requests handled at once, so the
@@ -147,6 +148,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     # (it may carry secrets): the decoded ``path`` may hold CR/LF from "%0d%0a" and forge
     # lines in a text log.
     response: web.StreamResponse
+    started = time.perf_counter()
     try:
         response = await handler(request)
     except web.HTTPException as exc:
@@ -179,20 +181,26 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         # The body says nothing about the cause: the log has it.
         log.exception("unhandled error in %s %s", request.method, request.rel_url.raw_path)
         response = message_response("Server error.", 500)
-    _count_request(request, response.status)
+    _count_request(request, response.status, time.perf_counter() - started)
     return response
 
 
-def _count_request(request: web.Request, status: int) -> None:
-    """``upwatch_http_requests_total`` += 1. The labelled child is looked up once per route and
-    status (``labels()`` validates and locks on every call); the keys are as bounded as the
-    metric's own label values."""
+def _count_request(request: web.Request, status: int, seconds: float) -> None:
+    """``upwatch_http_requests_total`` += 1 and ``seconds`` observed in
+    ``upwatch_http_request_duration_seconds``. The labelled children are looked up once per
+    route and status (``labels()`` validates and locks on every call); the keys are as
+    bounded as the metrics' own label values."""
     counters = request.app[HTTP_COUNTERS]
     key = (_route_label(request), status)
-    child = counters.get(key)
-    if child is None:
-        child = counters[key] = request.app[METRICS].http_requests.labels(key[0], str(status))
-    child.inc()
+    children = counters.get(key)
+    if children is None:
+        metrics = request.app[METRICS]
+        children = counters[key] = (
+            metrics.http_requests.labels(key[0], str(status)),
+            metrics.http_request_seconds.labels(key[0]),
+        )
+    children[0].inc()
+    children[1].observe(seconds)
 
 
 @web.middleware

@@ -22,7 +22,8 @@ STORE = web.AppKey("store", Store)
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 RATE_LIMITER = web.AppKey("rate_limiter", RateLimiter)
-# upwatch_http_requests_total's labelled children by (route template, status code).
+# (upwatch_http_requests_total's, upwatch_http_request_duration_seconds's) labelled children
+# by (route template, status code).
 HTTP_COUNTERS = web.AppKey("http_counters", dict[tuple[str, int], Any])
 # The OpenAPI document, serialised once at start-up.
 OPENAPI_DOCUMENT = web.AppKey("openapi_document", bytes)
