@@ -298,8 +298,9 @@ FIRST_TOKEN_FILE = "first-token"
 
 async def _first_start(store: Store, settings: Settings, embedded: bool) -> None:
     """On the very first start of the embedded default: an account, its token, a curl line.
-    Shown only to a terminal; otherwise (systemd, where stdout is the journal) written to
-    ``<data_dir>/first-token``, readable only by this user, and its path logged."""
+    Shown only to a terminal (or on stdout whatever it is, with ``first_token = "print"``);
+    otherwise (systemd, where stdout is the journal) written to ``<data_dir>/first-token``,
+    readable only by this user, and its path logged."""
     if not embedded or await store.count_accounts() > 0:
         return
     account, token = await store.create_account(
@@ -312,7 +313,7 @@ async def _first_start(store: Store, settings: Settings, embedded: bool) -> None
         "Try it:\n\n"
         f"    curl -s -H 'Authorization: Bearer {token}' {base}/webapi/monitors\n\n"
     )
-    if sys.stdout.isatty():
+    if settings.first_token == "print" or sys.stdout.isatty():
         sys.stdout.write("\n" + words)
         sys.stdout.flush()
         return

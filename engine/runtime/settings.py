@@ -152,6 +152,10 @@ class Settings(BaseSettings):
     # Operations
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    # Where the very first start shows the first account's token (engine/daemon.py): "auto",
+    # on stdout when it is a terminal, else in <data_dir>/first-token (0600); "print", on
+    # stdout always (a container's log, readable only by who controls the container).
+    first_token: Literal["auto", "print"] = "auto"
 
     # Engine capacity
     max_in_flight: int = Field(default=1000, ge=1, le=100_000)

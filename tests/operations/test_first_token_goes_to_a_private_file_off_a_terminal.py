@@ -101,3 +101,24 @@ def test_on_a_terminal_the_first_token_is_shown_and_no_file_written(root: Path) 
     assert "Its API token, shown only now" in text and "Bearer uw_" in text
     assert not (data / FIRST_TOKEN_FILE).exists()
     assert code == 0
+
+
+async def test_first_token_print_shows_it_on_stdout_off_a_terminal(root: Path) -> None:
+    """``UPWATCH_FIRST_TOKEN=print`` (the container image's setting, where stdout is the
+    container's log): the token is on stdout though it is no terminal, and no file is
+    written; the token works."""
+    data = root / "data"
+    inst = Instance("", root, data_dir=data, env={"UPWATCH_FIRST_TOKEN": "print"})
+    await inst.start(timeout=120)
+    try:
+        text = inst.log_text()
+        assert "Its API token, shown only now" in text
+        token = next(w for w in text.split() if w.startswith("uw_"))
+        assert not (data / FIRST_TOKEN_FILE).exists()
+        async with aiohttp.ClientSession() as http, http.get(
+            f"{inst.base_url}/webapi/monitors", headers={"Authorization": f"Bearer {token}"}
+        ) as r:
+            assert r.status == 200
+    finally:
+        code = await inst.stop()
+    assert code == 0, inst.log_text()[-3000:]
