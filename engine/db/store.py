@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from typing import Final
+
 import asyncpg
 
 from engine.db.accounts import AccountsMixin
@@ -19,6 +23,11 @@ from engine.db.public import PublicMixin
 from engine.db.timings import TimingsMixin
 from engine.db.webhook_queue import WebhookQueueMixin
 from engine.runtime.secretbox import SecretBox
+
+log = logging.getLogger(__name__)
+
+# How long connections still in use may take to be given back when the store closes.
+CLOSE_SECONDS: Final = 5.0
 
 
 class Store(
@@ -40,7 +49,15 @@ class Store(
         store._secrets = secrets
         return store
 
-    async def close(self) -> None:
-        await self._pool.close()
+    async def close(self, timeout: float = CLOSE_SECONDS) -> None:
+        """Close the pool: connections still in use get ``timeout`` seconds to be given back,
+        then every connection is closed at once, so that a stop never waits on a query
+        stuck behind a lock."""
+        try:
+            await asyncio.wait_for(self._pool.close(), timeout)
+        except TimeoutError:
+            log.warning("database connections still in use %.0f s after the stop; closing them",
+                        timeout)
+            self._pool.terminate()
 
 __all__ = ["Store", "asyncpg"]

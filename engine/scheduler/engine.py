@@ -209,8 +209,12 @@ class Engine:
                 await asyncio.wait_for(replayer, DRAIN_RESULTS)
             await self._transitions.drain(DRAIN_RESULTS)
             writer_stop.set()
-            with contextlib.suppress(Exception):
-                await writer
+            try:
+                with contextlib.suppress(Exception):
+                    await writer
+            except asyncio.CancelledError:
+                writer.cancel()  # stopped past its drain limit: the writer goes too
+                raise
             self._metrics.in_flight.set(0)
             # What was frozen may become garbage once the engine is gone; let GC see it.
             gc.unfreeze()
