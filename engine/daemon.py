@@ -20,13 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import asyncpg
+
 from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import EmbeddedLease, embedded_database
 from engine.db.store import Store
 from engine.kinds.certificate import CertProbe
 from engine.kinds.registry import Kinds
 from engine.kinds.uptime import HttpProbe
-from engine.runtime.errors import UpwatchError
+from engine.runtime.errors import DatabaseUnavailable, UpwatchError
 from engine.runtime.metrics import Metrics
 from engine.runtime.sdnotify import Notifier
 from engine.runtime.settings import Settings
@@ -62,7 +64,13 @@ async def open_store(
     from engine.runtime.secretbox import SecretBox
 
     box = SecretBox.from_settings(settings) if settings is not None else None
-    store = await Store.connect(dsn, min_size=2, max_size=max_size, secrets=box)
+    try:
+        store = await Store.connect(dsn, min_size=2, max_size=max_size, secrets=box)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        # Start-up and commands end with one line saying why, not a traceback.
+        where = settings.database_label() if settings is not None else "the database"
+        raise DatabaseUnavailable(
+            f"cannot connect to {where}: {str(exc) or type(exc).__name__}") from exc
     async with store.pool.acquire() as conn:
         applied = await migrate.apply(conn)
     if applied:

@@ -77,3 +77,14 @@ async def test_status_and_nodes_tables(db_dsn: str, store: Store) -> None:
 def test_migrate_is_idempotent(db_dsn: str) -> None:
     res = upwatch("migrate", dsn=db_dsn)
     assert res.returncode == 0 and "up to date" in res.stdout
+
+
+@pytest.mark.parametrize("command", [("run",), ("status",), ("migrate",)])
+def test_a_database_nobody_answers_is_one_line(command: tuple[str, ...]) -> None:
+    # Port 1 on loopback: nothing listens there.
+    res = upwatch(*command, dsn="postgresql://ops:hunter2secret@127.0.0.1:1/upwatch")
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr and "hunter2secret" not in res.stderr + res.stdout
+    [why] = [line for line in res.stderr.splitlines() if line.startswith("upwatch:")]
+    assert why.startswith("upwatch: cannot connect to database upwatch on 127.0.0.1:1 as ops")
+    assert "Connection refused" in why
