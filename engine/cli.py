@@ -263,6 +263,7 @@ def _nodes(settings: Settings, args: argparse.Namespace) -> int:
 
 def _status(settings: Settings, args: argparse.Namespace) -> int:
     from engine.domain.timefmt import fmt
+    from engine.domain.words import plural
 
     async def fetch(store: Any) -> list[tuple[Any, list[Any]]]:
         accounts = [a for a, _ in await store.list_accounts()]
@@ -287,9 +288,8 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
                 }).decode() + "\n")
         return 0
     for account, monitors in data:
-        count = len(monitors)
-        sys.stdout.write(f"Account {account.id} ({account.name}): {count} monitor"
-                         f"{'' if count == 1 else 's'}\n")
+        sys.stdout.write(f"Account {account.id} ({account.name}): "
+                         f"{plural(len(monitors), 'monitor')}\n")
         if not monitors:
             continue
         sys.stdout.write(f"  {'ID':>6}  {'ALIAS':<28} {'UPTIME':<9} {'CERT':<9} {'30D %':>8}  "

@@ -31,6 +31,7 @@ import asyncpg
 from cryptography.fernet import Fernet, InvalidToken
 
 from engine.db.pgtools import find_tool, libpq_target
+from engine.domain.words import plural
 from engine.runtime.errors import UpwatchError
 from engine.runtime.secretbox import KEY_FILE, is_plain
 from engine.runtime.settings import Settings
@@ -281,16 +282,12 @@ def copy_dump(path: Path, sink: IO[bytes]) -> None:
 
 def describe_counts(counts: dict[str, int]) -> str:
     """``2 accounts, 5 monitors, ...`` in words."""
-    words = {
-        "accounts": ("account", "accounts"),
-        "monitors": ("monitor", "monitors"),
-        "notification_channels": ("notification channel", "notification channels"),
-        "pending_webhooks": ("pending webhook", "pending webhooks"),
-        "pending_notifications": ("pending notification", "pending notifications"),
+    nouns = {
+        "accounts": "account",
+        "monitors": "monitor",
+        "notification_channels": "notification channel",
+        "pending_webhooks": "pending webhook",
+        "pending_notifications": "pending notification",
     }
-    parts = []
-    for name, (one, many) in words.items():
-        n = int(counts.get(name, 0))
-        parts.append(f"{n} {one if n == 1 else many}")
-    return ", ".join(parts)
+    return ", ".join(plural(int(counts.get(name, 0)), noun) for name, noun in nouns.items())
 

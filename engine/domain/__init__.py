@@ -1,6 +1,6 @@
 """The rules, without I/O: the checks' state machines (``evaluate``), probe outcomes, event
 names and webhook payloads, maintenance windows, uptime statistics, timing sketches, time
-formats and the address policy (which addresses a probe may reach).
+formats, counts in words and the address policy (which addresses a probe may reach).
 
 Pure functions and plain data that take ``now`` as an argument; testable without a
 database, a socket or a clock. May import only :mod:`engine.runtime`.

@@ -16,6 +16,7 @@ from typing import Any, Final, Protocol
 from engine.domain.evaluate import CERTIFICATE, Outcome, Transition, evaluate_certificate
 from engine.domain.outcomes import CertOutcome
 from engine.domain.timefmt import fmt
+from engine.domain.words import plural
 from engine.kinds.base import (
     Cancellable,
     Fact,
@@ -27,7 +28,7 @@ from engine.kinds.base import (
     no_prober,
 )
 from engine.kinds.scheduled import ScheduledCheck
-from engine.kinds.shown import api_timestamp, last_checked, meta_text, parse_timestamp, plural
+from engine.kinds.shown import api_timestamp, last_checked, meta_text, parse_timestamp
 from engine.probes.tls import certificate_port
 
 CODE: Final = 2  # probe_results.kind

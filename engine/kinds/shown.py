@@ -27,10 +27,6 @@ def duration_text(seconds: float) -> str:
     return f"{secs} s"
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def parse_timestamp(value: Any) -> datetime | None:
     """A meta timestamp (``YYYY-MM-DD HH:MM:SS`` UTC, or ISO 8601) as an aware datetime."""
     if not isinstance(value, str) or not value:

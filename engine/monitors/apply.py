@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.domain.secretheaders import origin, origin_text
+from engine.domain.words import plural
 from engine.monitors import file as monitorfile
 from engine.monitors import requests as requestconfig
 from engine.monitors import validation
@@ -100,7 +101,7 @@ class ApplyResult:
         be")."""
         p = self.plan
         created = len(p.creates)
-        text = (f"{counted(created, 'monitor')} {self._verb(created)} created, "
+        text = (f"{plural(created, 'monitor')} {self._verb(created)} created, "
                 f"{len(p.updates)} {self._verb(len(p.updates))} updated, "
                 f"{len(p.deletes)} {self._verb(len(p.deletes))} deleted, "
                 f"{p.unchanged} {self._verb(p.unchanged)} unchanged")
@@ -114,11 +115,6 @@ class ApplyResult:
         if self.dry_run:
             return "would be"
         return "was" if n == 1 else "were"
-
-
-def counted(n: int, noun: str) -> str:
-    """``n`` and ``noun`` in English number: "1 monitor", "0 monitors", "2 monitors"."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _name(key: str | None, url: str) -> str:
@@ -155,7 +151,7 @@ class TargetCheck:
         if errors:
             n = len(errors)
             raise ValidationFailed(
-                errors, f"{counted(n, 'monitor URL')} {'is' if n == 1 else 'are'} not allowed.")
+                errors, f"{plural(n, 'monitor URL')} {'is' if n == 1 else 'are'} not allowed.")
 
     async def _resolve(self, pending: dict[tuple[str, str, str], MonitorSpec]) -> None:
         gate = asyncio.Semaphore(RESOLVE_CONCURRENCY)
@@ -202,7 +198,7 @@ def unkept_masks(todo: Plan) -> None:
                 errors[monitorfile.entry_field(u.index, name)] = messages
     if errors:
         n = len(errors)
-        raise ValidationFailed(errors, f"{counted(n, 'masked header value')}"
+        raise ValidationFailed(errors, f"{plural(n, 'masked header value')}"
                                        " cannot keep a stored value.")
 
 

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from engine.domain.words import plural
 from engine.monitors import file as monitorfile
-from engine.monitors.apply import ApplyResult, apply_document, counted, export_document
+from engine.monitors.apply import ApplyResult, apply_document, export_document
 from engine.runtime.errors import LimitReached, ValidationFailed
 from engine.runtime.settings import Settings
 
@@ -117,7 +118,7 @@ def export(settings: Settings, args: argparse.Namespace, with_store: WithStore) 
         except OSError as exc:
             sys.stderr.write(f"upwatch export: cannot write {args.file}: {exc.strerror}\n")
             return USAGE
-        sys.stderr.write(f"Exported {counted(len(doc['monitors']), 'monitor')} of account"
+        sys.stderr.write(f"Exported {plural(len(doc['monitors']), 'monitor')} of account"
                          f" {account.id} to {args.file}.\n")
     return 0
 

@@ -74,7 +74,7 @@ from engine.probes._net import (
     ssl_error_words,
     timeout_words,
 )
-from engine.probes.judges import Judges
+from engine.probes.judges import FAILED, Judges
 from engine.probes.reactor import Reactor
 from engine.probes.request import RequestSpec
 from engine.probes.resolver import DnsAnswer, ProbeResolver
@@ -961,7 +961,7 @@ class _Probe:
             return spec.check(*inputs)
         except Exception:
             log.exception("assertions on %s failed unexpectedly", self.url)
-            return "assertions failed: internal error"
+            return FAILED
 
     def _hop(self) -> None:
         """Split the URL and connect, or look its host up first. Raises ProbeFailure."""

@@ -47,13 +47,16 @@ class _Job:
     def answer(self, verdict: str | None) -> None:
         """Call back once; later answers (a verdict after the deadline) are dropped."""
         done = self.done
-        if done is None:
-            return
+        if done is not None:
+            self.drop()
+            done(verdict)
+
+    def drop(self) -> None:
+        """Never call back."""
         self.done = None
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        done(verdict)
 
 
 class Judges:
@@ -107,9 +110,7 @@ class Judges:
             if job.done is None:
                 continue  # answered LATE while queued
             if not job.wanted():
-                job.done = None
-                if job.timer is not None:
-                    job.timer.cancel()
+                job.drop()
                 continue
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="upwatch-judge")

@@ -253,7 +253,7 @@ class RequestSpec:
         ``capture_limit``. With json assertions the garbage collector waits until the parsed
         body is freed: a body of many small containers would otherwise set off collections
         of the whole heap while it is parsed."""
-        if not gc.isenabled() or not any(a.source == "json" for a in self.assertions):
+        if not self.parses_json or not gc.isenabled():
             return self._check(status, total_ms, headers, body, cut)
         gc.disable()
         try:

@@ -24,8 +24,9 @@ from engine.db.public import (
 )
 from engine.domain.stats import uptime_percentage
 from engine.domain.timefmt import fmt
+from engine.domain.words import plural
 from engine.kinds.registry import SHOWN
-from engine.kinds.shown import duration_text, meta_text, parse_timestamp, plural, status_code
+from engine.kinds.shown import duration_text, meta_text, parse_timestamp, status_code
 from engine.web.status.notice import MaintenanceNotice
 from engine.web.status.public_text import (
     CONFIRMED_WORDS,
