@@ -128,16 +128,9 @@ async def test_costly_json_monitors_do_not_slow_another_accounts_api(
             assert status == 201, (query, body)
             ids.append(body["id"])
 
-        async def errors() -> list[str | None]:
-            out = []
-            for monitor_id in ids:
-                _, m = await answer(a, "GET", f"/webapi/monitors/{monitor_id}")
-                out.append(m["checks"]["uptime"]["error"])
-            return out
-
         async with watched(instance.base_url, b_token, "/webapi/monitors") as samples:
             seen = await wait_until(
-                lambda: _all_probed(errors), what="every costly monitor probed", timeout=60)
+                lambda: _all_probed(a, ids), what="every costly monitor probed", timeout=60)
             # Keep probing (every 1.5 s) while the bystander measures.
             started = time.monotonic()
             await wait_until(lambda: time.monotonic() - started > 6 and len(samples) >= 40,
@@ -150,9 +143,13 @@ async def test_costly_json_monitors_do_not_slow_another_accounts_api(
         assert_bounded(samples, at_least=40)
 
 
-async def _all_probed(errors: Any) -> list[str | None] | None:
-    got = await errors()
-    # Every monitor fails (its query finds nothing or is stopped): each has an error.
+async def _all_probed(a: aiohttp.ClientSession, ids: list[int]) -> list[str | None] | None:
+    """The uptime errors of monitors ``ids``, once every one has an error (each fails: its
+    query finds nothing or is stopped), else None."""
+    got = []
+    for monitor_id in ids:
+        _, m = await answer(a, "GET", f"/webapi/monitors/{monitor_id}")
+        got.append(m["checks"]["uptime"]["error"])
     return got if all(got) else None
 
 
@@ -177,16 +174,9 @@ async def test_costly_regex_searches_do_not_slow_another_accounts_api(
             assert status == 201, (path, pattern, body)
             ids.append(body["id"])
 
-        async def errors() -> list[str | None]:
-            out = []
-            for monitor_id in ids:
-                _, m = await answer(a, "GET", f"/webapi/monitors/{monitor_id}")
-                out.append(m["checks"]["uptime"]["error"])
-            return out
-
         async with watched(instance.base_url, b_token, "/webapi/monitors") as samples:
             seen = await wait_until(
-                lambda: _all_probed(errors), what="every regex monitor probed", timeout=90)
+                lambda: _all_probed(a, ids), what="every regex monitor probed", timeout=90)
             started = time.monotonic()
             await wait_until(lambda: time.monotonic() - started > 6 and len(samples) >= 40,
                              what="six seconds of bystander GETs", timeout=60)
