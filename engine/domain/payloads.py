@@ -44,11 +44,12 @@ def downtime(
     http_status_code: int | None,
     detected_by: str,
     verified_via: str,
+    name: str = "uptime",
 ) -> bytes:
     return _body(
         monitor,
         {
-            "name": "uptime",
+            "name": name,
             "status": "nok",
             "last_check_at": fmt(last_check_at),
             "error": error,
@@ -63,12 +64,14 @@ def downtime(
 
 
 def uptime_restored(
-    monitor: MonitorRef, *, last_check_at: datetime, http_status_code: int, downtime_seconds: float
+    monitor: MonitorRef, *, last_check_at: datetime, http_status_code: int,
+    downtime_seconds: float, name: str = "uptime",
 ) -> bytes:
+    """``name``: the check's type (``uptime``, or ``heartbeat``)."""
     return _body(
         monitor,
         {
-            "name": "uptime",
+            "name": name,
             "status": "ok",
             "last_check_at": fmt(last_check_at),
             "meta": {"http_status_code": http_status_code, "downtime": hms(downtime_seconds)},
