@@ -208,9 +208,11 @@ def build_kinds(
     *,
     http_prober: HttpProbe | None = None,
     cert_prober: CertProbe | None = None,
+    heartbeats: Any = None,
 ) -> Kinds:
     """Every registered kind of check with its prober, each prober built here once unless
-    given (tests pass theirs); ``aclose()`` of the result closes those built here."""
+    given (tests pass theirs); ``aclose()`` of the result closes those built here.
+    ``heartbeats``: what the heartbeat kind reads facts with (the store)."""
     from engine import USER_AGENT
     from engine.kinds.registry import registered
 
@@ -243,7 +245,7 @@ def build_kinds(
             batch=settings.probe_batch_ms / 1000.0,
         )
         built.append(cert_prober)
-    return registered(http_prober, cert_prober, owned=built)
+    return registered(http_prober, cert_prober, heartbeats, owned=built)
 
 
 async def build_node(
@@ -270,7 +272,7 @@ async def build_node(
 
         registry = NodeRegistry(store, settings, metrics=metrics, dsn=dsn)
         await registry.register()
-        kinds = build_kinds(settings, metrics)
+        kinds = build_kinds(settings, metrics, heartbeats=store)
         # Confirmations (and the peers' requests for them) probe again with the same prober.
         prober = kinds.reprober
         peers = PeerConfirmer(registry.membership, settings, metrics)

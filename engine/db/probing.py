@@ -41,7 +41,9 @@ _CHECK_COLUMNS = """
     c.incident_event_id, c.renewal_notified_for, o.verified_via,
     c.recovery_threshold_s, c.recovering_since, c.expiry_threshold_percent,
     c.renewal_notified_fingerprints, m.account_id,
-    m.url, m.host, m.port, m.request, m.assertions
+    m.url, m.host, m.port, m.request, m.assertions,
+    CASE WHEN c.kind = 'heartbeat'
+         THEN (SELECT to_jsonb(h) FROM heartbeats h WHERE h.check_id = c.id) END AS heartbeat
 """
 _CHECK_FROM = """
 FROM checks c

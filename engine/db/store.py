@@ -12,6 +12,7 @@ from engine.db.accounts import AccountsMixin
 from engine.db.badges import BadgesMixin
 from engine.db.certificates import CertificatesMixin
 from engine.db.cluster import ClusterMixin
+from engine.db.heartbeats import HeartbeatsMixin
 from engine.db.maintenance import MaintenanceMixin
 from engine.db.monitor_batches import MonitorBatchesMixin
 from engine.db.monitors import MonitorsMixin
@@ -34,7 +35,7 @@ class Store(
     AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin,
     MaintenanceMixin, CertificatesMixin,
     TimingsMixin, BadgesMixin, OutageHistoryMixin,
-    NotificationsMixin, MonitorBatchesMixin,
+    NotificationsMixin, MonitorBatchesMixin, HeartbeatsMixin,
 ):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.domain.evaluate import CheckState
+from engine.domain.heartbeat import beat_of_row
 from engine.probes.request import RequestSpec
 
 
@@ -50,6 +51,8 @@ class ScheduledCheck:
     recovery_s: int = 0
     expiry_percent: int = 0
     account_id: int = 0  # its maintenance windows; its share of the costly assertions
+    # Heartbeat: what the engine knows of it (engine.kinds.heartbeat.Beat); None otherwise.
+    heartbeat: Any = None
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> ScheduledCheck:
@@ -88,7 +91,15 @@ class ScheduledCheck:
             recovery_s=r["recovery_threshold_s"],
             expiry_percent=r["expiry_threshold_percent"],
             account_id=r["account_id"],
+            heartbeat=_beat(r),
         )
+
+
+def _beat(r: Mapping[str, Any]) -> Any:
+    """A heartbeat's Beat from the row's ``heartbeat`` column (its heartbeats row as jsonb),
+    None for other kinds."""
+    raw = r.get("heartbeat") if hasattr(r, "get") else None
+    return None if raw is None else beat_of_row(raw)
 
 
 @dataclass(slots=True)
