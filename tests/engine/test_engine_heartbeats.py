@@ -72,7 +72,7 @@ async def test_a_heartbeat_never_pinged_stays_pending(
     store: Store, account: tuple[Any, str], tmp_path: Path,
 ) -> None:
     acc, _ = account
-    _, cid, pid = await new_heartbeat(store, acc.id)
+    _, cid, _ = await new_heartbeat(store, acc.id)
     async with running_engine(store, fast_settings(tmp_path)):
         _, other, other_pid = await new_heartbeat(store, acc.id)
         await ping(store, other_pid)
