@@ -157,7 +157,7 @@ def group_monitors(rows: list[asyncpg.Record]) -> list[MonitorRecord]:
 def monitor_of(group: list[asyncpg.Record]) -> MonitorRecord:
     checks = [CheckRecord.from_row(r, "check_id") for r in group]
     uptime = next(
-        (UptimeFigures.from_row(r) for r in group if r["kind"] == "uptime"),
+        (UptimeFigures.from_row(r) for r in group if r["kind"] in ("uptime", "heartbeat")),
         UptimeFigures.empty(),
     )
     return MonitorRecord.from_rows(group[0], checks, uptime)

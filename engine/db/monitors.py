@@ -56,32 +56,33 @@ _CHECK_COLUMNS = (
 # The 30-day figures of the uptime check ``c`` over the window [{start}, {now}]: probes and
 # responses from the rollups (an index-only scan of their primary key, migration 0002),
 # confirmed outage seconds and enabled seconds clipped to the window (an open outage or
-# period runs to now), and the start of the open outage. "c.kind = 'uptime'" is a one-time
-# filter: nothing is read for a certificate check's row.
+# period runs to now), and the start of the open outage. The kind test is a one-time
+# filter: nothing is read for a certificate check's row (a heartbeat's one check stands
+# where a URL monitor's uptime check would).
 _FIGURE_LATERALS = """
 LEFT JOIN LATERAL (
     SELECT sum(probes)::bigint AS probes, sum(responses)::bigint AS responses,
            sum(response_ms_sum)::double precision AS ms_sum
     FROM check_rollups_hourly
-    WHERE check_id = c.id AND c.kind = 'uptime' AND hour >= {start}
+    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat') AND hour >= {start}
 ) r ON true
 LEFT JOIN LATERAL (
     SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
                                   - GREATEST(started_at, {start})))::double precision AS seconds
     FROM outages
-    WHERE check_id = c.id AND c.kind = 'uptime'
+    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat')
       AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
 ) o ON true
 LEFT JOIN LATERAL (
     SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
                                   - GREATEST(started_at, {start})))::double precision AS seconds
     FROM check_periods
-    WHERE check_id = c.id AND c.kind = 'uptime'
+    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat')
       AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
 ) p ON true
 LEFT JOIN LATERAL (
     SELECT started_at FROM outages
-    WHERE check_id = c.id AND c.kind = 'uptime' AND ended_at IS NULL
+    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat') AND ended_at IS NULL
     ORDER BY started_at DESC LIMIT 1
 ) open_outage ON true
 """
@@ -119,7 +120,7 @@ ORDER BY c.kind DESC
 # The uptime check of monitor $2 of account $1 with its figures, window [$3, $4 = now].
 SQL_UPTIME_FIGURES_OF_MONITOR = f"""
 SELECT c.id AS check_id, {_FIGURE_COLUMNS}
-FROM monitors m JOIN checks c ON c.monitor_id = m.id AND c.kind = 'uptime'
+FROM monitors m JOIN checks c ON c.monitor_id = m.id AND c.kind IN ('uptime', 'heartbeat')
 {_FIGURE_LATERALS.format(start="$3", now="$4")}
 WHERE m.account_id = $1 AND m.id = $2
 """

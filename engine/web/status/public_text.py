@@ -23,6 +23,8 @@ NOT_RESPONDING = "The site has not been responding"
 ANSWERS_WITH_ERRORS = "The site has been answering with errors"
 CHECK_FAILING = "The site answers, but its response check has been failing"
 CANNOT_CHECK = "The site could not be checked"
+JOB_SILENT = "The job has not reported in"
+JOB_FAILING = "The job has been failing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,12 @@ REASONS: Mapping[str, Reason] = {r.key: r for r in (
     Reason("private_address", "The site's name points to a non-public address", CANNOT_CHECK),
     Reason("not_checkable", "The check could not be run", CANNOT_CHECK),
     Reason("other", "The check failed", CANNOT_CHECK),
+    # Heartbeats (engine/domain/heartbeat.py): the job's pings, never its output.
+    Reason("late", "No ping by the expected time", JOB_SILENT),
+    Reason("job_failed", "The job reported a failure", JOB_FAILING),
+    Reason("overrun", "A run went on past its time limit", JOB_FAILING),
+    Reason("too_fast", "A run finished faster than expected", JOB_FAILING),
+    Reason("too_often", "Pings came more often than expected", JOB_FAILING),
 )}
 
 # The certificate verdicts the probes word exactly (decisions.md), in the page's words.
@@ -94,6 +102,12 @@ _PREFIXES: Sequence[tuple[str, str]] = (
     ("request secrets", "not_checkable"),
     ("request configuration", "not_checkable"),
     ("no response", "no_response"),
+    ("no ping since", "late"),
+    ("exit status", "job_failed"),
+    ("the job reported a failure", "job_failed"),
+    ("run started", "overrun"),
+    ("finished in", "too_fast"),
+    ("pinged ", "too_often"),
 )
 _RECOVERING = "responding again since"
 _SLOW = "slow response:"

@@ -37,6 +37,7 @@ from engine.web.status.public_text import (
 )
 
 UPTIME = "uptime"
+HEARTBEAT = "heartbeat"  # a heartbeat monitor's one check stands where uptime would
 CERTIFICATE = "certificate_health"
 
 def shown_checks(checks: Mapping[str, PublicCheck]) -> dict[str, PublicCheck]:
@@ -69,7 +70,7 @@ def overall_state(
     active = {k: c for k, c in checks.items() if c.is_enabled and c.status != "paused"}
     if not active:
         return OverallState("paused", "Paused", "Monitoring of this site is paused.", "II")
-    up = active.get(UPTIME)
+    up = active.get(UPTIME) or active.get(HEARTBEAT)
     cert = active.get(CERTIFICATE)
     if up is not None and up.status == "down":
         return OverallState("outage", "Outage", _outage_detail(up, ongoing), "\u2715")
@@ -501,7 +502,7 @@ def _ongoing(outages: list[PublicOutage]) -> PublicOutage | None:
 def build_view(data: StatusPageData) -> StatusView:
     """Everything the template shows, as plain strings and numbers."""
     checks = data.monitor.checks
-    up = checks.get(UPTIME)
+    up = checks.get(UPTIME) or checks.get(HEARTBEAT)
     assertions = data.monitor.assertions
     outages = outage_views(data.outages, assertions)
     return StatusView(
