@@ -322,6 +322,26 @@ def _ping_op(op_id: str, summary: str, names: list[str]) -> dict[str, Any]:
     return {"get": get, "post": post}
 
 
+def _kuma_ops() -> dict[str, Any]:
+    kuma = {"application/json": {"schema": {
+        "type": "object", "properties": {"ok": {"type": "boolean"}, "msg": {"type": "string"}},
+        "required": ["ok"]}}}
+    responses = {**_PING_RESPONSES,
+                 "200": {"description": "Recorded: `{\"ok\": true}`.", "content": kuma},
+                 "404": {"description": "No such heartbeat (nothing is written).",
+                         "content": kuma}}
+    params = [{"name": "uuid", "in": "path", "required": True, "schema": {"type": "string"}},
+              {"name": "status", "in": "query", "required": False,
+               "schema": {"type": "string", "enum": ["up", "down"]}},
+              {"name": "msg", "in": "query", "required": False, "schema": {"type": "string"}},
+              {"name": "ping", "in": "query", "required": False,
+               "schema": {"type": "string"}}, _RID]
+    get = {"summary": "Uptime Kuma push URL: ?status=up|down&msg=...&ping=...",
+           "operationId": "kumaPush", "security": [], "parameters": params,
+           "responses": responses}
+    return {"get": get, "post": {**get, "operationId": "kumaPushPost"}}
+
+
 OPENAPI_PATHS: dict[str, Any] = {
     "/ping/{first}": _ping_op("ping", "Heartbeat ping: success (first: the ping UUID)",
                               ["first"]),
@@ -331,6 +351,5 @@ OPENAPI_PATHS: dict[str, Any] = {
     "/ping/{first}/{second}/{third}": _ping_op(
         "pingSlugAction", "Ping key + slug + start | fail | log | exit status; ?create=1",
         ["first", "second", "third"]),
-    "/api/push/{uuid}": _ping_op(
-        "kumaPush", "Uptime Kuma push: ?status=up|down&msg=...&ping=...", ["uuid"]),
+    "/api/push/{uuid}": _kuma_ops(),
 }

@@ -27,6 +27,7 @@ from engine.monitors.validation import (
     MAX_URL_LENGTH,
 )
 from engine.runtime.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS
+from engine.web.api import heartbeat_openapi
 
 STATUSES = ["ok", "degraded", "failing", "down", "pending", "paused"]
 TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$"
@@ -509,7 +510,7 @@ def build_document(
         merged = paths.setdefault(path, {})
         for method, operation in item.items():
             merged.setdefault(method, copy.deepcopy(operation))
-    return {
+    return heartbeat_openapi.merge({
         "openapi": "3.0.3",
         "info": {
             "title": "Upwatch API",
@@ -531,7 +532,7 @@ def build_document(
             "schemas": _with_requests(_schemas()),
             "responses": _responses(),
         },
-    }
+    })
 
 
 # For other modules' path items (``extra_paths``): the same building blocks.
