@@ -17,7 +17,7 @@ from engine.db.accounts import Account
 from engine.db.monitor_records import MonitorRecord
 from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import requests as requestconfig
-from engine.monitors import validation
+from engine.monitors import schemes, validation
 from engine.monitors.heartbeat import is_heartbeat, validate_type
 from engine.monitors.offloop import off_loop
 from engine.monitors.requests import secret_box
@@ -71,7 +71,7 @@ async def create_monitor(request: web.Request) -> web.Response:
     validate_type(body)
     if is_heartbeat(body):
         return await heartbeat_api.create(request, account.id, plan.monitor_limit, body)
-    command, config = await off_loop(lambda: requestconfig.validated(
+    command, config = await off_loop(lambda: schemes.validated(
         body, True, lambda: validation.validate_monitor_create(body, plan)))
     await _ensure_allowed_target(settings, command.target, "url")
     # Concurrent creates of the account share one transaction (engine.web.api.create_combiner).
@@ -103,7 +103,7 @@ async def update_monitor(request: web.Request) -> web.Response:
     if "heartbeat" in await store.get_check_ids(account.id, monitor_id):
         current_hb = await store.get_monitor(account.id, monitor_id)
         return await heartbeat_api.update_monitor(request, account.id, current_hb, body)
-    command, config = await off_loop(lambda: requestconfig.validated(
+    command, config = await off_loop(lambda: schemes.validated(
         body, False, lambda: validation.validate_monitor_update(body)))
     t = command.target
     current = None
