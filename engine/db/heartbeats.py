@@ -26,6 +26,7 @@ from engine.db.base import CHANNEL_CHECKS, StoreBase
 from engine.db.monitor_records import CheckRecord, MonitorRecord
 from engine.domain import heartbeat as hb
 from engine.domain.heartbeat import Beat, beat_of_row
+from engine.monitors.heartbeat_file import HeartbeatEntry
 from engine.runtime.errors import LimitReached, NotFound
 
 PING_KEY_BYTES = 16
@@ -84,6 +85,14 @@ UPDATE checks SET config_version = config_version + 1, interval_s = COALESCE($2,
 WHERE id = ANY($1::bigint[])
 """
 SQL_NOTIFY_CHECKS = "SELECT pg_notify($1, t.id::text) FROM unnest($2::bigint[]) AS t(id)"
+
+SQL_HEARTBEAT_SET = f"""
+SELECT {_HB_COLUMNS}, COALESCE(m.key, m.identifier) AS key, m.id AS monitor_id, m.alias,
+       m.assertions, c.is_enabled, c.recovery_threshold_s
+FROM heartbeats h JOIN checks c ON c.id = h.check_id JOIN monitors m ON m.id = c.monitor_id
+WHERE h.account_id = $1
+ORDER BY m.id
+"""
 
 SQL_PING_KEY = """
 UPDATE accounts SET ping_key = COALESCE(ping_key, $2) WHERE id = $1 RETURNING ping_key
@@ -254,6 +263,20 @@ class HeartbeatsMixin(StoreBase):
             await self._notify(conn, CHANNEL_CHECKS, str(check_id))
             row = await conn.fetchrow(SQL_HEARTBEAT_OF_ACCOUNT, check_id, account_id)
         return HeartbeatRecord.from_row(row)
+
+    async def heartbeat_set(self, account_id: int) -> list[HeartbeatEntry]:
+        """The account's heartbeats as monitors as code sees them, in id order; one without
+        a key of its own is named by its identifier."""
+        rows = await self._fetch(SQL_HEARTBEAT_SET, account_id)
+        out = []
+        for r in rows:
+            beat = beat_of_row(r)
+            out.append(HeartbeatEntry(
+                key=r["key"], alias=r["alias"], config=beat.config,
+                recovery_threshold=r["recovery_threshold_s"], slug=r["slug"],
+                ping_uuid=r["ping_uuid"], assertions=r["assertions"] or None,
+                enabled=r["is_enabled"], monitor_id=r["monitor_id"], check_id=r["check_id"]))
+        return out
 
     async def ping_key(self, account_id: int) -> str:
         """The account's ping key for slug pings, made on first use."""

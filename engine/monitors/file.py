@@ -70,6 +70,7 @@ from engine.runtime.errors import ValidationFailed
 from engine.runtime.settings import Plan
 
 MONITORS = "monitors"
+HEARTBEATS = "heartbeats"  # engine.monitors.heartbeat_file
 UPTIME = "uptime"
 CERTIFICATE = "certificate_health"
 # Top-level fields of an entry besides its check tables.
@@ -290,8 +291,9 @@ def validate_document(doc: Any, plan: Plan) -> list[MonitorSpec]:
         raise ValidationFailed({"body": ["The body must be a JSON object."]})
     errors: dict[str, list[str]] = {}
     for name in doc:
-        if name != MONITORS:
-            errors[name] = [f"Unknown key {name!r}; the file holds only {MONITORS!r}."]
+        if name not in (MONITORS, HEARTBEATS):
+            errors[name] = [f"Unknown key {name!r}; the file holds only {MONITORS!r} and"
+                            f" {HEARTBEATS!r}."]
     raw = doc.get(MONITORS, [])
     if not isinstance(raw, list):
         errors[MONITORS] = [f"The {MONITORS} entry must be a list of monitors."]
@@ -441,6 +443,9 @@ def render_toml(doc: Mapping[str, Any], header: str = "") -> str:
     for entry in doc.get(MONITORS, []):
         lines.append("")
         _toml_table(lines, MONITORS, entry, array=True)
+    for entry in doc.get(HEARTBEATS, []):
+        lines.append("")
+        _toml_table(lines, HEARTBEATS, entry, array=True)
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
