@@ -31,6 +31,7 @@ from engine.runtime.errors import LimitReached, NotFound
 
 PING_KEY_BYTES = 16
 IDENTIFIER_BYTES = 9
+KEEP_PINGS = 1000  # pings kept per heartbeat, newest first (as Healthchecks keeps 100)
 BODY_EXCERPT = 1000  # characters of the last ping's body shown in the check's meta
 
 _HB_COLUMNS = """
@@ -128,6 +129,18 @@ INSERT INTO heartbeat_pings (check_id, at, kind, exit_status, rid, method, remot
                              body_cut, failure)
 SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::smallint[], $5::text[],
                      $6::text[], $7::text[], $8::text[], $9::bool[], $10::text[])
+"""
+# Pings of checks $1 older than their newest $2 (the index on (check_id, id DESC) finds
+# each check's bound in one probe).
+SQL_TRIM_PINGS = """
+DELETE FROM heartbeat_pings p
+USING (
+    SELECT t.id AS check_id,
+           (SELECT id FROM heartbeat_pings WHERE check_id = t.id
+            ORDER BY id DESC OFFSET $2 LIMIT 1) AS bound
+    FROM unnest($1::bigint[]) AS t(id)
+) b
+WHERE p.check_id = b.check_id AND p.id <= b.bound
 """
 SQL_RECENT_PINGS = """
 SELECT p.at, p.kind, p.exit_status, p.rid, p.method, p.body, p.body_cut, p.failure
@@ -299,11 +312,13 @@ class HeartbeatsMixin(StoreBase):
         return await self._fetch(SQL_RECENT_PINGS, check_id, account_id, limit)
 
     async def record_pings(
-        self, pings: Sequence[IncomingPing], judge_body: Any = None
+        self, pings: Sequence[IncomingPing], judge_body: Any = None, *,
+        keep: int = KEEP_PINGS,
     ) -> list[bool]:
         """Write a batch of pings (see the module docstring); per ping, whether its id is a
         heartbeat (False: unknown, nothing written for it). ``judge_body(assertions, body)``
-        gives a failed body assertion's words or None, for heartbeats with assertions."""
+        gives a failed body assertion's words or None, for heartbeats with assertions.
+        Each heartbeat keeps its newest ``keep`` pings."""
         ids = sorted({p.ping_uuid for p in pings})
         async with self._tx() as conn:
             rows = await conn.fetch(SQL_LOCK_TARGETS, ids)
@@ -342,6 +357,7 @@ class HeartbeatsMixin(StoreBase):
                      orjson.dumps({k: v.timestamp() for k, v in f.runs.items()}).decode(),
                      body)
                     for cid, f, body in written], 10))
+                await conn.execute(SQL_TRIM_PINGS, sorted({o[0] for o in out}), keep)
             if notify:
                 ordered = sorted(notify)
                 await conn.execute(SQL_BUMP_CHECKS, ordered, None)

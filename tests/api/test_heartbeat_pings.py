@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 import asyncpg
 import pytest
 
+from engine.db.heartbeats import IncomingPing
 from engine.db.store import Store
+from engine.domain import heartbeat as hb
 
 
 async def create(client: aiohttp.ClientSession, **body: Any) -> dict[str, Any]:
@@ -186,3 +189,16 @@ async def test_pings_never_reveal_the_token(
         text = await r.text()
         headers = str(r.headers)
     assert account[1] not in text and account[1] not in headers
+
+
+async def test_each_heartbeat_keeps_its_newest_pings(
+    client: aiohttp.ClientSession, store: Store,
+) -> None:
+    m = await create(client, alias="job", period=3600, grace=300)
+    cid = m["checks"]["heartbeat"]["id"]
+    pid = m["ping_url"].rsplit("/", 1)[1]
+    for i in range(5):
+        p = hb.Ping(hb.LOG, datetime.now(UTC))
+        await store.record_pings([IncomingPing(pid, p, "POST", None, f"line {i}", False)],
+                                 keep=3)
+    assert [r["body"] for r in await pings(store, cid)] == ["line 2", "line 3", "line 4"]
