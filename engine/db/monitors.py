@@ -194,6 +194,12 @@ WHERE m.id = $1
 RETURNING {_MONITOR_COLUMNS}
 """
 
+SQL_RESUME_HEARTBEAT = """
+UPDATE heartbeats SET last_ping_at = NULL, last_success_at = NULL, last_failure_at = NULL,
+    failure_reason = NULL, runs = '{}'::jsonb
+WHERE check_id = $1
+"""
+
 SQL_DELETE_PROBE_RESULTS = "DELETE FROM probe_results WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_ROLLUPS = "DELETE FROM check_rollups_hourly WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_OUTAGES = "DELETE FROM outages WHERE check_id = ANY($1::bigint[])"
@@ -520,8 +526,9 @@ class MonitorsMixin(StoreBase):
         return CheckRecord.from_row(row)
 
     async def set_check_enabled(self, account_id: int, check_id: int, enabled: bool) -> CheckRecord:
-        """Enable (pending, a new enabled period) or disable (paused, the open period and any
-        open outage closed) a check. Idempotent: a check already in that state is returned
+        """Enable (pending, a new enabled period; a heartbeat forgets its pings' verdict and
+        waits for its next ping) or disable (paused, the open period and any open outage
+        closed) a check. Idempotent: a check already in that state is returned
         unchanged. NotFound when the check is not the account's."""
         async with self._tx() as conn:
             row = await conn.fetchrow(SQL_LOCK_CHECK, check_id, account_id)
@@ -532,6 +539,8 @@ class MonitorsMixin(StoreBase):
             if enabled:
                 row = await conn.fetchrow(SQL_ENABLE_CHECK, check_id)
                 await conn.execute(SQL_OPEN_PERIOD, check_id)
+                # A heartbeat starts afresh, waiting for its next ping (engine/db/heartbeats.py).
+                await conn.execute(SQL_RESUME_HEARTBEAT, check_id)
             else:
                 row = await conn.fetchrow(SQL_DISABLE_CHECK, check_id)
                 await conn.execute(SQL_CLOSE_PERIOD, check_id)

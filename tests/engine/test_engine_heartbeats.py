@@ -159,3 +159,24 @@ async def test_a_failure_in_a_maintenance_window_alerts_only_after_it(
             return len(await events_of(store, cid)) == 1
 
         assert await wait_until(one_event, what="a single alert")
+
+
+async def test_a_heartbeat_enabled_again_waits_for_its_next_ping(
+    store: Store, account: tuple[Any, str], tmp_path: Path,
+) -> None:
+    acc, _ = account
+    _, cid, pid = await new_heartbeat(store, acc.id)
+    async with running_engine(store, fast_settings(tmp_path)):
+        await ping(store, pid)
+        await wait_status(store, cid, "ok")
+        await store.set_check_enabled(acc.id, cid, False)
+        await ping(store, pid, hb.FAIL)  # recorded while paused
+        await store.set_check_enabled(acc.id, cid, True)
+        _, other, other_pid = await new_heartbeat(store, acc.id)
+        await ping(store, other_pid)
+        await wait_status(store, other, "down", timeout=15)  # past cid's deadline too
+        row = await check_row(store, cid)
+        assert row is not None and row["status"] == "pending"
+        assert await events_of(store, cid) == []
+        await ping(store, pid)
+        await wait_status(store, cid, "ok")
