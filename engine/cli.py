@@ -275,7 +275,10 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
 
     shown = _shown(args)
     files = ", ".join(str(f) for f in settings.files) or "none (environment and defaults)"
-    data = _with_store(settings, fetch, shown=shown, detail=f"Settings files: {files}\n")
+    from engine.monitors import schemes
+
+    data = _with_store(settings, fetch, shown=shown, detail=(
+        f"Settings files: {files}\nMonitor URL schemes: {', '.join(schemes.names())}\n"))
     if args.json:
         for account, monitors in data:
             for m in monitors:
