@@ -52,6 +52,7 @@ from aiohttp.web_urldispatcher import (
 )
 from yarl import URL
 
+from engine.monitors.schemes import named_in
 from engine.runtime.errors import NotFound, ValidationFailed
 from engine.web.jsonio import BODY_REWRITE, json_response
 from engine.web.keys import ACCOUNT, STORE
@@ -105,9 +106,8 @@ WEB_SCHEMES = ("http", "https")
 
 def _web_url_only(body: dict[str, Any]) -> dict[str, Any]:
     """A create or update body's ``url`` of another scheme: the 422 the service gave."""
-    url = body.get("url")
-    if isinstance(url, str) and ":" in url and (
-            url.strip().split(":", 1)[0].lower() not in WEB_SCHEMES):
+    scheme = named_in(body.get("url"))
+    if scheme is not None and scheme not in WEB_SCHEMES:
         raise ValidationFailed(
             {"url": ["The url must be an absolute URL with scheme http or https."]})
     return body
