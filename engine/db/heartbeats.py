@@ -26,6 +26,7 @@ from engine.db.base import CHANNEL_CHECKS, StoreBase
 from engine.db.monitor_records import CheckRecord, MonitorRecord
 from engine.domain import heartbeat as hb
 from engine.domain.heartbeat import Beat, beat_of_row
+from engine.monitors.checkset import HEARTBEAT, checks_of
 from engine.monitors.heartbeat_file import HeartbeatEntry
 from engine.runtime.errors import LimitReached, NotFound
 
@@ -214,6 +215,7 @@ class HeartbeatsMixin(StoreBase):
         account's monitor limit, NotFound when the account is gone, and
         ``asyncpg.UniqueViolationError`` for a uuid or slug already taken."""
         ping_id = str(uuid.UUID(ping_uuid)) if ping_uuid else str(uuid.uuid4())
+        assert checks_of("", "", HEARTBEAT) == (HEARTBEAT,)  # the one check inserted below
         async with self._tx() as conn:
             if await conn.fetchval(SQL_LOCK_ACCOUNT, account_id) is None:
                 raise NotFound("Account not found.")

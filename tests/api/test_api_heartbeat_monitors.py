@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 
 from engine.db.store import Store
+from engine.monitors.checkset import checks_of
 from engine.runtime.settings import Settings
 
 
@@ -25,6 +26,12 @@ async def errors_of(client: aiohttp.ClientSession, method: str, path: str,
         assert r.status == 422, await r.text()
         data: dict[str, Any] = await r.json()
         return data["errors"]
+
+
+def test_a_heartbeat_monitor_has_its_heartbeat_check_alone() -> None:
+    assert checks_of("", "", "heartbeat") == ("heartbeat",)
+    assert checks_of("heartbeat", "") == ("heartbeat",)  # as a heartbeat's row is stored
+    assert checks_of("https", "example.com") == ("uptime", "certificate_health")
 
 
 async def test_create_with_a_period_answers_the_monitor_with_its_ping_url(
