@@ -258,12 +258,27 @@ def _nodes(settings: Settings, args: argparse.Namespace) -> int:
         state = "stopping" if r["stopping"] else ("live" if r["live"] else "dead")
         sys.stdout.write(f"{r['id'][:34]:<34} {r['region'][:10]:<10} {state:<9} "
                          f"{r['checks_owned']:>7}  {r['last_heartbeat_at']:<19}  {r['url']}\n")
+        if r["load"] is not None:
+            sys.stdout.write(f"  {_load_words(r['load'])}\n")
     return 0
 
 
+def _load_words(load: dict[str, Any]) -> str:
+    """A node's load in one line: asked, done, capacity, ratio, and the cost per probe."""
+    costs = ", ".join(f"{k} {v:.0f} us" for k, v in load["cost_us_by_kind"].items())
+    over = "OVERLOADED: " if load["overloaded"] else ""
+    headroom = load["capacity_per_s"] - load["asked_per_s"]
+    return (f"{over}asked {load['asked_per_s']:.0f} probes/s, doing {load['done_per_s']:.0f}/s, "
+            f"capacity {load['capacity_per_s']:.0f}/s (load {load['ratio']:.2f}, "
+            f"headroom {headroom:.0f}/s); CPU per probe: {costs or 'not measured yet'}")
+
+
 def _status(settings: Settings, args: argparse.Namespace) -> int:
+    from engine.cluster.nodes import node_table
     from engine.domain.timefmt import fmt
     from engine.domain.words import plural
+
+    nodes: list[dict[str, Any]] = []
 
     async def fetch(store: Any) -> list[tuple[Any, list[Any]]]:
         accounts = [a for a, _ in await store.list_accounts()]
@@ -271,12 +286,16 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
             accounts = [a for a in accounts if a.id == args.account]
             if not accounts:
                 raise UpwatchError(f"no account with id {args.account}")
+        nodes.extend(n for n in await node_table(store, settings) if n["live"])
         return [(a, await store.list_monitors(a.id)) for a in accounts]
 
     shown = _shown(args)
     files = ", ".join(str(f) for f in settings.files) or "none (environment and defaults)"
     data = _with_store(settings, fetch, shown=shown, detail=f"Settings files: {files}\n")
     if args.json:
+        for n in nodes:
+            sys.stdout.write(orjson.dumps({"node": n["id"], "region": n["region"],
+                                           "load": n["load"]}).decode() + "\n")
         for account, monitors in data:
             for m in monitors:
                 up, cert = m.checks["uptime"], m.checks["certificate_health"]
@@ -287,6 +306,9 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
                     "last_check_at": fmt(up.last_check_at),
                 }).decode() + "\n")
         return 0
+    for n in nodes:
+        load = _load_words(n["load"]) if n["load"] is not None else "no engine"
+        sys.stdout.write(f"Node {n['id']} ({n['region']}): {load}\n")
     for account, monitors in data:
         sys.stdout.write(f"Account {account.id} ({account.name}): "
                          f"{plural(len(monitors), 'monitor')}\n")

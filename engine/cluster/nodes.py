@@ -161,7 +161,10 @@ class NodeRegistry:
             while not stop.is_set():
                 try:
                     if loop.time() >= next_beat:
-                        if not await self.store.heartbeat(self.membership.node_id):
+                        load = self.metrics.load
+                        if not await self.store.heartbeat(
+                                self.membership.node_id,
+                                load.as_json() if load is not None else None):
                             await self.store.register_node(
                                 self.membership.node_id, self.settings.region,
                                 self.settings.peer_url, __version__)
@@ -222,6 +225,7 @@ async def node_table(store: Store, settings: Settings) -> list[dict[str, object]
             "live": n.live,
             "stopping": n.stopping,
             "checks_owned": owned.get(n.id, 0) if n.live else 0,
+            "load": n.load if n.live else None,
         }
         for n in nodes
     ]

@@ -5,7 +5,7 @@ Liveness is judged by the database clock (``now()``), so nodes' clocks may diffe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -20,8 +20,10 @@ ON CONFLICT (id) DO UPDATE
    SET region = EXCLUDED.region, url = EXCLUDED.url, version = EXCLUDED.version,
        heartbeat_at = now(), stopping = false
 """
-SQL_HEARTBEAT = "UPDATE nodes SET heartbeat_at = now() WHERE id = $1 AND NOT stopping"
-_NODE_COLUMNS = """id, region, url, version, started_at, heartbeat_at, stopping,
+SQL_HEARTBEAT = """
+UPDATE nodes SET heartbeat_at = now(), load = $2 WHERE id = $1 AND NOT stopping
+"""
+_NODE_COLUMNS = """id, region, url, version, started_at, heartbeat_at, stopping, load,
        (NOT stopping AND heartbeat_at > now() - make_interval(secs => $1)) AS live"""
 SQL_LIVE_NODES = f"""
 SELECT {_NODE_COLUMNS} FROM nodes
@@ -52,6 +54,8 @@ class Node:
     heartbeat_at: datetime
     stopping: bool
     live: bool
+    # Its load as of its last heartbeat (NodeLoad.as_json()); None: no engine runs there.
+    load: dict[str, Any] | None = field(default=None, compare=False)
 
     @classmethod
     def from_row(cls, r: asyncpg.Record) -> Node:
@@ -64,6 +68,7 @@ class Node:
             heartbeat_at=r["heartbeat_at"],
             stopping=r["stopping"],
             live=r["live"],
+            load=r["load"],
         )
 
 
@@ -73,9 +78,10 @@ class ClusterMixin(StoreBase):
             await conn.execute(SQL_REGISTER_NODE, node_id, region, url, version)
             await self._notify(conn, CHANNEL_NODES, node_id)
 
-    async def heartbeat(self, node_id: str) -> bool:
-        """Record a heartbeat; False when the row is gone or marked stopping."""
-        status = await self._execute(SQL_HEARTBEAT, node_id)
+    async def heartbeat(self, node_id: str, load: dict[str, Any] | None = None) -> bool:
+        """Record a heartbeat with the node's ``load`` (None: no engine); False when the row
+        is gone or marked stopping."""
+        status = await self._execute(SQL_HEARTBEAT, node_id, load)
         return status.endswith(" 1")
 
     async def live_nodes(self, dead_after_s: float) -> list[Node]:
