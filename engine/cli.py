@@ -325,6 +325,30 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _apply(settings: Settings, args: argparse.Namespace, apply: Callable[..., int]) -> int:
+    """``upwatch apply``, then (in the same database session) a warning on stderr when the
+    enabled checks now ask for more than the live nodes can hold. Never refuses."""
+    from engine.cluster.nodes import capacity_check
+
+    said: list[str] = []
+
+    def with_store(settings: Settings, fn: Callable[[Any], Awaitable[T]], **kw: Any) -> T:
+        async def then_check(store: Any) -> T:
+            result = await fn(store)
+            if not args.dry_run:
+                warning = await capacity_check(store, settings)
+                if warning is not None:
+                    said.append(warning)
+            return result
+
+        return _with_store(settings, then_check, **kw)
+
+    code = apply(settings, args, with_store)
+    for warning in said:
+        sys.stderr.write(f"upwatch apply: warning: {warning}\n")
+    return code
+
+
 def _notify_test(settings: Settings, args: argparse.Namespace) -> int:
     """Send the test message to ``args.url`` without the daemon or a database: exit 0 when
     the service took it, 1 with its reason (secrets masked) when not."""
@@ -454,8 +478,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("export", "apply"):
             from engine.monitors import commands as monitorcli
 
-            command = monitorcli.export if args.command == "export" else monitorcli.apply
-            return command(settings, args, _with_store)
+            if args.command == "export":
+                return monitorcli.export(settings, args, _with_store)
+            return _apply(settings, args, monitorcli.apply)
         if args.command == "notify":
             return _notify_test(settings, args)
         if args.command == "account":

@@ -229,3 +229,13 @@ async def node_table(store: Store, settings: Settings) -> list[dict[str, object]
         }
         for n in nodes
     ]
+
+
+async def capacity_check(store: Store, settings: Settings) -> str | None:
+    """A warning when the enabled checks ask for more probes per second than the live nodes
+    can hold (engine.scheduler.load.capacity_warning); None when within it or unknown."""
+    from engine.scheduler.load import capacity_warning
+
+    capacity = await store.live_capacity(DEAD_AFTER_HEARTBEATS * settings.heartbeat_interval)
+    asked = await store.probe_demand() / settings.time_scale
+    return capacity_warning(asked, capacity)

@@ -34,6 +34,13 @@ SQL_ALL_NODES = f"SELECT {_NODE_COLUMNS} FROM nodes ORDER BY region, id"
 SQL_MARK_STOPPING = "UPDATE nodes SET stopping = true WHERE id = $1"
 SQL_PRUNE_NODES = "DELETE FROM nodes WHERE heartbeat_at < now() - make_interval(secs => $1)"
 SQL_ENABLED_CHECK_IDS = "SELECT id FROM checks WHERE is_enabled ORDER BY id"
+SQL_PROBE_DEMAND = """
+SELECT coalesce(sum(1.0 / interval_s), 0)::float8 FROM checks WHERE is_enabled AND interval_s > 0
+"""
+SQL_LIVE_CAPACITY = """
+SELECT sum((load->>'capacity_per_s')::float8) FROM nodes
+WHERE NOT stopping AND heartbeat_at > now() - make_interval(secs => $1) AND load IS NOT NULL
+"""
 SQL_CONFIRM_TARGET = """
 SELECT m.url FROM checks c JOIN monitors m ON m.id = c.monitor_id
 WHERE c.id = $1 AND c.kind = 'uptime'
@@ -100,6 +107,16 @@ class ClusterMixin(StoreBase):
     async def prune_nodes(self, older_than_s: float) -> int:
         status = await self._execute(SQL_PRUNE_NODES, older_than_s)
         return int(status.split()[-1])
+
+    async def probe_demand(self) -> float:
+        """Probes per second every enabled check asks for (sum of 1/interval, unscaled)."""
+        value: float = await self._fetchval(SQL_PROBE_DEMAND)
+        return value
+
+    async def live_capacity(self, dead_after_s: float) -> float | None:
+        """The live nodes' measured capacity in probes/s, summed (None: none measured)."""
+        value: float | None = await self._fetchval(SQL_LIVE_CAPACITY, dead_after_s)
+        return value
 
     async def enabled_check_ids(self) -> list[int]:
         return [r["id"] for r in await self._fetch(SQL_ENABLED_CHECK_IDS)]

@@ -169,3 +169,15 @@ def capacity(share: float, mean_cost_s: float) -> float:
     """Probes/s the node can hold: the engine's share of its core over an average probe's
     cost."""
     return share / mean_cost_s if mean_cost_s > 0 else 0.0
+
+
+def capacity_warning(asked: float, capacity: float | None) -> str | None:
+    """Words for an operator when ``asked`` probes/s (every enabled check) exceed the live
+    nodes' ``capacity`` (None: no node has measured one yet); None when within it."""
+    if capacity is None or capacity <= 0 or asked <= capacity:
+        return None
+    return (f"The enabled checks ask for {asked:,.0f} probes/s; the live nodes can hold "
+            f"{capacity:,.0f}/s at their measured cost per probe (load {asked / capacity:.2f}). "
+            "Every check is still probed, but later than its interval: add a node, run the "
+            "API apart (--role api / --role engine), or lengthen intervals (docs/operations.md,"
+            " Capacity and overload).")
