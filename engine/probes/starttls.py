@@ -17,7 +17,7 @@ server that talks without end is a failure, not a growing buffer.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final, Protocol
 
 MAIL_SCHEMES: Final = ("smtp", "imap", "pop3")
 DEFAULT_PORTS: Final = {"smtp": 25, "imap": 143, "pop3": 110}
@@ -166,4 +166,39 @@ class Dialogue:
         return b""
 
 
-__all__ = ["DEFAULT_PORTS", "MAIL_SCHEMES", "MAX_DIALOGUE", "Dialogue", "line_words"]
+class _Conn(Protocol):
+    """The part of ``engine.probes._net.ClientConn`` :func:`advance` drives."""
+
+    def send(self, data: bytes) -> None: ...
+    def start_tls(self, ctx: Any, server_hostname: str | None) -> None: ...
+    def finish(self, error: str | None = None) -> None: ...
+
+
+def advance(
+    dialogue: Dialogue, conn: _Conn, data: memoryview, ctx: Any, server_hostname: str | None,
+    prefix: str = "",
+) -> bytes:
+    """Feed ``data`` (plaintext the server sent) to ``dialogue`` and act on ``conn``: send
+    the next command, start TLS once the server agreed, or finish with the failure's words
+    (after ``prefix``). Returns the command sent (empty when none)."""
+    answer = dialogue.feed(bytes(data))
+    if dialogue.error is not None:
+        conn.finish(prefix + dialogue.error)
+    elif dialogue.ready:
+        conn.start_tls(ctx, server_hostname)
+    elif answer:
+        conn.send(answer)
+    return answer
+
+
+def starttls_scheme(url: str) -> str | None:
+    """The mail scheme of a monitor ``url`` whose TLS begins with STARTTLS, else None."""
+    colon = url.find("://")
+    scheme = url[:colon].lower() if colon > 0 else ""
+    return scheme if scheme in MAIL_SCHEMES else None
+
+
+__all__ = [
+    "DEFAULT_PORTS", "MAIL_SCHEMES", "MAX_DIALOGUE", "Dialogue", "advance", "line_words",
+    "starttls_scheme",
+]

@@ -54,7 +54,7 @@ from engine.probes._net import (
     wake_future,
 )
 from engine.probes.reactor import Reactor
-from engine.probes.starttls import DEFAULT_PORTS, MAIL_SCHEMES, Dialogue
+from engine.probes.starttls import DEFAULT_PORTS, MAIL_SCHEMES, Dialogue, advance
 from engine.probes.streamspec import MAX_REPLY, StreamSpec
 
 log = logging.getLogger(__name__)
@@ -176,17 +176,11 @@ class _StreamConn(ClientConn):
         if d is not None:
             if d.ready:
                 return  # plaintext after the server's yes (dropped), or after TLS: unread
-            answer = d.feed(bytes(data))
+            answer = advance(d, self, data, self.tls_ctx, self.tls_name)
             if d.greeting is not None and not self.reply:
                 self.reply += d.greeting.encode("utf-8")  # what ``response`` judges
-            if d.error is not None:
-                self.finish(d.error)
-            elif d.ready:
-                self.start_tls(self.tls_ctx, self.tls_name)
-            elif answer:
-                if answer.endswith(b"STARTTLS\r\n") or answer == b"STLS\r\n":
-                    self.t_starttls = perf_counter()
-                self.send(answer)
+            if answer.endswith((b"STARTTLS\r\n", b"STLS\r\n")):
+                self.t_starttls = perf_counter()
             return
         if not self.reading:
             return

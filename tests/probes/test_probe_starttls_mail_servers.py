@@ -11,6 +11,7 @@ from aiosmtpd.controller import Controller
 
 from engine.probes.streamspec import StreamSpec
 from engine.probes.tcp import TcpProber
+from engine.probes.tls import CertProber
 from tests.support.stream_targets import line_server, stream_server
 from tests.support.targets import TlsCerts, free_port
 
@@ -84,3 +85,23 @@ async def test_tls_failure_after_starttls_is_in_words(prober: TcpProber) -> None
         o = await prober.probe(f"pop3://127.0.0.1:{port}")
     assert o.error is not None
     assert o.error.startswith(("TLS handshake failed: ", "timed out after 3 s during the TLS")), o
+
+
+async def test_the_certificate_check_reads_a_mail_servers_certificate(
+    certs: TlsCerts, smtp_port: int, tmp_path: Path
+) -> None:
+    """The certificate probe does the greeting and STARTTLS first, and judges the
+    certificate it then gets; a refusal prevents a verdict, in words."""
+    cert = CertProber(timeout=TIMEOUT, allow_private=True, ca_bundle=certs.ca_bundle)
+    good = await cert.probe("localhost", smtp_port, "smtp")
+    assert good.valid and good.error is None, good
+    assert good.issuer == "Upwatch Test CA"
+    expired_ctx = certs.server_context("expired")
+    pop3 = line_server(b"+OK ready\r\n", {b"STLS": b"+OK go\r\n"}, expired_ctx, b"STLS")
+    refusing = line_server(b"* OK ready\r\n", {b"A1 STARTTLS": b"a1 BAD no\r\n"}, None)
+    async with stream_server(pop3) as pp, stream_server(refusing) as rp:
+        expired = await cert.probe("localhost", pp, "pop3")
+        refused = await cert.probe("localhost", rp, "imap")
+    assert expired.error == "certificate expired"
+    assert expired.valid_to is not None  # the second look went through STARTTLS too
+    assert refused.error == "no TLS answer: STARTTLS refused: a1 BAD no"
