@@ -337,6 +337,19 @@ class TcpProber:
         return out
 
 
+def from_settings(settings: Any, metrics: Any = None, resolver: Resolver | None = None
+                  ) -> TcpProber:
+    """The node's prober of these schemes: the uptime probes' timeout, source address,
+    private-address rule, batching and (shared) resolver."""
+    return TcpProber(
+        timeout=settings.probe_timeout,
+        source_address=settings.probe_source_address,
+        allow_private=settings.allow_private_targets,
+        resolver=resolver,
+        batch=settings.probe_batch_ms / 1000.0,
+    )
+
+
 def _timings(conn: _StreamConn, out: HttpOutcome, t_start: float) -> None:
     t_connected = conn.t_connected
     if t_connected is None:
@@ -355,4 +368,4 @@ def _close(conn: _StreamConn) -> None:
     conn.release()
 
 
-__all__ = ["SCHEMES", "TcpProber", "split_target"]
+__all__ = ["SCHEMES", "TcpProber", "from_settings", "split_target"]
