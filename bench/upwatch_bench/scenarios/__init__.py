@@ -9,6 +9,7 @@
 ``api``         :mod:`.api`
 ``notify``      :mod:`.notify`
 ``internet``    :mod:`.internet`
+``tcp``         :mod:`.tcp`
 ==============  ===============================================================================
 """
 
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from upwatch_bench.harness import Bench
 
-SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify", "internet")
+SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify", "internet", "tcp")
 
 
 async def run(b: Bench) -> dict[str, Any]:
@@ -45,6 +46,10 @@ async def run(b: Bench) -> dict[str, Any]:
         from upwatch_bench.scenarios.internet import scenario_internet
 
         return await scenario_internet(b)
+    if opts.scenario == "tcp":
+        from upwatch_bench.scenarios.tcp import scenario_tcp
+
+        return await scenario_tcp(b)
     from upwatch_bench.scenarios.probes import scenario_engine
 
     return await scenario_engine(b)
@@ -56,6 +61,10 @@ def table(rec: dict[str, Any]) -> str:
         from upwatch_bench.scenarios.assertions import table as assertions_table
 
         return assertions_table(rec)
+    if rec.get("scenario") == "tcp":
+        from upwatch_bench.scenarios.tcp import table as tcp_table
+
+        return tcp_table(rec)
     if rec.get("scenario") == "internet":
         from upwatch_bench.scenarios.internet_table import table as internet_table
 
