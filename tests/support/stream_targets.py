@@ -13,10 +13,11 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 
 @contextlib.asynccontextmanager
 async def stream_server(
-    handler: Handler, *, host: str = "127.0.0.1", ssl_context: ssl.SSLContext | None = None
+    handler: Handler, *, host: str = "127.0.0.1", ssl_context: ssl.SSLContext | None = None,
+    port: int = 0,
 ) -> AsyncIterator[int]:
-    """Serve ``handler`` on ``host`` (a free port, yielded); every connection is closed
-    and its handler cancelled on the way out."""
+    """Serve ``handler`` on ``host`` and ``port`` (0: a free one), yielding the port; every
+    connection is closed and its handler cancelled on the way out."""
     tasks: set[asyncio.Task[None]] = set()
 
     async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -31,7 +32,7 @@ async def stream_server(
             tasks.discard(task)  # type: ignore[arg-type]
             writer.close()
 
-    server = await asyncio.start_server(run, host, 0, ssl=ssl_context)
+    server = await asyncio.start_server(run, host, port, ssl=ssl_context, reuse_address=True)
     try:
         yield server.sockets[0].getsockname()[1]
     finally:
