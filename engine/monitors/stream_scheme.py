@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from engine.monitors.requests import MAX_ASSERTIONS, MAX_BODY_BYTES, MAX_TARGET, Config
+from engine.monitors.scheme import Scheme, UrlParts
 from engine.probes.patterns import PatternRefused, check_regex
 from engine.probes.starttls import DEFAULT_PORTS
 from engine.probes.streamspec import SOURCE_COMPARISONS, SOURCES, StreamSpec
@@ -44,9 +45,9 @@ def _refuse(field: str, message: str) -> ValidationFailed:
 
 
 def check_url(scheme: str, port: str, path: str, query: str, field: str = "url") -> str:
-    """The port as stored ("" for a mail scheme's default) once the URL's scheme-specific
-    rules hold; ValidationFailed under ``field`` otherwise. ``port`` is "" when the URL
-    names none."""
+    """The port as stored once the URL's scheme-specific rules hold (a mail scheme's
+    default port is already dropped: "" then); ValidationFailed under ``field`` otherwise.
+    ``port`` is "" when the URL names none."""
     if path not in ("", "/") or query:
         raise _refuse(field, f"A {scheme} monitor's url is {scheme}://host:port, without a path"
                              " or query.")
@@ -56,6 +57,13 @@ def check_url(scheme: str, port: str, path: str, query: str, field: str = "url")
     if default is not None and port == str(default):
         return ""
     return port
+
+
+def url_rules(parts: UrlParts, field: str) -> UrlParts:
+    """The seam's URL rules (:class:`engine.monitors.scheme.Scheme`): :func:`check_url`,
+    and no path."""
+    port = check_url(parts.scheme, parts.port, parts.path, parts.query, field)
+    return UrlParts(parts.scheme, parts.host, parts.url_host, port, "", "")
 
 
 def config_rules_for(scheme: str) -> Callable[[Mapping[str, Any], bool], Config]:
@@ -215,4 +223,20 @@ def spec_rules(
     return StreamSpec.from_config(request, assertions)
 
 
-__all__ = ["SCHEMES", "check_url", "config_rules_for", "spec_rules", "validate"]
+def _scheme(name: str, label: str) -> Scheme:
+    # ``tls`` for the mail schemes too: their certificate check is created enabled, as a
+    # tls:// monitor's (the certificate probe does the STARTTLS step first).
+    return Scheme(name, label, DEFAULT_PORTS.get(name), name != "tcp", url_rules,
+                  config_rules_for(name), spec_rules)
+
+
+TCP: Final = _scheme("tcp", "TCP")
+TLS: Final = _scheme("tls", "TLS")
+SMTP: Final = _scheme("smtp", "SMTP")
+IMAP: Final = _scheme("imap", "IMAP")
+POP3: Final = _scheme("pop3", "POP3")
+
+__all__ = [
+    "IMAP", "POP3", "SCHEMES", "SMTP", "TCP", "TLS", "check_url", "config_rules_for",
+    "spec_rules", "url_rules", "validate",
+]

@@ -15,7 +15,8 @@ the target does. One probe:
    them, connected (and the handshake done) is up.
 
 The outcome is an :class:`HttpOutcome` with ``status_code`` None: ``error`` None when the
-target answered, ``assertion_error`` the first failed assertion's words; ``connect_ms``,
+target answered, ``assertion_error`` the first failed assertion's words, ``details`` the
+TLS version, a mail server's greeting and the reply's size where they apply; ``connect_ms``,
 ``tls_ms`` (handshake; after STARTTLS, from the STARTTLS command), ``ttfb_ms`` (the first
 byte of the reply or greeting, from the connect) and ``total_ms``. Failures are words:
 "connection refused", "TLS handshake failed: wrong version number", "STARTTLS refused: 454
@@ -330,6 +331,7 @@ class TcpProber:
             slot.discard(task)
             if conn is not None:
                 reply, cut = bytes(conn.reply), conn.cut
+                out.details = _details(conn)
                 _close(conn)
         out.total_ms = (perf_counter() - t0) * 1000.0
         if out.error is None and conn is not None and spec is not None and spec.assertions:
@@ -360,6 +362,21 @@ def _timings(conn: _StreamConn, out: HttpOutcome, t_start: float) -> None:
         out.tls_ms = (conn.t_tls - began) * 1000.0
     if conn.t_data is not None:
         out.ttfb_ms = (conn.t_data - t_connected) * 1000.0
+
+
+def _details(conn: _StreamConn) -> dict[str, Any] | None:
+    """The check's meta figures: the TLS version, a mail server's greeting (first line),
+    the bytes of the reply read."""
+    details: dict[str, Any] = {}
+    sslobj = conn.ssl_object
+    if sslobj is not None and conn.handshaken:
+        details["tls_version"] = sslobj.version()
+    d = conn.dialogue
+    if d is not None and d.greeting:
+        details["greeting"] = d.greeting.split("\n", 1)[0]
+    if conn.reading:
+        details["response_bytes"] = len(conn.reply)
+    return details or None
 
 
 def _close(conn: _StreamConn) -> None:

@@ -53,6 +53,10 @@ async def test_smtp_starttls_with_aiosmtpd(smtp_port: int, prober: TcpProber) ->
     assert o.status_code is None
     assert o.connect_ms is not None and o.tls_ms is not None and o.ttfb_ms is not None
     assert o.tls_ms > 0 and o.connect_ms + o.tls_ms <= o.total_ms
+    assert o.details is not None
+    assert o.details["greeting"].startswith("220 ") and "Upwatch test ESMTP" in o.details[
+        "greeting"]
+    assert o.details["tls_version"] in ("TLSv1.2", "TLSv1.3")
     judged = await prober.probe(url, StreamSpec.from_config(None, [
         {"source": "response", "comparison": "contains", "target": "Upwatch test ESMTP"},
         {"source": "response", "comparison": "matches", "target": "^220 "}]))
