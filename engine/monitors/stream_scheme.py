@@ -6,8 +6,9 @@ takes (:class:`engine.probes.streamspec.StreamSpec`).
   ``imap://host`` and ``pop3://host`` default to 25, 143 and 110 (dropped from the URL
   when given). No path (a lone ``/`` is dropped), query, user info or fragment.
 - ``request``: only ``body`` (a string of at most 16 KiB UTF-8, no NUL), and only for tcp
-  and tls: a mail monitor's probe is the greeting, STARTTLS and TLS. It is stored in the
-  URL monitors' form (``method`` GET, no headers).
+  and tls: a mail monitor's probe is the greeting, STARTTLS and TLS. It is stored, shown
+  and exported in the URL monitors' form (``method`` GET, no headers, ``follow_redirects``
+  true), which is accepted back as it is.
 - ``assertions``: the URL monitors' ``{"source", "property", "comparison", "target"}``;
   sources ``response`` (equals, not_equals, contains, not_contains, matches (RE2),
   is_empty, not_empty), ``response_time`` and ``connect_time`` (less_than, greater_than,
@@ -38,6 +39,19 @@ _NO_TARGET: Final = ("is_empty", "not_empty")
 _NUMERIC: Final = ("response_time", "connect_time")
 # What the request of a tcp/tls monitor may hold.
 _REQUEST_KEYS: Final = frozenset(("body",))
+
+
+def _shown_default(key: str, value: Any) -> bool:
+    """Whether ``request.<key>`` is the value the API shows for a request of the URL
+    monitors' form (``method`` GET, no ``headers``, ``follow_redirects`` true), so that a
+    monitor read back from the API or exported to a file is accepted as it is."""
+    if key == "method":
+        return isinstance(value, str) and value.upper() == "GET"
+    if key == "headers":
+        return value == {} or value == []
+    if key == "follow_redirects":
+        return value is True
+    return False
 
 
 def _refuse(field: str, message: str) -> ValidationFailed:
@@ -105,8 +119,8 @@ def _request(raw: Any, scheme: str, errors: dict[str, list[str]]) -> dict[str, A
     if not isinstance(raw, dict):
         _fail(errors, "request", "The request field must be an object.")
         return None
-    for key in raw:
-        if key not in _REQUEST_KEYS and raw[key] is not None:
+    for key, value in raw.items():
+        if key not in _REQUEST_KEYS and value is not None and not _shown_default(key, value):
             _fail(errors, f"request.{key}", f"A {scheme} monitor's request takes only a body.")
     body = raw.get("body")
     if body is not None:

@@ -102,3 +102,11 @@ def test_bad_input_names_the_field() -> None:
     assert list(refused({"assertions": {"source": "response"}})) == ["assertions"]
     assert list(refused({"assertions": [{"source": "response", "comparison": "not_empty"}] * 21})
                 ) == ["assertions"]
+
+
+def test_the_request_as_shown_or_exported_is_accepted_back() -> None:
+    shown = {"method": "GET", "headers": {}, "body": "PING\r\n", "follow_redirects": True}
+    assert validate({"request": shown}, "tcp", creating=True).request["body"] == "PING\r\n"
+    assert list(refused({"request": {**shown, "headers": {"X-A": "1"}}})) == ["request.headers"]
+    assert list(refused({"request": {**shown, "follow_redirects": False}})) == [
+        "request.follow_redirects"]
