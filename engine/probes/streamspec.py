@@ -8,9 +8,10 @@ and failure words (``response contains "OK" failed: got "ERR"``); their sources:
   greeting on smtp/imap/pop3), read up to :data:`MAX_REPLY` bytes, decoded as UTF-8;
 - ``response_time``: the whole probe in ms; ``connect_time``: the TCP connect in ms.
 
-Reading the reply stops at the server's end, at :data:`MAX_REPLY` bytes, at the deadline,
-or as soon as every ``response`` assertion holds and none could still turn
-(:meth:`StreamSpec.settled`: only ``contains``, ``matches`` and ``not_empty`` can). A regex
+Reading the reply stops at the server's end, at :data:`MAX_REPLY` bytes, once it has
+paused (``engine.probes.tcp.REPLY_IDLE``), at the deadline, or as soon as every
+``response`` assertion holds and none could still turn (:meth:`StreamSpec.settled`: only
+``contains``, ``matches`` and ``not_empty`` can). A regex
 search is judged on the event loop, so its cost is bounded tighter than a URL monitor's
 (:data:`REGEX_BUDGET`).
 """

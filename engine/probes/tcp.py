@@ -11,8 +11,9 @@ the target does. One probe:
    certificate is not verified here, the certificate check does that);
    smtp/imap/pop3: the greeting, STARTTLS (``engine/probes/starttls.py``), then TLS;
 3. reads a reply only for ``response`` assertions (``engine/probes/streamspec.py``: up to
-   64 KiB, until the server's end, the deadline, or every assertion holding); without
-   them, connected (and the handshake done) is up.
+   64 KiB, until the server's end, a pause of :data:`REPLY_IDLE` after its last byte, the
+   deadline, or every assertion holding); without them, connected (and the handshake
+   done) is up.
 
 The outcome is an :class:`HttpOutcome` with ``status_code`` None: ``error`` None when the
 target answered, ``assertion_error`` the first failed assertion's words, ``details`` the
@@ -61,6 +62,9 @@ from engine.probes.streamspec import MAX_REPLY, StreamSpec
 log = logging.getLogger(__name__)
 
 SCHEMES: Final = ("tcp", "tls", *MAIL_SCHEMES)
+# Seconds a reply may pause before it counts as complete (reading stops, what came is
+# judged): a server that keeps its connection open is judged once it has said its piece.
+REPLY_IDLE: Final = 0.5
 # Whether a reply that grew this many times over its last judged length is judged again
 # before its end (a reply in many small reads is judged O(log n) times, not once a read),
 # and how many more judgements a reply's line ends may ask for.
@@ -106,11 +110,13 @@ class _StreamConn(ClientConn):
         "checks",
         "cut",
         "dialogue",
+        "idle",
         "judged",
         "reading",
         "reply",
         "spec",
         "t_data",
+        "t_last",
         "t_starttls",
         "tls_ctx",
         "tls_name",
@@ -138,6 +144,8 @@ class _StreamConn(ClientConn):
         self.judged = 0
         self.checks = 0
         self.t_data: float | None = None
+        self.t_last = 0.0
+        self.idle: asyncio.TimerHandle | None = None
         self.t_starttls: float | None = None
 
     @property
@@ -194,6 +202,9 @@ class _StreamConn(ClientConn):
             return
         before = len(reply)
         reply += data
+        self.t_last = perf_counter()
+        if self.idle is None:
+            self.idle = asyncio.get_running_loop().call_later(REPLY_IDLE, self._quiet)
         spec = self.spec
         assert spec is not None
         if spec.early:
@@ -206,6 +217,24 @@ class _StreamConn(ClientConn):
                 self.judged = n
                 if spec.settled(bytes(reply)):
                     self.finish()
+
+    def _quiet(self) -> None:
+        """The idle timer: the reply ends once it has been quiet for REPLY_IDLE s."""
+        self.idle = None
+        if self.done or self.notify is None:
+            return
+        wait = self.t_last + REPLY_IDLE - perf_counter()
+        if wait > 0.001:
+            loop = asyncio.get_running_loop()
+            self.idle = loop.call_later(wait, self._quiet)
+            return
+        self.finish()
+        self._notify()
+
+    def stop_idle(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+            self.idle = None
 
     def on_lost(self, exc: BaseException | None) -> None:
         d = self.dialogue
@@ -380,6 +409,7 @@ def _details(conn: _StreamConn) -> dict[str, Any] | None:
 
 
 def _close(conn: _StreamConn) -> None:
+    conn.stop_idle()
     if conn.transport is not None:
         conn.transport.abort()
     conn.release()

@@ -120,3 +120,18 @@ async def test_a_server_that_closes_at_once(prober: TcpProber) -> None:
     assert reading.error is None
     assert reading.assertion_error == 'response contains "x" failed: not in the response'
     assert smtp.error == "connection closed waiting for the SMTP greeting"
+
+
+async def test_a_trickle_that_never_pauses_is_judged_at_the_deadline(prober: TcpProber) -> None:
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(1000):  # bounded: 50 s, far past the probe
+            writer.write(b"x")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    async with stream_server(trickle) as port:
+        o = await prober.probe(f"tcp://127.0.0.1:{port}", contains("never sent"))
+    assert o.error is None
+    assert o.assertion_error == 'response contains "never sent" failed: not in the response'
+    assert TIMEOUT * 1000 * 0.9 <= o.total_ms
+    within_timeout(o.total_ms)
