@@ -1,6 +1,11 @@
-"""``upwatch bench tcp``: CPU per tcp:// probe, Upwatch's prober side by side with
-Prometheus blackbox_exporter's ``tcp`` prober, on the same loopback targets in one run.
+"""``upwatch bench tcp``: ``--monitors`` tcp:// monitors (10,000) at 30 s through the
+engine, then CPU per tcp:// probe, Upwatch's prober side by side with Prometheus
+blackbox_exporter's ``tcp`` prober, on the same loopback targets in one run.
 
+0. **The fleet**: N tcp:// monitors seeded in the database against the bench's targets,
+   run by the engine (a child, as ``upwatch bench http`` runs it) for ``--duration``:
+   held (probes made / probes due), start lateness p50/p99 from the result rows (target
+   p99 under 100 ms), the engine's CPU per probe.
 1. A targets child listens on four loopback addresses (it accepts; the probes connect and
    close).
 2. **upwatch**: a child (role ``tcpprobe``) runs :class:`engine.probes.tcp.TcpProber` on
@@ -23,11 +28,21 @@ import contextlib
 import os
 import shutil
 import time
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 from upwatch_bench import layout
-from upwatch_bench.harness import Bench
+from upwatch_bench.database import seed_monitors
+from upwatch_bench.harness import (
+    INTERVAL_S,
+    Bench,
+    engine_figures,
+    load_window,
+    row_lateness,
+    run_engine,
+)
+from upwatch_bench.stats import per
 
 CONCURRENCY = 64
 WARMUP = 500
@@ -132,8 +147,33 @@ async def _until_up(port: int) -> None:
     raise RuntimeError("blackbox_exporter did not start listening within 20 s")
 
 
+async def _fleet(b: Bench, n: int) -> dict[str, Any]:
+    """N tcp:// monitors at 30 s through the engine: held, lateness, CPU per probe."""
+    ports = layout.pick_ports()
+    b.progress.phase("fleet: starting targets", 3)
+    await b.start_targets(ports, slow_s=4.0)
+    account, _ = await b.store.create_account("bench tcp fleet")
+    await b.store.ensure_result_partitions(date.today() - timedelta(days=1), 3)
+    hosts = layout.HEALTHY_HOSTS
+    b.progress.phase(f"fleet: seeding {n:,} tcp monitors", max(1.0, n / 20_000))
+    async with b.store.pool.acquire() as conn:
+        await seed_monitors(conn, account.id,
+                            [f"tcp://{hosts[i % len(hosts)]}:{ports.ok}" for i in range(n)],
+                            uptime=True, certificate=False, interval=INTERVAL_S)
+    load = load_window(b, "engine, tcp monitors")
+    res = await run_engine(b, load)
+    fig = engine_figures(res, "uptime")
+    groups = await row_lateness(b, res["wall_start"], res["wall_end"], load.interval)
+    healthy = groups["healthy"]
+    return {"monitors": n, "interval_s": load.interval, "window_s": round(res["seconds"], 3),
+            "held": per(fig["probes"], n * res["seconds"] / load.interval, 4),
+            "probes": fig["probes"], "cpu_s_per_probe": fig.get("cpu_s_per_probe"),
+            "lateness_ms": healthy["lateness_ms"], "error_rate": healthy["error_rate"]}
+
+
 async def scenario_tcp(b: Bench) -> dict[str, Any]:
     n = b.opts.monitors
+    fleet = await _fleet(b, n)
     hosts = layout.HEALTHY_HOSTS[:4]
     port = layout.free_port(hosts[0])
     b.progress.phase("starting targets", 2)
@@ -150,7 +190,7 @@ async def scenario_tcp(b: Bench) -> dict[str, Any]:
         await b.procs.stop(target)
     ratio = (round(ours["cpu_s"] / theirs["cpu_s"], 3)
              if theirs.get("cpu_s") else None)
-    return {"scenario": "tcp", "monitors": n, "concurrency": CONCURRENCY,
+    return {"scenario": "tcp", "monitors": n, "concurrency": CONCURRENCY, "fleet": fleet,
             "upwatch": ours, "blackbox_exporter": theirs, "cpu_ratio": ratio,
             "target_ratio": TARGET_RATIO,
             "target_met": ratio is not None and ratio <= TARGET_RATIO}
@@ -162,6 +202,14 @@ def table(rec: dict[str, Any]) -> str:
              f"{rec['concurrency']} at a time, loopback targets =="]
     if "missing" in theirs:
         lines.append("  blackbox_exporter: " + theirs["missing"])
+    fleet = rec.get("fleet") or {}
+    if fleet:
+        late = fleet.get("lateness_ms") or {}
+        lines.append(f"  fleet: {fleet['monitors']:,} tcp monitors at {fleet['interval_s']:g} s"
+                     f" for {fleet['window_s']:g} s: held {fleet['held']}, lateness p50"
+                     f" {late.get('p50')} ms, p99 {late.get('p99')} ms, error rate"
+                     f" {fleet['error_rate']}, engine CPU per probe"
+                     f" {fleet['cpu_s_per_probe']} s")
     lines.append(f"  {'':<28}{'upwatch':>16}{'blackbox_exporter':>20}")
     for label, key in (("CPU us per probe", "cpu_us_per_probe"), ("CPU seconds", "cpu_s"),
                        ("wall seconds", "wall_s")):
