@@ -63,6 +63,7 @@ async def test_a_tcp_monitor_goes_down_and_recovers_with_webhooks(
             assert r.status == 201, await r.text()
             created = await r.json()
         assert created["url"] == f"tcp://127.0.0.1:{port}"
+        assert set(created["checks"]) == {"uptime"}  # no TLS: no certificate check
         check_id = created["checks"]["uptime"]["id"]
         async with running_engine(store, fast), delivering(store, fast):
             async with listening(port):

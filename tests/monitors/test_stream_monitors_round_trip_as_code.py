@@ -27,9 +27,14 @@ def _without_header(text: str) -> str:
 async def test_tcp_and_smtp_monitors_survive_export_and_apply(
     client: aiohttp.ClientSession,
 ) -> None:
+    made = []
     for body in (TCP, {"url": "smtp://mail.example.com:25", "alias": "Mail"}):
         async with client.post("/webapi/monitors", json=body) as r:
             assert r.status == 201, await r.text()
+            made.append(await r.json())
+    # A tcp monitor has no certificate check; a mail server's starts enabled.
+    assert set(made[0]["checks"]) == {"uptime"}
+    assert made[1]["checks"]["certificate_health"]["is_enabled"] is True
     doc = await _export(client, "json")
     by_url = {m["url"]: m for m in doc["monitors"]}
     assert set(by_url) == {"tcp://db.example.com:6379", "smtp://mail.example.com"}
