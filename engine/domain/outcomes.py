@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -45,6 +46,8 @@ class HttpOutcome:
     # in place of the 2xx/3xx rule.
     assertion_error: str | None = None
     status_asserted: bool = False
+    # A non-HTTP probe's own figures, merged into the uptime check's meta.
+    details: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
