@@ -6,7 +6,8 @@ its rcode), ``assertion_error`` the words of the first failed assertion (or of t
 rule: NOERROR with at least one answer of the type), ``ttfb_ms`` the query time (question
 sent to answer read, TCP included), ``dns_ms`` the lookup of the server's name,
 ``remote_ip`` the server's address (never shown on a status page) and ``details`` the
-check's meta (:func:`engine.probes.dnsspec.details`).
+check's meta (:func:`engine.probes.dnsspec.details`; shared between probes that got the same
+reply: never modified).
 
 How it asks:
 
@@ -53,6 +54,7 @@ from engine.probes._net import (
     timeout_words,
 )
 from engine.probes.dnsspec import (
+    DnsAnswer,
     DnsAssertion,
     DnsTarget,
     DnsUrlRefused,
@@ -62,6 +64,7 @@ from engine.probes.dnsspec import (
     split_dns_url,
     verdict,
 )
+from engine.probes.dnswire import fast_answer
 
 # Bytes read over TCP for one probe, all messages together: one message is at most 65,535
 # bytes; a server sending messages that do not match is not read without end.
@@ -74,6 +77,9 @@ UDP_PAYLOAD: Final = 1232
 # Parsed targets and question templates kept (one per monitor URL; bounded all the same).
 _CACHE_MAX: Final = 65536
 _QR: Final = 0x80  # the QR bit, first flags byte
+# A reply up to this size is kept to be recognised next time (the memory of an idle
+# monitor stays under 1 KiB with it).
+_KEPT_REPLY: Final = 512
 
 
 class DnsSpec:
@@ -90,9 +96,12 @@ class DnsSpec:
 
 
 class _Asked:
-    """One URL's target and its question's wire form (id 0)."""
+    """One URL's target and its question's wire form (id 0); the last reply read (without
+    its id, when at most :data:`_KEPT_REPLY` bytes) with its answer and meta: a reply the
+    same byte for byte is the same answer, not parsed again (an authoritative server's
+    steady answer; a resolver's changes as its TTLs count down)."""
 
-    __slots__ = ("question", "target", "wire")
+    __slots__ = ("last", "last_answer", "last_meta", "question", "target", "wire")
 
     def __init__(self, target: DnsTarget) -> None:
         self.target = target
@@ -103,6 +112,9 @@ class _Asked:
         self.wire: bytes = query.to_wire()
         # The question section as sent (after the 12-byte header), compared case-blind.
         self.question: bytes = self.wire[12:12 + len(target.qname.to_wire() or b"") + 4].lower()
+        self.last: bytes | None = None
+        self.last_answer: DnsAnswer | None = None
+        self.last_meta: dict[str, Any] | None = None
 
 
 class DnsProber:
@@ -117,7 +129,10 @@ class DnsProber:
         allow_private: bool = False,
         resolver: Resolver | None = None,
         source_address: str | None = None,
+        keep_replies: bool = True,
     ) -> None:
+        """``keep_replies`` False parses every reply (the bench's measure of a reply never
+        seen before)."""
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self._timeout = timeout
@@ -125,6 +140,7 @@ class DnsProber:
         self._allow_private = allow_private
         self._resolver = resolver
         self._source = source_address
+        self._kept = _KEPT_REPLY if keep_replies else -1
         self._asked: dict[str, _Asked | str] = {}
         # Counters (the bench reads them): probes, and replies ignored for not matching.
         self.probes = 0
@@ -176,11 +192,23 @@ class DnsProber:
                 data = await self._tcp(loop, ip, target.port, wire, qid, asked, deadline,
                                        ignored)
             query_ms = (perf_counter() - t_query) * 1000.0
-            try:
-                response = dns.message.from_wire(data, ignore_trailing=True)
-            except Exception as exc:  # dnspython raises many kinds for garbage
-                raise ProbeFailure(f"malformed answer from {short(target.server)} "
-                                   f"({_words(exc)})") from None
+            key = data[2:] if transport == "udp" else b"tcp" + data[2:]
+            if key == asked.last:
+                answer, meta = asked.last_answer, asked.last_meta
+            elif (answer := fast_answer(data, len(asked.question), target.rdtype)) is not None:
+                meta = details(answer, target, transport)
+                if len(key) <= self._kept:
+                    asked.last, asked.last_answer, asked.last_meta = key, answer, meta
+            else:
+                try:
+                    response = dns.message.from_wire(data, ignore_trailing=True)
+                except Exception as exc:  # dnspython raises many kinds for garbage
+                    raise ProbeFailure(f"malformed answer from {short(target.server)} "
+                                       f"({_words(exc)})") from None
+                answer = read_answer(response, target)
+                meta = details(answer, target, transport)
+                if len(key) <= self._kept:
+                    asked.last, asked.last_answer, asked.last_meta = key, answer, meta
         except ProbeFailure as exc:
             return _failed(str(exc), t0, dns_ms, ip)
         except TimeoutError:
@@ -188,12 +216,11 @@ class DnsProber:
         except OSError as exc:
             return _failed(os_error_words(exc), t0, dns_ms, ip)
         total_ms = (perf_counter() - t0) * 1000.0
-        answer = read_answer(response, target)
+        assert answer is not None
         why = verdict(answer, target, total_ms, spec.assertions if spec is not None else [])
         return HttpOutcome(
             status_code=None, error=None, total_ms=total_ms, dns_ms=dns_ms, connect_ms=None,
-            tls_ms=None, ttfb_ms=query_ms, remote_ip=ip, assertion_error=why,
-            details=details(answer, target, transport),
+            tls_ms=None, ttfb_ms=query_ms, remote_ip=ip, assertion_error=why, details=meta,
         )
 
     async def _server(self, target: DnsTarget) -> tuple[list[str], float]:
