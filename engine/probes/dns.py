@@ -20,7 +20,7 @@ How it asks:
   reader callback;
 * a reply whose id, QR bit or question does not match is ignored (counted in the timeout's
   words), so a spoofed or late answer can neither pass nor fail the probe; a reply that
-  matches but cannot be parsed fails in words ("malformed answer");
+  matches but cannot be parsed fails in words ("malformed DNS answer");
 * a truncated reply (TC) is asked again over TCP; a TCP message is at most 65,535 bytes by
   its length prefix, and a server that sends messages that do not match is read for at most
   :data:`TCP_MAX_BYTES` in all;
@@ -203,7 +203,7 @@ class DnsProber:
                 try:
                     response = dns.message.from_wire(data, ignore_trailing=True)
                 except Exception as exc:  # dnspython raises many kinds for garbage
-                    raise ProbeFailure(f"malformed answer from {short(target.server)} "
+                    raise ProbeFailure(f"malformed DNS answer from {short(target.server)} "
                                        f"({_words(exc)})") from None
                 answer = read_answer(response, target)
                 meta = details(answer, target, transport)
@@ -295,7 +295,7 @@ class DnsProber:
                         read += len(chunk)
                         if read > TCP_MAX_BYTES:
                             raise ProbeFailure(
-                                f"no matching answer in {TCP_MAX_BYTES // 1024} KiB (TCP)")
+                                f"no matching DNS answer in {TCP_MAX_BYTES // 1024} KiB (TCP)")
                         buf += chunk
                     size = buf[0] << 8 | buf[1]
                     message = bytes(buf[2:2 + size])
@@ -347,7 +347,7 @@ class _UdpReader:
 def _matches(data: bytes, qid: int, question: bytes) -> bool:
     """A reply to our question: our id, the QR bit, one question equal to ours (names
     compared case-blind: a server may echo 0x20-mixed case). A reply that matches may still
-    be garbage past the question (parsed later: "malformed answer")."""
+    be garbage past the question (parsed later: "malformed DNS answer")."""
     if len(data) < 12 or (data[0] << 8 | data[1]) != qid or not data[2] & _QR:
         return False
     if data[4] != 0 or data[5] != 1:

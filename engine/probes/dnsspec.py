@@ -182,7 +182,8 @@ def read_answer(response: dns.message.Message, target: DnsTarget) -> DnsAnswer:
         current = next(iter(cname)).target
         if current in seen or len(seen) > MAX_CHAIN:
             path = [*seen, current]
-            loop = "CNAME loop: " + " -> ".join(n.to_text(omit_final_dot=True) for n in path)
+            loop = "DNS answer CNAME loop: " + " -> ".join(
+                n.to_text(omit_final_dot=True) for n in path)
             records = []
             break
         seen.append(current)
@@ -262,10 +263,9 @@ def verdict(
     if answer.loop is not None:
         return answer.loop
     if not assertions:
-        if answer.rcode != "NOERROR":
-            return f"{answer.rcode}: no {target.type_text} answer for {target.name}"
-        if not answer.records:
-            return f"no {target.type_text} answer for {target.name}"
+        if answer.rcode != "NOERROR" or not answer.records:
+            return (f"DNS answer {answer.rcode}: no {target.type_text} record for "
+                    f"{target.name}")
         return None
     for a in assertions:
         why = _judge(a, answer, total_ms)

@@ -80,7 +80,7 @@ async def test_a_server_that_never_answers_right_times_out(
 async def test_garbage_behind_our_id_is_a_malformed_answer(server: DnsZoneServer) -> None:
     server.mode = "garbage_matching"
     out = await prober().probe(server.url("www.zone.test"))
-    assert out.error is not None and out.error.startswith("malformed answer from 127.0.0.1 ("), \
+    assert out.error is not None and out.error.startswith("malformed DNS answer from 127.0.0.1 ("), \
         out.error
 
 
@@ -89,7 +89,7 @@ async def test_a_tcp_server_sending_without_end_is_read_up_to_the_cap(
 ) -> None:
     server.mode = "tcp_endless"
     out = await prober().probe(server.url("www.zone.test"))
-    assert out.error == f"no matching answer in {TCP_MAX_BYTES // 1024} KiB (TCP)", out.error
+    assert out.error == f"no matching DNS answer in {TCP_MAX_BYTES // 1024} KiB (TCP)", out.error
 
 
 async def test_a_url_that_cannot_be_probed_fails_in_words() -> None:

@@ -73,21 +73,21 @@ async def test_a_name_that_does_not_exist_fails_the_default_rule_in_words(
 ) -> None:
     out = await prober().probe(server.url("gone.zone.test", "A"))
     assert out.error is None  # the server answered
-    assert out.assertion_error == "NXDOMAIN: no A answer for gone.zone.test"
+    assert out.assertion_error == "DNS answer NXDOMAIN: no A record for gone.zone.test"
     assert out.details is not None and out.details["rcode"] == "NXDOMAIN"
     assert out.details["answers"] == [] and out.details["min_ttl"] is None
 
 
 async def test_a_name_without_the_type_fails_the_default_rule(server: DnsZoneServer) -> None:
     out = await prober().probe(server.url("mail.zone.test", "AAAA"))
-    assert out.assertion_error == "no AAAA answer for mail.zone.test"
+    assert out.assertion_error == "DNS answer NOERROR: no AAAA record for mail.zone.test"
 
 
 async def test_a_cname_loop_fails_in_words(server: DnsZoneServer) -> None:
     out = await prober().probe(server.url("loop-a.zone.test", "A"))
     assert out.error is None
     assert out.assertion_error == (
-        "CNAME loop: loop-a.zone.test -> loop-b.zone.test -> loop-a.zone.test")
+        "DNS answer CNAME loop: loop-a.zone.test -> loop-b.zone.test -> loop-a.zone.test")
 
 
 async def test_a_changed_record_is_seen_on_the_next_probe(server: DnsZoneServer) -> None:
@@ -96,7 +96,7 @@ async def test_a_changed_record_is_seen_on_the_next_probe(server: DnsZoneServer)
     assert (await p.probe(url)).assertion_error is None
     server.set("www", "A", [])
     out = await p.probe(url)
-    assert out.assertion_error == "no A answer for www.zone.test"
+    assert out.assertion_error == "DNS answer NOERROR: no A record for www.zone.test"
 
 
 async def test_the_server_by_name_is_looked_up_and_its_address_checked(
