@@ -80,8 +80,8 @@ async def test_a_server_that_never_answers_right_times_out(
 async def test_garbage_behind_our_id_is_a_malformed_answer(server: DnsZoneServer) -> None:
     server.mode = "garbage_matching"
     out = await prober().probe(server.url("www.zone.test"))
-    assert out.error is not None and out.error.startswith("malformed DNS answer from 127.0.0.1 ("), \
-        out.error
+    assert out.error is not None
+    assert out.error.startswith("malformed DNS answer from 127.0.0.1 ("), out.error
 
 
 async def test_a_tcp_server_sending_without_end_is_read_up_to_the_cap(
