@@ -308,6 +308,18 @@ class DnsProber:
             sock.close()
 
 
+def build(settings: Any, metrics: Any, resolver: Any) -> DnsProber:
+    """The engine's dns:// prober (:data:`engine.kinds.uptime_probers.FACTORIES`): the
+    probes' timeout, source address and private-address rule; servers' names through the
+    uptime probes' resolver."""
+    return DnsProber(
+        timeout=settings.probe_timeout,
+        allow_private=settings.allow_private_targets,
+        resolver=resolver,
+        source_address=settings.probe_source_address,
+    )
+
+
 class _UdpReader:
     """The reader callback of one UDP question: the first matching datagram completes
     ``fut``; others are counted and dropped."""

@@ -137,3 +137,16 @@ def test_too_many_assertions_are_refused() -> None:
     with pytest.raises(ValidationFailed) as exc:
         dnsmonitors.validate({"assertions": [GOOD[0]] * 21}, creating=True)
     assert "At most 20" in exc.value.errors["assertions"][0]
+
+
+def test_the_api_normalises_a_dns_url_through_its_scheme() -> None:
+    from engine.monitors import validation
+
+    t = validation.normalise_url("DNS://NS1.Example.NET:53/WWW.Example.com.?type=aaaa")
+    assert (t.url, t.scheme, t.host, t.port, t.connect_port) == (
+        "dns://ns1.example.net/www.example.com?type=AAAA", "dns", "ns1.example.net", "", 53)
+    t = validation.normalise_url("dns://9.9.9.9:5353/192.0.2.1?type=PTR")
+    assert t.url == "dns://9.9.9.9:5353/192.0.2.1?type=PTR" and t.connect_port == 5353
+    with pytest.raises(ValidationFailed) as exc:
+        validation.normalise_url("dns://9.9.9.9/example.com?type=ANY")
+    assert "the type must be one of" in exc.value.errors["url"][0]
