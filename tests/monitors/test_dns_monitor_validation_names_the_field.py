@@ -150,3 +150,23 @@ def test_the_api_normalises_a_dns_url_through_its_scheme() -> None:
     with pytest.raises(ValidationFailed) as exc:
         validation.normalise_url("dns://9.9.9.9/example.com?type=ANY")
     assert "the type must be one of" in exc.value.errors["url"][0]
+
+
+def test_monitors_as_code_take_dns_monitors_with_the_same_rules() -> None:
+    from engine.monitors.file import entry_of, parse_toml, validate_document
+    from engine.runtime.settings import Plan
+
+    specs = validate_document(parse_toml(
+        '[[monitors]]\nurl = "dns://1.1.1.1/Example.com?type=mx"\nalias = "mail"\n'
+        'assertions = [{source = "answers", comparison = "any_matches", target = "mail"}]\n'
+    ), Plan())
+    entry = entry_of(specs[0])
+    assert entry["url"] == "dns://1.1.1.1/example.com?type=MX"
+    assert entry["assertions"] == [
+        {"source": "answers", "comparison": "any_matches", "target": "mail"}]
+    with pytest.raises(ValidationFailed) as exc:
+        validate_document(parse_toml(
+            '[[monitors]]\nurl = "dns://1.1.1.1/example.com"\n'
+            'assertions = [{source = "answers", comparison = "equals", target = "x"}]\n'
+        ), Plan())
+    assert list(exc.value.errors) == ["monitors[0].assertions.0.comparison"]
