@@ -133,3 +133,21 @@ async def test_a_closed_port_is_refused_in_words(server: DnsZoneServer) -> None:
     await server.__aexit__(None, None, None)
     out = await prober().probe(f"dns://127.0.0.1:{port}/www.zone.test")
     assert out.error == "connection refused"
+
+
+async def test_a_server_on_ipv6_loopback_is_asked_over_ipv6() -> None:
+    try:
+        server = DnsZoneServer(host="::1")
+        await server.__aenter__()
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+    try:
+        url = server.url("www.zone.test", "AAAA")
+        assert url.startswith("dns://[::1]:")
+        out = await prober().probe(url)
+        assert out.error is None and out.assertion_error is None, out
+        assert out.remote_ip == "::1"
+        assert out.details is not None and out.details["answers"] == ["2001:db8::1"]
+        assert out.details["server"] == f"[::1]:{server.port}"
+    finally:
+        await server.__aexit__(None, None, None)
