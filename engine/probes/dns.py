@@ -65,6 +65,7 @@ from engine.probes.dnsspec import (
     verdict,
 )
 from engine.probes.dnswire import fast_answer
+from engine.probes.resolver import ProbeResolver
 
 # Bytes read over TCP for one probe, all messages together: one message is at most 65,535
 # bytes; a server sending messages that do not match is not read without end.
@@ -139,6 +140,8 @@ class DnsProber:
         self._timeout_words = timeout_words(timeout)
         self._allow_private = allow_private
         self._resolver = resolver
+        # A ProbeResolver's cached answer is used without a task or an await.
+        self._cache = resolver if isinstance(resolver, ProbeResolver) else None
         self._source = source_address
         self._kept = _KEPT_REPLY if keep_replies else -1
         self._asked: dict[str, _Asked | str] = {}
@@ -177,8 +180,15 @@ class DnsProber:
         ignored = [0]
         try:
             literal = ip_literal(target.server)
+            hit = self._cache.cached(target.server) if (
+                literal is None and self._cache is not None) else None
             if literal is not None:
                 ips = checked_literal(target.server, literal, self._allow_private)
+            elif hit is not None:
+                if hit.error is not None:
+                    raise ProbeFailure(hit.error)
+                ips = checked_addresses(target.server, hit.addresses, self._allow_private)
+                dns_ms = 0.0
             else:
                 ips, dns_ms = await asyncio.wait_for(self._server(target), self._timeout)
             ip = ips[0]

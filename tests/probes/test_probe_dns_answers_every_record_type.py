@@ -151,3 +151,25 @@ async def test_a_server_on_ipv6_loopback_is_asked_over_ipv6() -> None:
         assert out.details["server"] == f"[::1]:{server.port}"
     finally:
         await server.__aexit__(None, None, None)
+
+
+async def test_the_server_by_name_goes_through_the_probes_c_ares_resolver(
+    server: DnsZoneServer,
+) -> None:
+    from tests.support.resolver import resolver
+
+    cares = resolver(server)
+    p = prober(resolver=cares)
+    url = f"dns://ns-local.zone.test:{server.port}/www.zone.test?type=A"
+    first = await p.probe(url)
+    assert first.error is None and first.assertion_error is None, first
+    assert first.dns_ms is not None and first.dns_ms > 0
+    again = await p.probe(url)
+    assert again.error is None and again.dns_ms == 0.0  # the resolver's cached answer
+    assert cares.lookups == 1
+    blocked = await prober(resolver=cares, allow_private=False).probe(url)
+    assert blocked.error == (
+        "blocked: ns-local.zone.test resolves to a non-public address (127.0.0.1)")
+    missing = await p.probe(f"dns://nowhere.zone.test:{server.port}/www.zone.test")
+    assert missing.error == "DNS lookup failed: nowhere.zone.test"
+    await cares.aclose()

@@ -62,6 +62,7 @@ www     120 IN A 192.0.2.1
 www     120 IN A 192.0.2.2
 www     IN AAAA 2001:db8::1
 mail    IN A   192.0.2.25
+ns-local IN A  127.0.0.1
 alias   IN CNAME www.zone.test.
 chain   IN CNAME alias.zone.test.
 loop-a  IN CNAME loop-b.zone.test.
