@@ -95,3 +95,15 @@ async def test_a_tcp_server_sending_without_end_is_read_up_to_the_cap(
 async def test_a_url_that_cannot_be_probed_fails_in_words() -> None:
     out = await prober().probe("dns://127.0.0.1/www.zone.test?type=ANY")
     assert out.error is not None and out.error.startswith("not a probeable dns:// URL: the type")
+
+
+async def test_an_answer_to_another_question_is_ignored(server: DnsZoneServer) -> None:
+    server.mode = "other_question"
+    out = await prober().probe(server.url("www.zone.test"))
+    assert out.error == "timed out after 0.5 s (1 reply not matching the question ignored)"
+
+
+async def test_the_question_echoed_in_another_case_is_ours(server: DnsZoneServer) -> None:
+    server.mode = "upper_case"
+    out = await prober().probe(server.url("www.zone.test"))
+    assert out.error is None and out.assertion_error is None, out

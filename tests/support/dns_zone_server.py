@@ -17,6 +17,8 @@ fit 65,535 bytes is sent with as many records as fit, and TC.
 ``wrong_id``        first a UDP reply with another id, then the real one
 ``wrong_id_only``   only replies with another id
 ``garbage``         random bytes (no id of ours)
+``other_question``  our id, but the answer to another question
+``upper_case``      the question echoed in upper case (as 0x20 servers may)
 ``garbage_matching`` our id, QR and question, then bytes that parse as nothing
 ``tcp_stall``       UDP truncated; TCP accepts and never answers
 ``tcp_endless``     UDP truncated; TCP sends full-size messages with another id
@@ -79,6 +81,7 @@ $TTL 300
 1       IN PTR www.zone.test.
 """
 MODES = ("normal", "truncate", "silent", "wrong_id", "wrong_id_only", "garbage",
+         "other_question", "upper_case",
          "garbage_matching", "tcp_stall", "tcp_endless")
 # Bounds on what the misbehaving modes send (every loop bounded).
 _ENDLESS_MESSAGES = 16
@@ -227,6 +230,13 @@ class DnsZoneServer:
             return [other, real]
         if mode == "wrong_id_only":
             return [other, other]
+        if mode == "other_question":
+            other = dns.message.make_query("mail.zone.test.", "A")
+            other.id = query.id
+            return [self.wire(other, 1232)]
+        if mode == "upper_case":
+            qlen = len(query.question[0].name.to_wire() or b"")
+            return [real[:12] + real[12:12 + qlen].upper() + real[12 + qlen:]]
         if mode == "garbage_matching":
             qlen = len(query.question[0].name.to_wire() or b"") + 4
             head = bytearray(real[:12 + qlen])
