@@ -6,8 +6,7 @@ its rcode), ``assertion_error`` the words of the first failed assertion (or of t
 rule: NOERROR with at least one answer of the type), ``ttfb_ms`` the query time (question
 sent to answer read, TCP included), ``dns_ms`` the lookup of the server's name,
 ``remote_ip`` the server's address (never shown on a status page) and ``details`` the
-check's meta (:func:`engine.probes.dnsspec.details`; shared between probes that got the same
-reply: never modified).
+check's meta (:func:`engine.probes.dnsspec.details`).
 
 How it asks:
 
@@ -39,7 +38,9 @@ from typing import Any, Final
 
 import dns.flags
 import dns.message
+import dns.name
 import dns.rdataclass
+import dns.rdatatype
 
 from engine.domain.netpolicy import Resolver
 from engine.domain.outcomes import HttpOutcome
@@ -97,15 +98,22 @@ class DnsSpec:
 
 
 class _Asked:
-    """One URL's target and its question's wire form (id 0); the last reply read (without
-    its id, when at most :data:`_KEPT_REPLY` bytes) with its answer and meta: a reply the
-    same byte for byte is the same answer, not parsed again (an authoritative server's
-    steady answer; a resolver's changes as its TTLs count down)."""
+    """One URL's question, kept between probes (the fields :class:`DnsTarget` has but its
+    dnspython name, rebuilt on the rare path that needs it), its wire form (id 0), and the
+    last reply read (without its id, when at most :data:`_KEPT_REPLY` bytes) with its
+    answer: a reply the same byte for byte is the same answer, not read again (an
+    authoritative server's steady answer; a resolver's changes as its TTLs count down).
+    About 700 bytes a monitor (tracemalloc, 2,000 monitors of one A record)."""
 
-    __slots__ = ("last", "last_answer", "last_meta", "question", "target", "wire")
+    __slots__ = ("last", "last_answer", "name", "port", "question", "rdtype", "server",
+                 "type_text", "wire")
 
     def __init__(self, target: DnsTarget) -> None:
-        self.target = target
+        self.server = target.server
+        self.port = target.port
+        self.name = target.name
+        self.rdtype = int(target.rdtype)
+        self.type_text = target.type_text
         query = dns.message.make_query(target.qname, target.rdtype, dns.rdataclass.IN,
                                        use_edns=0, payload=UDP_PAYLOAD)
         query.flags |= dns.flags.RD
@@ -115,7 +123,12 @@ class _Asked:
         self.question: bytes = self.wire[12:12 + len(target.qname.to_wire() or b"") + 4].lower()
         self.last: bytes | None = None
         self.last_answer: DnsAnswer | None = None
-        self.last_meta: dict[str, Any] | None = None
+
+    def target(self) -> DnsTarget:
+        """The full question again (dnspython's reading of a reply needs its name)."""
+        qname = dns.name.from_text(self.name + ".")
+        return DnsTarget(self.server, self.port, self.name, qname,
+                         dns.rdatatype.RdataType.make(self.rdtype), self.type_text)
 
 
 class DnsProber:
@@ -172,7 +185,7 @@ class DnsProber:
         asked = self._ask(url)
         if isinstance(asked, str):
             return _failed(asked, t0, None, None)
-        target = asked.target
+        target = asked
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout
         dns_ms: float | None = None
@@ -204,21 +217,19 @@ class DnsProber:
             query_ms = (perf_counter() - t_query) * 1000.0
             key = data[2:] if transport == "udp" else b"tcp" + data[2:]
             if key == asked.last:
-                answer, meta = asked.last_answer, asked.last_meta
-            elif (answer := fast_answer(data, len(asked.question), target.rdtype)) is not None:
-                meta = details(answer, target, transport)
+                answer = asked.last_answer
+            elif (answer := fast_answer(data, len(asked.question), asked.rdtype)) is not None:
                 if len(key) <= self._kept:
-                    asked.last, asked.last_answer, asked.last_meta = key, answer, meta
+                    asked.last, asked.last_answer = key, answer
             else:
                 try:
                     response = dns.message.from_wire(data, ignore_trailing=True)
                 except Exception as exc:  # dnspython raises many kinds for garbage
                     raise ProbeFailure(f"malformed DNS answer from {short(target.server)} "
                                        f"({_words(exc)})") from None
-                answer = read_answer(response, target)
-                meta = details(answer, target, transport)
+                answer = read_answer(response, asked.target())
                 if len(key) <= self._kept:
-                    asked.last, asked.last_answer, asked.last_meta = key, answer, meta
+                    asked.last, asked.last_answer = key, answer
         except ProbeFailure as exc:
             return _failed(str(exc), t0, dns_ms, ip)
         except TimeoutError:
@@ -230,10 +241,11 @@ class DnsProber:
         why = verdict(answer, target, total_ms, spec.assertions if spec is not None else [])
         return HttpOutcome(
             status_code=None, error=None, total_ms=total_ms, dns_ms=dns_ms, connect_ms=None,
-            tls_ms=None, ttfb_ms=query_ms, remote_ip=ip, assertion_error=why, details=meta,
+            tls_ms=None, ttfb_ms=query_ms, remote_ip=ip, assertion_error=why,
+            details=details(answer, target, transport),
         )
 
-    async def _server(self, target: DnsTarget) -> tuple[list[str], float]:
+    async def _server(self, target: _Asked) -> tuple[list[str], float]:
         """The addresses of the server's name, the private-address rule applied to each,
         and the lookup's ms."""
         t = perf_counter()

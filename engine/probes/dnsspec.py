@@ -19,7 +19,7 @@ given, then ``failed:`` and what was got, e.g. ``answers all_equal "192.0.2.1" f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 import dns.edns
@@ -79,6 +79,20 @@ class DnsTarget:
     type_text: str
 
 
+class Question(Protocol):
+    """What :func:`verdict` and :func:`details` read of a question (a :class:`DnsTarget`,
+    or the prober's slimmer record of one)."""
+
+    @property
+    def server(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def type_text(self) -> str: ...
+
+
 def split_dns_url(url: str) -> DnsTarget:
     """``dns://server[:port]/name?type=A``; :class:`DnsUrlRefused` in words. The type
     defaults to A; a PTR question given an address asks its reverse name."""
@@ -110,6 +124,7 @@ def split_dns_url(url: str) -> DnsTarget:
         type_text = value.upper()
     if type_text not in RDTYPES:
         raise DnsUrlRefused("the type must be one of " + ", ".join(RDTYPES))
+    type_text = RDTYPES[RDTYPES.index(type_text)]  # the shared constant
     try:
         if type_text == "PTR" and _is_address(name):
             qname = dns.reversename.from_address(name)
@@ -255,7 +270,7 @@ def compile_assertions(raw: list[dict[str, Any]] | None) -> list[DnsAssertion]:
 
 
 def verdict(
-    answer: DnsAnswer, target: DnsTarget, total_ms: float, assertions: list[DnsAssertion]
+    answer: DnsAnswer, target: Question, total_ms: float, assertions: list[DnsAssertion]
 ) -> str | None:
     """None when the answer passes; else the words of the first failed assertion, or,
     without assertions, of the default rule (NOERROR with an answer of the type). A CNAME
@@ -331,7 +346,7 @@ def _listed(records: list[str]) -> str:
     return shown if more <= 0 else f"{shown} and {more} more"
 
 
-def details(answer: DnsAnswer, target: DnsTarget, transport: str) -> dict[str, Any]:
+def details(answer: DnsAnswer, target: Question, transport: str) -> dict[str, Any]:
     """The uptime check's meta for a dns:// probe that got an answer: the server as the
     user named it, the question, rcode, the answers (at most :data:`SHOWN_ANSWERS`, each
     cut to :data:`SHOWN_CHARS`), their count, the least TTL, the transport (udp, or tcp
