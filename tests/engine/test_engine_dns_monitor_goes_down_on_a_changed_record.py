@@ -29,6 +29,7 @@ async def test_a_changed_record_takes_a_dns_monitor_down_and_back_up(
             assert r.status == 201, await r.text()
             created: dict[str, Any] = await r.json()
         assert created["url"] == f"dns://127.0.0.1:{server.port}/www.zone.test?type=A"
+        assert list(created["checks"]) == ["uptime"]  # no certificate: no TLS in DNS
         assert created["checks"]["uptime"]["status"] == "pending"
         check_id = created["checks"]["uptime"]["id"]
         async with running_engine(store, fast_settings(tmp_path)):
