@@ -352,13 +352,13 @@ def evaluate_uptime(
             # down | ok/degraded -> ok/degraded; outage closed; uptime_restored.
             new = _cleared(status, error, now, prev)
             tr = Transition(new, meta, cls, close_outage_id=prev.outage_id, durable=True)
-            if prev.incident_event_id is not None and code is not None:
+            if prev.incident_event_id is not None:
                 since = prev.failing_since or now
                 tr.events.append(EventSpec(
                     payloads.UPTIME_RESTORED,
                     {
                         "last_check_at": now,
-                        "http_status_code": code,
+                        "http_status_code": code or 0,  # 0: a probe without HTTP, as downtime
                         "downtime_seconds": max(0.0, _seconds(now, since)),
                     },
                     parent_id=prev.incident_event_id,

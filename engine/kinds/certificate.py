@@ -29,6 +29,7 @@ from engine.kinds.base import (
 )
 from engine.kinds.scheduled import ScheduledCheck
 from engine.kinds.shown import api_timestamp, last_checked, meta_text, parse_timestamp
+from engine.probes.starttls import starttls_scheme
 from engine.probes.tls import certificate_port
 
 CODE: Final = 2  # probe_results.kind
@@ -44,7 +45,9 @@ _WORDS: Final = {
 
 
 class CertProbe(Protocol):
-    async def probe(self, host: str, port: int) -> CertOutcome: ...
+    async def probe(
+        self, host: str, port: int, starttls: str | None = None
+    ) -> CertOutcome: ...
     async def aclose(self) -> None: ...
 
 
@@ -63,7 +66,9 @@ class CertificateKind:
     async def probe(self, check: ScheduledCheck) -> CertOutcome:
         if self.prober is None:
             raise no_prober(self.name)
-        return await self.prober.probe(check.host, certificate_port(check.url, check.port))
+        url = check.url
+        return await self.prober.probe(
+            check.host, certificate_port(url, check.port), starttls_scheme(url))
 
     def judge(
         self, check: ScheduledCheck, outcome: CertOutcome, now: datetime, judging: Judging

@@ -56,6 +56,7 @@ from engine.probes._net import (
     wake_future,
 )
 from engine.probes.reactor import Reactor
+from engine.probes.starttls import DEFAULT_PORTS, Dialogue, advance
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +77,17 @@ _VERIFY_WORDS: Final[dict[int, str]] = {
 HTTPS_PORT: Final = 443
 
 
+_OWN_TLS_PORT: Final = ("https:", "tls:", "smtp:", "imap:", "pop3:")
+
+
 def certificate_port(url: str, port: int) -> int:
     """The port a certificate check of the monitor ``url`` (normalised, its port ``port``, 0
-    when it names none) probes: an https URL's own port, else 443; an http URL's port is
+    when it names none) probes: an https, tls, smtp, imap or pop3 URL's own port (a mail
+    scheme's default, 25, 143 or 110, when it names none), else 443; an http URL's port is
     plain HTTP, so its host is checked on 443."""
-    if port and url.startswith("https:"):
+    if port and url.startswith(_OWN_TLS_PORT):
         return port
-    return HTTPS_PORT
+    return DEFAULT_PORTS.get(url[: url.find(":")], HTTPS_PORT)
 
 
 def verify_words(exc: ssl.SSLCertVerificationError) -> str:
@@ -95,9 +100,10 @@ def verify_words(exc: ssl.SSLCertVerificationError) -> str:
 
 
 class _CertConn(ClientConn):
-    """A connection that only does the handshake and keeps the leaf certificate (DER)."""
+    """A connection that only does the handshake and keeps the leaf certificate (DER);
+    with ``starttls`` (a mail scheme) the server's greeting and STARTTLS come first."""
 
-    __slots__ = ("der", "verify_error")
+    __slots__ = ("der", "dialogue", "tls_ctx", "tls_name", "verify_error")
 
     def __init__(
         self,
@@ -106,21 +112,33 @@ class _CertConn(ClientConn):
         pview: memoryview,
         ctx: ssl.SSLContext,
         server_hostname: str,
+        starttls: str | None = None,
     ) -> None:
-        super().__init__(notify, rview, pview, ctx, server_hostname)
+        super().__init__(notify, rview, pview, None if starttls else ctx, server_hostname)
         self.der: bytes | None = None
         self.verify_error: ssl.SSLCertVerificationError | None = None
+        self.dialogue = Dialogue(starttls) if starttls else None
+        self.tls_ctx = ctx
+        self.tls_name = server_hostname
 
     def on_ready(self) -> None:
+        if self.dialogue is not None and not self.handshaken:
+            return  # connected in plaintext: the greeting and STARTTLS first
         sslobj = self.ssl_object
         if sslobj is not None:
             self.der = sslobj.getpeercert(binary_form=True)
         self.finish()
 
     def on_data(self, data: memoryview) -> None:
-        pass  # never reached: on_ready ends the connection
+        d = self.dialogue
+        if d is not None and not d.ready:  # else never reached: on_ready ends it
+            advance(d, self, data, self.tls_ctx, self.tls_name, "no TLS answer: ")
 
     def on_lost(self, exc: BaseException | None) -> None:
+        d = self.dialogue
+        if d is not None and not d.ready and exc is None:
+            self.finish("no TLS answer: " + d.closed_words())
+            return
         self.finish("no TLS answer: " + os_error_words(exc))
 
     def on_tls_failed(self, exc: BaseException | None) -> None:
@@ -263,13 +281,15 @@ class CertProber:
             self._reactor.close()
             self._reactor = None
 
-    async def probe(self, host: str, port: int) -> CertOutcome:
-        """Check the certificate ``host:port`` presents; never raises except CancelledError."""
+    async def probe(self, host: str, port: int, starttls: str | None = None) -> CertOutcome:
+        """Check the certificate ``host:port`` presents, after the greeting and STARTTLS of
+        ``starttls`` ("smtp", "imap", "pop3") when given; never raises except
+        CancelledError."""
         out = CertOutcome(False, None, None, None, None, None, None, 0.0)
         t0 = perf_counter()
         task, slot, cancelling = self._deadlines.arm(self._timeout)
         try:
-            await self._run(host.strip("[]"), port, out)
+            await self._run(host.strip("[]"), port, out, starttls)
         except asyncio.CancelledError:
             if not self._deadlines.expired(task, cancelling):
                 raise
@@ -287,7 +307,9 @@ class CertProber:
         out.total_ms = (perf_counter() - t0) * 1000.0
         return out
 
-    async def _run(self, host: str, port: int, out: CertOutcome) -> None:
+    async def _run(
+        self, host: str, port: int, out: CertOutcome, starttls: str | None = None
+    ) -> None:
         try:
             literal = ip_literal(host)
             addrs, _ = await resolve_checked(
@@ -303,7 +325,8 @@ class CertProber:
             self._reactor, asyncio.get_running_loop(), self._batch)
         # For an IP literal OpenSSL checks the IP SANs and sends no SNI, as it should.
         server_hostname = literal or host
-        conn, ip = await self._handshake(reactor, addrs, port, server_hostname, self._verify_ctx)
+        conn, ip = await self._handshake(
+            reactor, addrs, port, server_hostname, self._verify_ctx, starttls)
         if conn.error is None:
             out.valid = True
             if conn.der is not None:
@@ -313,7 +336,8 @@ class CertProber:
         if conn.verify_error is None:
             return
         # Verification failed; the leaf is still worth describing. Same checked address.
-        peek, _ = await self._handshake(reactor, [ip], port, server_hostname, self._peek_ctx)
+        peek, _ = await self._handshake(
+            reactor, [ip], port, server_hostname, self._peek_ctx, starttls)
         if peek.der is not None:
             self._fill_meta(out, peek.der)
 
@@ -341,6 +365,7 @@ class CertProber:
         port: int,
         server_hostname: str,
         ctx: ssl.SSLContext,
+        starttls: str | None = None,
     ) -> tuple[_CertConn, str]:
         # Words, not the exception: its traceback would hold this frame (and the
         # connection) in a reference cycle that only the cyclic GC could free.
@@ -348,7 +373,7 @@ class CertProber:
         for ip in addrs:
             waiter: asyncio.Future[None] = reactor.loop.create_future()
             conn = _CertConn(
-                wake_future(waiter), self._rview, self._pview, ctx, server_hostname
+                wake_future(waiter), self._rview, self._pview, ctx, server_hostname, starttls
             )
             # No continue inside the try: mypyc does not compile that (engine/runtime/compiled.py).
             error: str | None
