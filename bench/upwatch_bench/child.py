@@ -41,6 +41,7 @@ ROLES = {
     "dns": "upwatch_bench.roles.dnsserver",
     "world_backend": "upwatch_bench.roles.worldserver",
     "world_dnscache": "upwatch_bench.roles.dnscache",
+    "icmpprobe": "upwatch_bench.roles.icmpprobe",
 }
 
 _PR_SET_PDEATHSIG = 1

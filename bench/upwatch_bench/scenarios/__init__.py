@@ -9,6 +9,7 @@
 ``api``         :mod:`.api`
 ``notify``      :mod:`.notify`
 ``internet``    :mod:`.internet`
+``icmp``        :mod:`.icmp`
 ==============  ===============================================================================
 """
 
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from upwatch_bench.harness import Bench
 
-SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify", "internet")
+SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify", "internet", "icmp")
 
 
 async def run(b: Bench) -> dict[str, Any]:
@@ -45,6 +46,10 @@ async def run(b: Bench) -> dict[str, Any]:
         from upwatch_bench.scenarios.internet import scenario_internet
 
         return await scenario_internet(b)
+    if opts.scenario == "icmp":
+        from upwatch_bench.scenarios.icmp import scenario_icmp
+
+        return await scenario_icmp(b)
     from upwatch_bench.scenarios.probes import scenario_engine
 
     return await scenario_engine(b)
@@ -60,6 +65,10 @@ def table(rec: dict[str, Any]) -> str:
         from upwatch_bench.scenarios.internet_table import table as internet_table
 
         return internet_table(rec)
+    if rec.get("scenario") == "icmp":
+        from upwatch_bench.scenarios.icmp import table as icmp_table
+
+        return icmp_table(rec)
     from upwatch_bench.report import table as common_table
 
     return common_table(rec)
