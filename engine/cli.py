@@ -287,6 +287,9 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
                     "last_check_at": fmt(up.last_check_at),
                 }).decode() + "\n")
         return 0
+    from engine.probes.icmp import ping_access
+
+    sys.stdout.write(f"Ping (icmp:// monitors) from this node: {ping_access().words()}\n")
     for account, monitors in data:
         sys.stdout.write(f"Account {account.id} ({account.name}): "
                          f"{plural(len(monitors), 'monitor')}\n")
