@@ -20,6 +20,15 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Final
 
+# A probe's requests: ``count`` and ``interval_ms`` from the monitor URL's query.
+DEFAULT_COUNT: Final = 3
+MAX_COUNT: Final = 10
+DEFAULT_INTERVAL_MS: Final = 500
+MIN_INTERVAL_MS: Final = 20
+MAX_INTERVAL_MS: Final = 2000
+# (count - 1) * interval_ms at most: the last request leaves within half the default timeout.
+MAX_SPREAD_MS: Final = 5000
+
 SOURCES: Final = ("packet_loss", "rtt_avg", "rtt_max", "jitter")
 COMPARISONS: Final = ("less_than", "greater_than", "equals", "not_equals")
 # The unit each source's figure is shown in.

@@ -30,11 +30,15 @@ import errno
 import random
 import socket
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Final
+from typing import Any, Final
+from urllib.parse import parse_qsl
 
+from engine.domain import ping as pingfigs
 from engine.domain.netpolicy import Resolver
+from engine.domain.outcomes import HttpOutcome
 from engine.domain.ping import PingFigures, figures, no_reply_words
 from engine.probes._net import (
     ProbeFailure,
@@ -45,6 +49,7 @@ from engine.probes._net import (
     source_family,
     timeout_words,
 )
+from engine.runtime.settings import Settings
 
 DATAGRAM: Final = "datagram"
 RAW: Final = "raw"
@@ -69,6 +74,8 @@ _TAIL: Final = b"Upwatch\x00"  # after the 8-byte token: 16 bytes of payload
 # Datagrams read per wake-up before the loop's other callbacks get their turn.
 _READS_PER_WAKE: Final = 64
 _PING_GROUP_RANGE: Final = "/proc/sys/net/ipv4/ping_group_range"
+# Parsed monitor URLs kept (the same URLs come back probe after probe).
+_TARGETS_KEPT: Final = 100_000
 
 
 def _checksum(data: bytes) -> int:
@@ -174,6 +181,32 @@ class PingResult:
     total_ms: float
     dns_ms: float | None
     remote_ip: str | None
+
+
+def parse_url(url: str) -> tuple[str, int, float]:
+    """(host, count, interval in seconds) of a stored ``icmp://host[?count=N&interval_ms=M]``
+    (engine/monitors/icmp_scheme.py validated it); the host without IPv6 brackets."""
+    rest = url.split("://", 1)[1]
+    host, _, query = rest.partition("?")
+    host = host.rstrip("/").strip("[]")
+    params = dict(parse_qsl(query))
+    count = int(params.get("count", pingfigs.DEFAULT_COUNT))
+    interval_ms = int(params.get("interval_ms", pingfigs.DEFAULT_INTERVAL_MS))
+    return host, count, interval_ms / 1000.0
+
+
+def outcome(result: PingResult, assertions: Sequence[Mapping[str, Any]] | None) -> HttpOutcome:
+    """The uptime check's outcome of a ping: ``error`` None when a reply came, the average
+    RTT as ``ttfb_ms``, the figures as ``details``, the first failed assertion's words."""
+    f = result.figures
+    failed = None
+    if result.error is None and f is not None and assertions:
+        failed = pingfigs.check(assertions, f)
+    return HttpOutcome(
+        None, result.error, result.total_ms, result.dns_ms, None, None,
+        f.rtt_avg if f is not None else None, remote_ip=result.remote_ip,
+        assertion_error=failed, details=f.details() if f is not None else None,
+    )
 
 
 class _Echo:
@@ -339,10 +372,23 @@ class IcmpProber:
         self._channels: dict[int, _Channel] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running: set[_Ping] = set()
+        self._targets: dict[str, tuple[str, int, float]] = {}
 
     @property
     def timeout(self) -> float:
         return self._timeout
+
+    async def probe(
+        self, url: str, spec: Sequence[Mapping[str, Any]] | None = None
+    ) -> HttpOutcome:
+        """The uptime probe of an ``icmp://`` monitor URL; ``spec``: its assertions."""
+        target = self._targets.get(url)
+        if target is None:
+            if len(self._targets) >= _TARGETS_KEPT:
+                self._targets.clear()
+            target = self._targets[url] = parse_url(url)
+        host, count, interval = target
+        return outcome(await self.ping(host, count, interval), spec)
 
     def modes(self) -> dict[str, str]:
         """The mode of each open socket, by family name ("ipv4", "ipv6")."""
@@ -476,3 +522,12 @@ class IcmpProber:
 def _finish(done: asyncio.Future[None]) -> None:
     if not done.done():
         done.set_result(None)
+
+
+def factory(settings: Settings, metrics: Any, resolver: Resolver | None) -> IcmpProber:
+    """The node's ping prober (``engine.kinds.uptime_probers.FACTORIES``): the probe
+    timeout, source address and private-address rule of the settings, the uptime probes'
+    resolver."""
+    return IcmpProber(timeout=settings.probe_timeout,
+                      source_address=settings.probe_source_address,
+                      allow_private=settings.allow_private_targets, resolver=resolver)

@@ -20,13 +20,17 @@ def errors_of(fn: object) -> dict[str, list[str]]:
     return exc.value.errors
 
 
+def _allowed(names: tuple[str, ...]) -> str:
+    return f"The url must be an absolute URL with scheme {', '.join(names[:-1])} or {names[-1]}."
+
+
 def test_http_and_https_are_the_registered_schemes() -> None:
-    assert schemes.names() == ("http", "https")
+    assert schemes.names()[:2] == ("http", "https")  # first; other protocols follow
     assert schemes.SCHEMES["https"].tls and not schemes.SCHEMES["http"].tls
     assert schemes.SCHEMES["https"].has_certificate and schemes.SCHEMES["http"].has_certificate
     assert schemes.SCHEMES["http"].default_port == 80
-    assert errors_of(lambda: validation.normalise_url("tcp://example.com:25")) == {
-        "url": ["The url must be an absolute URL with scheme http or https."]}
+    assert errors_of(lambda: validation.normalise_url("ftp://example.com:25")) == {
+        "url": [_allowed(schemes.names())]}
 
 
 def test_http_urls_are_normalised_as_before() -> None:
@@ -48,7 +52,8 @@ def test_a_registered_scheme_brings_its_own_url_rules(monkeypatch: pytest.Monkey
         assert errors_of(lambda: validation.normalise_url("echo://example.com:7/x")) == {
             "url": ["An echo url has no path or query."]}
         assert errors_of(lambda: validation.normalise_url("ftp://example.com")) == {
-            "url": ["The url must be an absolute URL with scheme http, https or echo."]}
+            "url": [_allowed(schemes.names())]}
+        assert schemes.names()[-1] == "echo"
         # Webhooks are HTTP whatever monitors may use.
         assert errors_of(lambda: validation.normalise_url(
             "echo://example.com:7", "webhook_url")) == {
