@@ -65,6 +65,29 @@ class PingFigures:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class PingSpec:
+    """What an icmp:// monitor's probe judges besides the replies: its ``assertions``, or
+    ``broken``, the words every probe fails with when the stored ones are not ping
+    assertions (kept from a monitor of another scheme)."""
+
+    assertions: tuple[Mapping[str, Any], ...]
+    broken: str | None = None
+
+
+def spec(assertions: Iterable[Mapping[str, Any]]) -> PingSpec:
+    """The spec of stored assertions, :attr:`PingSpec.broken` naming the first that is not
+    a ping assertion."""
+    got = tuple(assertions)
+    for a in got:
+        source = a.get("source")
+        if source not in SOURCES or a.get("comparison") not in COMPARISONS or not isinstance(
+                a.get("target"), int | float) or isinstance(a.get("target"), bool):
+            return PingSpec((), f"assertion on {str(source)[:40]} does not apply to ping: "
+                                "give this monitor its assertions again")
+    return PingSpec(got)
+
+
 def _ms(v: float) -> float:
     return round(v, 3)
 

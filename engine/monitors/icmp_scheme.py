@@ -9,8 +9,9 @@ Refused with a 422 under ``url`` when this node can open no ICMP socket
 (:func:`engine.probes.icmp.ping_access` says why and what to set), or for an IPv6 literal
 when it cannot ping IPv6. No ``request`` (ping sends none); ``assertions`` on
 ``packet_loss`` (percent), ``rtt_avg``, ``rtt_max`` and ``jitter`` (ms) with
-``less_than``, ``greater_than``, ``equals`` or ``not_equals`` and a number. The spec is the
-list of validated assertions (None without). Prober: :class:`engine.probes.icmp.IcmpProber`.
+``less_than``, ``greater_than``, ``equals`` or ``not_equals`` and a number. The spec: the
+stored assertions as a :class:`~engine.domain.ping.PingSpec` (None without). Prober:
+:class:`engine.probes.icmp.IcmpProber`.
 """
 
 from __future__ import annotations
@@ -158,12 +159,13 @@ def config_rules(body: Mapping[str, Any], creating: bool) -> Config:
 
 def spec_rules(
     box: SecretBox, capture_limit: int, configured: tuple[Any, Any] | None, owner: int
-) -> list[dict[str, Any]] | None:
-    """The stored assertions, as :func:`engine.domain.ping.check` takes them (None without)."""
+) -> ping.PingSpec | None:
+    """The stored assertions as :class:`engine.domain.ping.PingSpec` (None without); one
+    that fails every probe in words when they are not ping assertions."""
     if configured is None:
         return None
     _request, assertions = configured
-    return list(assertions) if assertions else None
+    return ping.spec(assertions) if assertions else None
 
 
 ICMP = Scheme("icmp", "ICMP ping", None, False, url_rules, config_rules, spec_rules)

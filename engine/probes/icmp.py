@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl
 from engine.domain import ping as pingfigs
 from engine.domain.netpolicy import Resolver
 from engine.domain.outcomes import HttpOutcome
-from engine.domain.ping import PingFigures, figures, no_reply_words
+from engine.domain.ping import PingFigures, PingSpec, figures, no_reply_words
 from engine.probes._net import (
     ProbeFailure,
     ip_literal,
@@ -378,17 +378,19 @@ class IcmpProber:
     def timeout(self) -> float:
         return self._timeout
 
-    async def probe(
-        self, url: str, spec: Sequence[Mapping[str, Any]] | None = None
-    ) -> HttpOutcome:
-        """The uptime probe of an ``icmp://`` monitor URL; ``spec``: its assertions."""
+    async def probe(self, url: str, spec: PingSpec | None = None) -> HttpOutcome:
+        """The uptime probe of an ``icmp://`` monitor URL; ``spec``: its assertions. A
+        broken spec fails at once, in its words, without pinging."""
+        if spec is not None and spec.broken is not None:
+            return HttpOutcome(None, spec.broken, 0.0, None, None, None, None)
         target = self._targets.get(url)
         if target is None:
             if len(self._targets) >= _TARGETS_KEPT:
                 self._targets.clear()
             target = self._targets[url] = parse_url(url)
         host, count, interval = target
-        return outcome(await self.ping(host, count, interval), spec)
+        return outcome(await self.ping(host, count, interval),
+                       spec.assertions if spec is not None else None)
 
     def modes(self) -> dict[str, str]:
         """The mode of each open socket, by family name ("ipv4", "ipv6")."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.domain.ping import check, figures, no_reply_words
+from engine.domain.ping import check, figures, no_reply_words, spec
 
 
 def test_figures_of_all_replies() -> None:
@@ -76,3 +76,13 @@ def test_assertions_that_hold_give_none_and_the_first_failure_wins() -> None:
 def test_a_figure_that_could_not_be_measured_fails_its_assertion() -> None:
     a = [{"source": "jitter", "comparison": "less_than", "target": 5}]
     assert check(a, figures([7.0, None])) == "jitter less_than 5 failed: got no figure (1 reply)"
+
+
+def test_stored_assertions_of_another_scheme_make_a_broken_spec() -> None:
+    good = [{"source": "rtt_max", "comparison": "less_than", "target": 5}]
+    assert spec(good).broken is None and spec(good).assertions == tuple(good)
+    kept = [*good, {"source": "status_code", "comparison": "equals", "target": 200}]
+    assert spec(kept).broken == (
+        "assertion on status_code does not apply to ping: give this monitor its assertions again")
+    text = [{"source": "jitter", "comparison": "less_than", "target": "5"}]
+    assert spec(text).broken is not None

@@ -8,6 +8,7 @@ import socket
 
 import pytest
 
+from engine.domain.ping import spec
 from engine.probes.icmp import IcmpProber, ping_access
 from tests.support.wait import wait_until
 
@@ -125,3 +126,27 @@ async def test_a_probe_running_when_the_prober_closes_ends_at_once() -> None:
     got = await asyncio.wait_for(task, 1.0)
     assert got.figures is not None
     assert got.figures.sent == 1
+
+
+async def test_a_monitor_url_is_probed_with_its_count_and_assertions() -> None:
+    prober = IcmpProber(timeout=2.0, allow_private=True)
+    try:
+        plain = await prober.probe("icmp://127.0.0.2?count=2&interval_ms=20")
+        held = await prober.probe("icmp://127.0.0.2?count=1", spec(
+            [{"source": "packet_loss", "comparison": "equals", "target": 0}]))
+        failed = await prober.probe("icmp://127.0.0.2?count=1", spec(
+            [{"source": "packet_loss", "comparison": "greater_than", "target": 0}]))
+        broken = await prober.probe("icmp://127.0.0.2", spec(
+            [{"source": "status_code", "comparison": "equals", "target": 200}]))
+    finally:
+        await prober.aclose()
+    assert (plain.status_code, plain.error, plain.assertion_error) == (None, None, None)
+    assert plain.details is not None
+    assert (plain.details["sent"], plain.details["received"]) == (2, 2)
+    assert plain.ttfb_ms == plain.details["rtt_avg"]
+    assert plain.remote_ip == "127.0.0.2"
+    assert (held.error, held.assertion_error) == (None, None)
+    assert failed.error is None
+    assert failed.assertion_error == "packet_loss greater_than 0 failed: got 0 %"
+    assert broken.error is not None and broken.error.startswith("assertion on status_code")
+    assert broken.details is None
