@@ -471,9 +471,11 @@ class IcmpProber:
 
     def _pick(self, addrs: list[str]) -> tuple[_Channel, str]:
         """The socket and address to ping: the first IPv4 address this node can ping, else
-        the first IPv6 one."""
+        the first IPv6 one; only of the source address's family when one is set."""
         last: OSError | None = None
         for family in (_V4, _V6):
+            if self._family not in (socket.AF_UNSPEC, family):
+                continue
             for a in addrs:
                 if (":" in a) == (family == _V6):
                     try:
@@ -487,6 +489,9 @@ class IcmpProber:
         if isinstance(exc, PermissionError):
             return ping_access(self._modes).reason or f"ICMP socket not allowed; {HOW_TO_ALLOW}"
         if exc.errno == errno.EAFNOSUPPORT:
+            if self._family != socket.AF_UNSPEC:
+                return ("no address of the probe source address's family "
+                        f"(UPWATCH_PROBE_SOURCE_ADDRESS={self._source})")
             return "no address of a family this node can ping"
         return os_error_words(exc)
 

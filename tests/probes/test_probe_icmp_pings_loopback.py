@@ -150,3 +150,25 @@ async def test_a_monitor_url_is_probed_with_its_count_and_assertions() -> None:
     assert failed.assertion_error == "packet_loss greater_than 0 failed: got 0 %"
     assert broken.error is not None and broken.error.startswith("assertion on status_code")
     assert broken.details is None
+
+
+async def test_the_probe_source_address_is_used_and_sets_the_family() -> None:
+    prober = IcmpProber(timeout=2.0, allow_private=True, source_address="127.0.0.1")
+    try:
+        v4 = await prober.ping("127.0.0.2", 1)
+        v6 = await prober.ping("::1", 1)
+    finally:
+        await prober.aclose()
+    assert v4.error is None and v4.remote_ip == "127.0.0.2"
+    assert v6.error == ("no address of the probe source address's family "
+                        "(UPWATCH_PROBE_SOURCE_ADDRESS=127.0.0.1)")
+    assert v6.figures is None
+
+
+async def test_a_source_address_this_host_does_not_have_fails_in_words() -> None:
+    prober = IcmpProber(timeout=2.0, allow_private=True, source_address="198.51.100.7")
+    try:
+        got = await prober.ping("127.0.0.2", 1)
+    finally:
+        await prober.aclose()
+    assert got.error == "source address not available"
