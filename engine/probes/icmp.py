@@ -196,15 +196,20 @@ def parse_url(url: str) -> tuple[str, int, float]:
 
 
 def outcome(result: PingResult, assertions: Sequence[Mapping[str, Any]] | None) -> HttpOutcome:
-    """The uptime check's outcome of a ping: ``error`` None when a reply came, the average
-    RTT as ``ttfb_ms``, the figures as ``details``, the first failed assertion's words."""
+    """The uptime check's outcome of a ping: ``error`` None when a reply came, the figures
+    as ``details``, the first failed assertion's words. The average RTT is ``ttfb_ms`` and,
+    when a reply came, ``total_ms`` too: a ping's response time (statistics, the slow
+    threshold, badges) is its round trip, not the probe's duration, which is mostly the
+    spacing of its requests (or, with one lost, the timeout)."""
     f = result.figures
     failed = None
     if result.error is None and f is not None and assertions:
         failed = pingfigs.check(assertions, f)
+    rtt = f.rtt_avg if f is not None else None
+    answered = result.error is None and rtt is not None
     return HttpOutcome(
-        None, result.error, result.total_ms, result.dns_ms, None, None,
-        f.rtt_avg if f is not None else None, remote_ip=result.remote_ip,
+        None, result.error, rtt if answered and rtt is not None else result.total_ms,
+        result.dns_ms, None, None, rtt, remote_ip=result.remote_ip,
         assertion_error=failed, details=f.details() if f is not None else None,
     )
 

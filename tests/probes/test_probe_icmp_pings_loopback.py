@@ -143,7 +143,8 @@ async def test_a_monitor_url_is_probed_with_its_count_and_assertions() -> None:
     assert (plain.status_code, plain.error, plain.assertion_error) == (None, None, None)
     assert plain.details is not None
     assert (plain.details["sent"], plain.details["received"]) == (2, 2)
-    assert plain.ttfb_ms == plain.details["rtt_avg"]
+    # a ping's response time is its average round trip, not the probe's two requests 20 ms apart
+    assert plain.ttfb_ms == plain.total_ms == plain.details["rtt_avg"]
     assert plain.remote_ip == "127.0.0.2"
     assert (held.error, held.assertion_error) == (None, None)
     assert failed.error is None
