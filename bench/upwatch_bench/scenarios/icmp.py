@@ -13,7 +13,11 @@ run.
    endpoint over keep-alive connections, 64 at a time; every answer must say
    ``probe_success 1``. It sends one echo request per probe.
 
-Each runs pinned to the engine's core after a warm-up of 500 probes. The figure is each
+4. **the engine at load**: 1,000 icmp:// monitors at 30 s (``--quick``: 100), three requests
+   each, in the engine as it runs in production (``--duration`` seconds after the warm-up):
+   probes held, scheduler lateness, resident memory per monitor.
+
+Runs 1-3 are each pinned to the engine's core after a warm-up of 500 probes. The figure is each
 process's CPU time (user + system, from ``/proc/PID/stat``) over its probes, per probe; the
 target is upwatch (one request per probe, as blackbox_exporter sends) at most 0.5x
 blackbox_exporter. blackbox_exporter's figure includes its HTTP handling of each ``/probe``
@@ -28,11 +32,14 @@ import importlib.util
 import os
 import shutil
 import time
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 from upwatch_bench import layout
-from upwatch_bench.harness import Bench
+from upwatch_bench.database import seed_monitors
+from upwatch_bench.harness import INTERVAL_S, Bench, engine_figures, load_window, run_engine
+from upwatch_bench.stats import per
 
 CONCURRENCY = 64
 WARMUP = 500
@@ -42,6 +49,8 @@ BLACKBOX = "prometheus-blackbox-exporter"
 _CONFIG = ("modules:\n  icmp_v4:\n    prober: icmp\n    timeout: 2s\n    icmp:\n"
            "      preferred_ip_protocol: ip4\n      ip_protocol_fallback: false\n")
 TARGETS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
+LOAD_MONITORS = 1000
+LOAD_LATENESS_P99_MS = 100.0
 
 
 def process_cpu_s(pid: int) -> float:
@@ -147,6 +156,33 @@ async def _blackbox(b: Bench, n: int) -> dict[str, Any]:
     return _figures(n, cpu, wall, failures)
 
 
+async def _load(b: Bench) -> dict[str, Any]:
+    """The engine with ``LOAD_MONITORS`` icmp:// monitors at 30 s (uptime checks only)."""
+    n = 100 if b.opts.quick else LOAD_MONITORS
+    account, _ = await b.store.create_account("bench-icmp")
+    await b.store.ensure_result_partitions(date.today() - timedelta(days=1), 3)
+    hosts = layout.HEALTHY_HOSTS
+    async with b.store.pool.acquire() as conn:
+        await seed_monitors(conn, account.id,
+                            [f"icmp://{hosts[i % len(hosts)]}" for i in range(n)],
+                            uptime=True, certificate=False, interval=INTERVAL_S)
+    window = load_window(b, "engine, icmp monitors")
+    res = await run_engine(b, window)
+    fig = engine_figures(res, "uptime")
+    lateness = fig["lateness_ms"] or {}
+    async with b.store.pool.acquire() as conn:
+        errors = {r["error"]: r["n"] for r in await conn.fetch(
+            "SELECT error, count(*) AS n FROM probe_results WHERE error IS NOT NULL"
+            " GROUP BY error ORDER BY n DESC LIMIT 3")}
+    return {"monitors": n, "errors": errors, "interval_s": window.interval, "probes": fig["probes"],
+            "held": per(fig["probes"], n * res["seconds"] / window.interval, 4),
+            "error_rate": fig["error_rate"], "lateness_ms": lateness,
+            "cpu_s_per_probe": fig["cpu_s_per_probe"],
+            "rss_per_monitor_bytes": fig["rss_per_monitor_bytes"],
+            "target_met": (lateness.get("p99") is not None
+                           and lateness["p99"] < LOAD_LATENESS_P99_MS)}
+
+
 async def scenario_icmp(b: Bench) -> dict[str, Any]:
     n = b.opts.monitors
     b.progress.phase(f"upwatch: {n:,} ping probes of 1 request", 20)
@@ -160,8 +196,11 @@ async def scenario_icmp(b: Bench) -> dict[str, Any]:
         lib = {"missing": "icmplib is not installed (pip install icmplib)"}
     b.progress.phase(f"blackbox_exporter: {n:,} ping probes", 20)
     theirs = await _blackbox(b, n)
+    b.progress.phase("the engine with icmp:// monitors at 30 s", b.opts.warmup
+                     + b.opts.duration + 10)
+    load = await _load(b)
     ratio = (round(ours["cpu_s"] / theirs["cpu_s"], 3) if theirs.get("cpu_s") else None)
-    return {"scenario": "icmp", "monitors": n, "concurrency": CONCURRENCY,
+    return {"scenario": "icmp", "monitors": n, "concurrency": CONCURRENCY, "load": load,
             "upwatch": ours, "upwatch_3": ours3, "icmplib": lib, "blackbox_exporter": theirs,
             "cpu_ratio": ratio, "target_ratio": TARGET_RATIO,
             "target_met": ratio is not None and ratio <= TARGET_RATIO}
@@ -187,4 +226,13 @@ def table(rec: dict[str, Any]) -> str:
     met = "met" if rec["target_met"] else "MISSED"
     lines.append(f"  CPU ratio upwatch / blackbox_exporter: {rec['cpu_ratio']} "
                  f"(target <= {rec['target_ratio']}: {met})")
+    load = rec.get("load")
+    if load:
+        lat = load.get("lateness_ms") or {}
+        lines.append(f"  engine, {load['monitors']:,} icmp:// monitors at {load['interval_s']:g} s:"
+                     f" held {load['held']}, errors {load['error_rate']}, lateness p50/p99/max "
+                     f"{lat.get('p50')}/{lat.get('p99')}/{lat.get('max')} ms, "
+                     f"{load['rss_per_monitor_bytes']} B per monitor "
+                     f"(p99 < {LOAD_LATENESS_P99_MS:g} ms: "
+                     f"{'met' if load['target_met'] else 'MISSED'})")
     return "\n".join(lines)
