@@ -42,6 +42,7 @@ from engine.domain.outcomes import HttpOutcome
 from engine.domain.ping import PingFigures, PingSpec, figures, no_reply_words
 from engine.probes._net import (
     ProbeFailure,
+    checked_literal,
     ip_literal,
     os_error_words,
     resolve_checked,
@@ -430,12 +431,18 @@ class IcmpProber:
         t0 = perf_counter()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout
+        literal = ip_literal(host)
+        dns_ms: float | None = None
         try:
-            addrs, dns_ms = await asyncio.wait_for(
-                resolve_checked(host, 0, literal=ip_literal(host), family=self._family,
-                                allow_private=self._allow_private, resolver=self._resolver),
-                self._timeout,
-            )
+            if literal is not None:  # no lookup: no task for it either
+                addrs = checked_literal(host, literal, self._allow_private)
+            else:
+                addrs, dns_ms = await asyncio.wait_for(
+                    resolve_checked(host, 0, literal=None, family=self._family,
+                                    allow_private=self._allow_private,
+                                    resolver=self._resolver),
+                    self._timeout,
+                )
         except ProbeFailure as exc:
             return PingResult(str(exc), None, (perf_counter() - t0) * 1000.0, None, None)
         except TimeoutError:
