@@ -437,6 +437,12 @@ def certificate_interval(plan: Plan) -> int:
     return above[0] if above else allowed[-1]
 
 
+def check_interval(kind: str, plan: Plan) -> int:
+    """The interval of a new monitor's check of ``kind``: the uptime default, hourly (as
+    :func:`certificate_interval`) for every other kind."""
+    return default_interval(plan) if kind == "uptime" else certificate_interval(plan)
+
+
 class _Collector:
     """Gathers every field's error so a client sees all problems of a body at once."""
 
