@@ -42,8 +42,9 @@ async def test_ping_ipv4_loopback(host: str) -> None:
     assert f.rtt_min is not None and f.rtt_avg is not None and f.rtt_max is not None
     assert 0 < f.rtt_min <= f.rtt_avg <= f.rtt_max < 1000
     assert f.jitter is not None and f.jitter >= 0
-    # three requests 20 ms apart, and the last one's reply
-    assert 40 <= got.total_ms < 2000
+    # three requests 20 ms apart, and the last one's reply (the loop may run a timer up to
+    # a millisecond early)
+    assert 38 <= got.total_ms < 2000
 
 
 @pytest.mark.skipif(not _has_ipv6_loopback(), reason="this machine has no IPv6 loopback (::1)")
