@@ -454,14 +454,14 @@ class IcmpProber:
             return PingResult(self._no_socket_words(exc), None,
                               (perf_counter() - t0) * 1000.0, dns_ms, None)
         done: asyncio.Future[None] = loop.create_future()
-        ping = _Ping(count, done)
+        now = loop.time()
+        # Requests that would leave after the deadline are not sent (nor awaited).
+        later = [at for at in (now + i * interval for i in range(1, count)) if at < deadline]
+        ping = _Ping(1 + len(later), done)
         self._running.add(ping)
         try:
             self._send(chan, ping, ip)
-            for i in range(1, count):
-                at = loop.time() + i * interval
-                if at >= deadline:
-                    break
+            for at in later:
                 ping.timers.append(loop.call_at(at, self._send, chan, ping, ip))
             if not done.done():
                 ping.timers.append(loop.call_at(deadline, _finish, done))

@@ -174,3 +174,16 @@ async def test_a_source_address_this_host_does_not_have_fails_in_words() -> None
     finally:
         await prober.aclose()
     assert got.error == "source address not available"
+
+
+async def test_requests_that_would_leave_after_the_timeout_are_not_sent() -> None:
+    prober = IcmpProber(timeout=1.0, allow_private=True)
+    try:
+        got = await prober.ping("127.0.0.2", 5, 0.4)  # at 0, 0.4 and 0.8 s; not 1.2, 1.6
+    finally:
+        await prober.aclose()
+    assert got.error is None
+    assert got.figures is not None
+    assert (got.figures.sent, got.figures.received, got.figures.loss) == (3, 3, 0.0)
+    # over once the third reply came (about 0.8 s), not at the timeout (1 s)
+    assert got.total_ms < 960
