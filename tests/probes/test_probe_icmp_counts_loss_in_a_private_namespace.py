@@ -41,3 +41,10 @@ def test_unprivileged_datagram_sockets_ping_both_families() -> None:
         assert got[family]["error"] is None
         assert got[family]["figures"]["received"] == 3
         assert got[family]["figures"]["loss"] == 0.0
+
+
+def test_a_target_the_kernel_cannot_route_to_fails_in_words_at_once() -> None:
+    got = run_lab("unreachable")["result"]
+    assert got["error"] == "host unreachable"
+    assert got["figures"] is None  # nothing left the host
+    assert got["total_ms"] < 1000  # refused at each send, not waited for until the timeout

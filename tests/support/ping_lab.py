@@ -13,6 +13,7 @@ Scenarios:
 * ``datagram``: unprivileged ICMP datagram sockets allowed to every group; 127.0.0.1 and ::1.
 * ``nft_loss``: nftables drops every second echo request (four requests), then every one.
 * ``netem_loss``: ``tc qdisc add dev lo root netem loss 100%``.
+* ``unreachable``: a route of type ``unreachable`` to 192.0.2.9: the kernel refuses the send.
 * ``hostile_raw`` / ``hostile_datagram``: the kernel answers no echo request
   (``icmp_echo_ignore_all``); a responder on a raw socket answers instead, from another
   address, twice, late, and after the probe ended.
@@ -34,7 +35,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ("datagram", "nft_loss", "netem_loss", "hostile_raw", "hostile_datagram")
+SCENARIOS = ("datagram", "nft_loss", "netem_loss", "hostile_raw", "hostile_datagram",
+             "unreachable")
 SKIP = 77  # the child's exit status for "this machine does not allow it" (reason on stdout)
 
 
@@ -121,6 +123,18 @@ async def _netem_loss() -> dict[str, Any]:
         _skip(f"tc netem is not available on this kernel: {p.stderr.strip()}")
     prober = IcmpProber(timeout=0.5, allow_private=True)
     r = await prober.ping("127.0.0.1", 3, 0.05)
+    await prober.aclose()
+    return {"result": _result(r)}
+
+
+async def _unreachable() -> dict[str, Any]:
+    from engine.probes.icmp import IcmpProber
+
+    p = _sh("ip", "route", "add", "unreachable", "192.0.2.9/32")
+    if p.returncode != 0:
+        _skip(f"cannot add an unreachable route here: {p.stderr.strip()}")
+    prober = IcmpProber(timeout=2.0, allow_private=True)
+    r = await prober.ping("192.0.2.9", 3, 0.05)
     await prober.aclose()
     return {"result": _result(r)}
 
@@ -213,6 +227,8 @@ async def _main(scenario: str) -> dict[str, Any]:
         return await _nft_loss()
     if scenario == "netem_loss":
         return await _netem_loss()
+    if scenario == "unreachable":
+        return await _unreachable()
     if scenario == "hostile_raw":
         return await _hostile("raw")
     if scenario == "hostile_datagram":
