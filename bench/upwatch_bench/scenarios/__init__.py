@@ -27,6 +27,7 @@ MODULES: dict[str, tuple[str, str, str]] = {
     "overload": ("overload", "scenario_overload", "overload"),
     "dns": ("dnsprobes", "scenario_dns", "dnsprobes"),
     "tcp": ("tcp", "scenario_tcp", "tcp"),
+    "icmp": ("icmp", "scenario_icmp", "icmp"),
 }
 
 SCENARIOS = tuple(MODULES)
