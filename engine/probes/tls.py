@@ -30,7 +30,7 @@ import hashlib
 import logging
 import ssl
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from time import perf_counter
 from typing import Final
@@ -39,6 +39,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 from cryptography.x509.oid import NameOID
 
+from engine.domain.certdiagnosis import diagnose
 from engine.domain.netpolicy import Resolver
 from engine.domain.outcomes import CertOutcome
 from engine.probes._net import (
@@ -55,6 +56,8 @@ from engine.probes._net import (
     timeout_words,
     wake_future,
 )
+from engine.probes.certchain import ChainReader, leaf_issuer, sent_chain
+from engine.probes.crl import CrlChecker
 from engine.probes.reactor import Reactor
 
 log = logging.getLogger(__name__)
@@ -95,9 +98,10 @@ def verify_words(exc: ssl.SSLCertVerificationError) -> str:
 
 
 class _CertConn(ClientConn):
-    """A connection that only does the handshake and keeps the leaf certificate (DER)."""
+    """A connection that only does the handshake and keeps the leaf certificate (DER), the
+    chain the server sent and the certificate that issued the leaf (DER, when verified)."""
 
-    __slots__ = ("der", "verify_error")
+    __slots__ = ("chain", "der", "issuer_der", "verify_error")
 
     def __init__(
         self,
@@ -109,12 +113,16 @@ class _CertConn(ClientConn):
     ) -> None:
         super().__init__(notify, rview, pview, ctx, server_hostname)
         self.der: bytes | None = None
+        self.chain: list[bytes] = []
+        self.issuer_der: bytes | None = None
         self.verify_error: ssl.SSLCertVerificationError | None = None
 
     def on_ready(self) -> None:
         sslobj = self.ssl_object
         if sslobj is not None:
             self.der = sslobj.getpeercert(binary_form=True)
+            self.chain = sent_chain(sslobj)
+            self.issuer_der = leaf_issuer(sslobj)
         self.finish()
 
     def on_data(self, data: memoryview) -> None:
@@ -126,6 +134,7 @@ class _CertConn(ClientConn):
     def on_tls_failed(self, exc: BaseException | None) -> None:
         if isinstance(exc, ssl.SSLCertVerificationError):
             self.verify_error = exc
+            self.chain = sent_chain(self.ssl_object)
             self.finish(verify_words(exc))
         elif isinstance(exc, ssl.SSLError):
             self.finish("no TLS answer: " + ssl_error_words(exc))
@@ -230,9 +239,12 @@ class CertProber:
         resolver: Resolver | None = None,
         parse: Callable[[bytes], _Meta] | None = None,
         batch: float = 0.0,
+        crl: CrlChecker | None = None,
+        check_crl: bool = True,
     ) -> None:
         """``parse`` reads a leaf's fields (``parse_meta`` unless given); ``batch`` as
-        :class:`~engine.probes.http.HttpProber`'s."""
+        :class:`~engine.probes.http.HttpProber`'s; ``crl`` judges revocation (one under
+        the same address rule and timeout unless given; none when ``check_crl`` is False)."""
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self._parse = parse_meta if parse is None else parse
@@ -256,9 +268,17 @@ class CertProber:
         self._peek_ctx.check_hostname = False
         self._peek_ctx.verify_mode = ssl.CERT_NONE
         self._meta: dict[bytes, _Meta] = {}
+        self._chains = ChainReader()
+        if crl is None and check_crl:
+            crl = CrlChecker(timeout=timeout, allow_private=allow_private, resolver=resolver,
+                             family=self._family)
+        self._crl = crl
 
     async def aclose(self) -> None:
-        """Drop the reactor (probes still running fail at once); the prober stays usable."""
+        """Drop the reactor (probes still running fail at once) and cancel CRL fetches in
+        flight; the prober stays usable."""
+        if self._crl is not None:
+            self._crl.close()
         if self._reactor is not None:
             self._reactor.close()
             self._reactor = None
@@ -269,7 +289,7 @@ class CertProber:
         t0 = perf_counter()
         task, slot, cancelling = self._deadlines.arm(self._timeout)
         try:
-            await self._run(host.strip("[]"), port, out)
+            await self._run(host.strip("[]"), port, out, t0)
         except asyncio.CancelledError:
             if not self._deadlines.expired(task, cancelling):
                 raise
@@ -287,7 +307,7 @@ class CertProber:
         out.total_ms = (perf_counter() - t0) * 1000.0
         return out
 
-    async def _run(self, host: str, port: int, out: CertOutcome) -> None:
+    async def _run(self, host: str, port: int, out: CertOutcome, t0: float) -> None:
         try:
             literal = ip_literal(host)
             addrs, _ = await resolve_checked(
@@ -308,14 +328,51 @@ class CertProber:
             out.valid = True
             if conn.der is not None:
                 self._fill_meta(out, conn.der)
+            await self._diagnose(out, conn, server_hostname, t0)
             return
         out.error = conn.error
-        if conn.verify_error is None:
+        verify_error = conn.verify_error
+        if verify_error is None:
             return
+        self._diagnose_failure(out, verify_error, conn.chain, server_hostname)
         # Verification failed; the leaf is still worth describing. Same checked address.
         peek, _ = await self._handshake(reactor, [ip], port, server_hostname, self._peek_ctx)
         if peek.der is not None:
             self._fill_meta(out, peek.der)
+        if peek.chain and not conn.chain:
+            self._diagnose_failure(out, verify_error, peek.chain, server_hostname)
+
+    def _diagnose_failure(
+        self, out: CertOutcome, exc: ssl.SSLCertVerificationError, ders: list[bytes],
+        host: str,
+    ) -> None:
+        """The verify code and the chain as sent (as far as known) named and worded."""
+        chain = self._chains.read(ders)
+        found = diagnose(exc.verify_code, exc.verify_message or "", chain, host,
+                         datetime.now(UTC))
+        out.diagnosis, out.warnings = found.code, found.warnings
+        out.chain = [c.shown() for c in chain]
+        if found.error is not None:
+            out.error = found.error
+
+    async def _diagnose(
+        self, out: CertOutcome, conn: _CertConn, host: str, t0: float
+    ) -> None:
+        """A verified chain read for what OpenSSL accepts but a user should hear of (weak
+        keys and signatures, order, lifetime) and judged for revocation."""
+        chain = self._chains.read(conn.chain)
+        if not chain:
+            return
+        now = datetime.now(UTC)
+        revocation = None
+        if self._crl is not None and chain[0].crl_urls:
+            # What is left of the deadline, less a margin for the verdict to be written.
+            wait = self._timeout - (perf_counter() - t0) - 0.05
+            revocation = await self._crl.check(chain[0], conn.issuer_der, now, max(wait, 0.0))
+            out.revocation = revocation.shown() if revocation is not None else None
+        found = diagnose(None, "", chain, host, now, revocation)
+        out.diagnosis, out.error, out.warnings = found.code, found.error, found.warnings
+        out.chain = [c.shown() for c in chain]
 
     def _fill_meta(self, out: CertOutcome, der: bytes) -> None:
         meta = self._meta.get(der)
