@@ -254,7 +254,7 @@ def _weak_signature_words(cert: ChainCert) -> str:
             f"{cert.signature_algorithm}; fix: reissue it signed with SHA-256 or better")
 
 
-def _warnings(chain: Sequence[ChainCert], revocation: Revocation | None) -> list[dict[str, str]]:
+def _warnings(chain: Sequence[ChainCert]) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     leaf = chain[0]
     limit = lifetime_limit(leaf.not_before)
@@ -274,10 +274,49 @@ def _warnings(chain: Sequence[ChainCert], revocation: Revocation | None) -> list
                     f"issuer; fix: serve the leaf first, then each certificate's issuer in "
                     f"turn (strict clients refuse other orders)")})
                 break
-    if revocation is not None and revocation.status == "unknown":
-        out.append({"code": "crl_unavailable", "message": (
-            f"revocation not checked: {revocation.error}")})
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class ChainFindings:
+    """What a verified chain says by itself, whatever the time and the revocation: the
+    first down finding (code, error) if any, and the warnings. The same chain always gives
+    the same findings, so a prober may keep them."""
+
+    found: tuple[str, str] | None
+    warnings: tuple[dict[str, str], ...]
+
+
+def chain_findings(chain: Sequence[ChainCert]) -> ChainFindings:
+    """The findings of a non-empty chain that OpenSSL verified."""
+    # Below the root: a root's own signature and key are trusted as configured.
+    below_root = [c for c in chain if not c.self_issued]
+    found: tuple[str, str] | None = None
+    weak = next((c for c in below_root if _weak_key(c)), None)
+    if weak is not None:
+        found = ("weak_key", _weak_key_words(weak))
+    else:
+        md = next((c for c in below_root if c.hash in WEAK_HASHES), None)
+        if md is not None:
+            found = ("weak_signature", _weak_signature_words(md))
+    return ChainFindings(found, tuple(_warnings(chain)))
+
+
+def verified(findings: ChainFindings, revocation: Revocation | None) -> Diagnosis:
+    """The diagnosis of a verified chain from its findings and the revocation verdict."""
+    warnings = list(findings.warnings)
+    if revocation is not None and revocation.status == "unknown":
+        warnings.append({"code": "crl_unavailable",
+                         "message": f"revocation not checked: {revocation.error}"})
+    found = findings.found
+    if revocation is not None and revocation.status == "revoked":
+        reason = revocation.reason or "unspecified"
+        found = ("revoked", (
+            f"certificate revoked on {fmt(revocation.revoked_at)} UTC (reason: {reason}); "
+            f"fix: install a new certificate (and a new key if it was compromised)"))
+    if found is not None:
+        return Diagnosis(found[0], found[1], warnings)
+    return Diagnosis(warnings[0]["code"] if warnings else None, None, warnings)
 
 
 def diagnose(
@@ -292,29 +331,11 @@ def diagnose(
     host name; ``chain`` may be empty only when no certificate could be read."""
     if verify_code is not None:
         code, error = _from_verify_code(verify_code, verify_message, chain, host, now)
-        return Diagnosis(code, error, _warnings(chain, None) if chain else [])
+        return Diagnosis(code, error, _warnings(chain) if chain else [])
     if not chain:
         return Diagnosis(None, None)
-    warnings = _warnings(chain, revocation)
-    found: tuple[str, str] | None = None
-    if revocation is not None and revocation.status == "revoked":
-        reason = revocation.reason or "unspecified"
-        found = ("revoked", (
-            f"certificate revoked on {fmt(revocation.revoked_at)} UTC (reason: {reason}); "
-            f"fix: install a new certificate (and a new key if it was compromised)"))
-    else:
-        # Below the root: a root's own signature and key are trusted as configured.
-        below_root = [c for c in chain if not c.self_issued]
-        weak = next((c for c in below_root if _weak_key(c)), None)
-        if weak is not None:
-            found = ("weak_key", _weak_key_words(weak))
-        else:
-            md = next((c for c in below_root if c.hash in WEAK_HASHES), None)
-            if md is not None:
-                found = ("weak_signature", _weak_signature_words(md))
-    if found is not None:
-        return Diagnosis(found[0], found[1], warnings)
-    return Diagnosis(warnings[0]["code"] if warnings else None, None, warnings)
+    return verified(chain_findings(chain), revocation)
 
 
-__all__ = ["ChainCert", "Diagnosis", "Revocation", "diagnose", "lifetime_limit"]
+__all__ = ["ChainCert", "ChainFindings", "Diagnosis", "Revocation", "chain_findings", "diagnose",
+           "lifetime_limit", "verified"]

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import Final
+from typing import Any, Final
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 from cryptography.x509.oid import ExtensionOID
 
-from engine.domain.certdiagnosis import ChainCert
+from engine.domain.certdiagnosis import ChainCert, ChainFindings, chain_findings
 
 log = logging.getLogger(__name__)
 
@@ -136,12 +136,35 @@ def read_cert(der: bytes) -> ChainCert:
     )
 
 
+# A verified chain as the probe keeps it: the facts, meta.chain's entries, the findings.
+Verified = tuple[list[ChainCert], list[dict[str, Any]], ChainFindings]
+
+
 class ChainReader:
-    """:func:`read_cert` with a bounded cache by DER."""
+    """:func:`read_cert` with a bounded cache by DER, and :meth:`verified` with one by
+    chain (the same chain gives the same facts, entries and findings; the entries are
+    shared, never to be changed)."""
 
     def __init__(self, size: int = CHAIN_CACHE_SIZE) -> None:
         self._size = size
         self._cache: dict[bytes, ChainCert] = {}
+        self._chains: dict[tuple[bytes, ...], Verified] = {}
+
+    def verified(self, ders: list[bytes]) -> Verified | None:
+        """The facts, shown entries and findings of a chain OpenSSL verified; None when
+        none of its certificates could be read."""
+        key = tuple(ders)
+        hit = self._chains.get(key)
+        if hit is not None:
+            return hit
+        chain = self.read(ders)
+        if not chain:
+            return None
+        entry = (chain, [c.shown() for c in chain], chain_findings(chain))
+        if len(self._chains) >= self._size:
+            del self._chains[next(iter(self._chains))]
+        self._chains[key] = entry
+        return entry
 
     def read(self, ders: list[bytes]) -> list[ChainCert]:
         out: list[ChainCert] = []
@@ -161,4 +184,4 @@ class ChainReader:
         return out
 
 
-__all__ = ["ChainReader", "leaf_issuer", "read_cert", "sent_chain"]
+__all__ = ["ChainReader", "Verified", "leaf_issuer", "read_cert", "sent_chain"]

@@ -39,7 +39,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 from cryptography.x509.oid import NameOID
 
-from engine.domain.certdiagnosis import diagnose
+from engine.domain.certdiagnosis import diagnose, verified
 from engine.domain.netpolicy import Resolver
 from engine.domain.outcomes import CertOutcome
 from engine.probes._net import (
@@ -101,7 +101,7 @@ class _CertConn(ClientConn):
     """A connection that only does the handshake and keeps the leaf certificate (DER), the
     chain the server sent and the certificate that issued the leaf (DER, when verified)."""
 
-    __slots__ = ("chain", "der", "issuer_der", "verify_error")
+    __slots__ = ("chain", "der", "issuer_der", "keep_chain", "verify_error")
 
     def __init__(
         self,
@@ -110,8 +110,10 @@ class _CertConn(ClientConn):
         pview: memoryview,
         ctx: ssl.SSLContext,
         server_hostname: str,
+        keep_chain: bool,
     ) -> None:
         super().__init__(notify, rview, pview, ctx, server_hostname)
+        self.keep_chain = keep_chain
         self.der: bytes | None = None
         self.chain: list[bytes] = []
         self.issuer_der: bytes | None = None
@@ -120,9 +122,11 @@ class _CertConn(ClientConn):
     def on_ready(self) -> None:
         sslobj = self.ssl_object
         if sslobj is not None:
-            self.der = sslobj.getpeercert(binary_form=True)
-            self.chain = sent_chain(sslobj)
-            self.issuer_der = leaf_issuer(sslobj)
+            if self.keep_chain:
+                # The client's copy of the peer's chain starts with the leaf.
+                self.chain = sent_chain(sslobj)
+                self.issuer_der = leaf_issuer(sslobj)
+            self.der = self.chain[0] if self.chain else sslobj.getpeercert(binary_form=True)
         self.finish()
 
     def on_data(self, data: memoryview) -> None:
@@ -134,7 +138,8 @@ class _CertConn(ClientConn):
     def on_tls_failed(self, exc: BaseException | None) -> None:
         if isinstance(exc, ssl.SSLCertVerificationError):
             self.verify_error = exc
-            self.chain = sent_chain(self.ssl_object)
+            if self.keep_chain:
+                self.chain = sent_chain(self.ssl_object)
             self.finish(verify_words(exc))
         elif isinstance(exc, ssl.SSLError):
             self.finish("no TLS answer: " + ssl_error_words(exc))
@@ -241,10 +246,13 @@ class CertProber:
         batch: float = 0.0,
         crl: CrlChecker | None = None,
         check_crl: bool = True,
+        diagnose: bool = True,
     ) -> None:
         """``parse`` reads a leaf's fields (``parse_meta`` unless given); ``batch`` as
         :class:`~engine.probes.http.HttpProber`'s; ``crl`` judges revocation (one under
-        the same address rule and timeout unless given; none when ``check_crl`` is False)."""
+        the same address rule and timeout unless given; none when ``check_crl`` is False);
+        ``diagnose`` False: no chain read, no diagnosis, no CRL (the probe as it was before
+        them: the bench's reference)."""
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self._parse = parse_meta if parse is None else parse
@@ -269,7 +277,8 @@ class CertProber:
         self._peek_ctx.verify_mode = ssl.CERT_NONE
         self._meta: dict[bytes, _Meta] = {}
         self._chains = ChainReader()
-        if crl is None and check_crl:
+        self._diagnoses = diagnose
+        if crl is None and check_crl and diagnose:
             crl = CrlChecker(timeout=timeout, allow_private=allow_private, resolver=resolver,
                              family=self._family)
         self._crl = crl
@@ -328,18 +337,20 @@ class CertProber:
             out.valid = True
             if conn.der is not None:
                 self._fill_meta(out, conn.der)
-            await self._diagnose(out, conn, server_hostname, t0)
+            if self._diagnoses:
+                await self._diagnose(out, conn, server_hostname, t0)
             return
         out.error = conn.error
         verify_error = conn.verify_error
         if verify_error is None:
             return
-        self._diagnose_failure(out, verify_error, conn.chain, server_hostname)
+        if self._diagnoses:
+            self._diagnose_failure(out, verify_error, conn.chain, server_hostname)
         # Verification failed; the leaf is still worth describing. Same checked address.
         peek, _ = await self._handshake(reactor, [ip], port, server_hostname, self._peek_ctx)
         if peek.der is not None:
             self._fill_meta(out, peek.der)
-        if peek.chain and not conn.chain:
+        if self._diagnoses and peek.chain and not conn.chain:
             self._diagnose_failure(out, verify_error, peek.chain, server_hostname)
 
     def _diagnose_failure(
@@ -360,19 +371,20 @@ class CertProber:
     ) -> None:
         """A verified chain read for what OpenSSL accepts but a user should hear of (weak
         keys and signatures, order, lifetime) and judged for revocation."""
-        chain = self._chains.read(conn.chain)
-        if not chain:
+        seen = self._chains.verified(conn.chain)
+        if seen is None:
             return
-        now = datetime.now(UTC)
+        chain, shown, findings = seen
         revocation = None
         if self._crl is not None and chain[0].crl_urls:
             # What is left of the deadline, less a margin for the verdict to be written.
             wait = self._timeout - (perf_counter() - t0) - 0.05
-            revocation = await self._crl.check(chain[0], conn.issuer_der, now, max(wait, 0.0))
+            revocation = await self._crl.check(
+                chain[0], conn.issuer_der, datetime.now(UTC), max(wait, 0.0))
             out.revocation = revocation.shown() if revocation is not None else None
-        found = diagnose(None, "", chain, host, now, revocation)
+        found = verified(findings, revocation)
         out.diagnosis, out.error, out.warnings = found.code, found.error, found.warnings
-        out.chain = [c.shown() for c in chain]
+        out.chain = shown
 
     def _fill_meta(self, out: CertOutcome, der: bytes) -> None:
         meta = self._meta.get(der)
@@ -405,7 +417,8 @@ class CertProber:
         for ip in addrs:
             waiter: asyncio.Future[None] = reactor.loop.create_future()
             conn = _CertConn(
-                wake_future(waiter), self._rview, self._pview, ctx, server_hostname
+                wake_future(waiter), self._rview, self._pview, ctx, server_hostname,
+                self._diagnoses,
             )
             # No continue inside the try: mypyc does not compile that (engine/runtime/compiled.py).
             error: str | None

@@ -3,7 +3,7 @@
 
 ==============  ===============================================================================
 ``http``        :mod:`.probes` (``--names``: :mod:`.names`; ``--assertions``: :mod:`.assertions`)
-``tls``         :mod:`.probes`
+``tls``         :mod:`.probes` (``--diagnoses``: :mod:`.certdiag`)
 ``mixed``       :mod:`.probes`
 ``webhooks``    :mod:`.webhooks`
 ``api``         :mod:`.api`
@@ -29,6 +29,10 @@ async def run(b: Bench) -> dict[str, Any]:
         from upwatch_bench.scenarios.assertions import scenario_assertions
 
         return await scenario_assertions(b, opts.assertions)
+    if opts.scenario == "tls" and opts.diagnoses:
+        from upwatch_bench.scenarios.certdiag import scenario_diagnoses
+
+        return await scenario_diagnoses(b, opts.diagnoses)
     if opts.scenario == "webhooks":
         from upwatch_bench.scenarios.webhooks import scenario_webhooks
 
@@ -56,6 +60,10 @@ def table(rec: dict[str, Any]) -> str:
         from upwatch_bench.scenarios.assertions import table as assertions_table
 
         return assertions_table(rec)
+    if rec.get("diagnoses"):
+        from upwatch_bench.scenarios.certdiag import table as diagnoses_table
+
+        return diagnoses_table(rec)
     if rec.get("scenario") == "internet":
         from upwatch_bench.scenarios.internet_table import table as internet_table
 
