@@ -17,7 +17,7 @@ from engine.db.accounts import Account
 from engine.db.monitor_records import MonitorRecord
 from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import requests as requestconfig
-from engine.monitors import validation
+from engine.monitors import schemes, validation
 from engine.monitors.offloop import off_loop
 from engine.monitors.requests import secret_box
 from engine.monitors.validation import TargetUrl
@@ -66,7 +66,7 @@ async def create_monitor(request: web.Request) -> web.Response:
     account = _account(request)
     plan = settings.plan(account.plan)
     body = await read_body(request)
-    command, config = await off_loop(lambda: requestconfig.validated(
+    command, config = await off_loop(lambda: schemes.validated(
         body, True, lambda: validation.validate_monitor_create(body, plan)))
     await _ensure_allowed_target(settings, command.target, "url")
     # Concurrent creates of the account share one transaction (engine.web.api.create_combiner).
@@ -91,10 +91,14 @@ async def update_monitor(request: web.Request) -> web.Response:
     monitor_id = _path_id(request)
     settings = request.app[SETTINGS]
     body = await read_body(request)
-    command, config = await off_loop(lambda: requestconfig.validated(
-        body, False, lambda: validation.validate_monitor_update(body)))
     store = request.app[STORE]
     account = _account(request)
+    # A request or assertions without a url follow the rules of the stored URL's scheme.
+    stored_scheme = (await store.scheme_of(account.id, monitor_id=monitor_id)
+                     if not validation.present(body, "url") and (
+                         "request" in body or "assertions" in body) else None)
+    command, config = await off_loop(lambda: schemes.validated(
+        body, False, lambda: validation.validate_monitor_update(body), stored_scheme))
     t = command.target
     current = None
     if t is not None or config.request is not None or config.assertions is not None:
@@ -120,6 +124,8 @@ async def update_monitor(request: web.Request) -> web.Response:
         monitor = await store.update_monitor(
             account.id, monitor_id, alias=command.alias,
             url=t.url, scheme=t.scheme, host=t.host, port=t.port, config=stored,
+            new_check_interval=validation.certificate_interval(
+                settings.plan(account.plan)),
         )
     return json_response(views.monitor_reduced(monitor, settings.public_base_url))
 

@@ -67,7 +67,8 @@ def monitor_full(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
         "url": monitor.url,
         "status_page": status_page_url(base_url, monitor.identifier),
         "checks": {
-            kind: check_full(monitor.checks[kind], monitor.uptime) for kind in CHECK_KINDS
+            kind: check_full(monitor.checks[kind], monitor.uptime)
+            for kind in CHECK_KINDS if kind in monitor.checks
         },
         **request_fields(monitor),
     }
@@ -94,7 +95,8 @@ def monitor_reduced(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
         "host": monitor.host,
         "url": monitor.url,
         "status_page": status_page_url(base_url, monitor.identifier),
-        "checks": {kind: check_reduced(monitor.checks[kind]) for kind in CHECK_KINDS},
+        "checks": {kind: check_reduced(monitor.checks[kind])
+                   for kind in CHECK_KINDS if kind in monitor.checks},
         **request_fields(monitor),
     }
 
@@ -118,7 +120,10 @@ def check_toggled(check: CheckRecord) -> dict[str, Any]:
 
 def statistics(stats: StatisticsRecord) -> dict[str, Any]:
     """The Statistics object; an ongoing outage has ``ended_at`` null and its duration so
-    far."""
+    far. A monitor without an uptime check: every figure null, no outages."""
+    if stats.figures is None:
+        return {"uptime_percentage_30d": None, "average_response_time_ms": None,
+                "checks_run_30d": None, "outages": []}
     outages = []
     for o in stats.outages:
         end = o.ended_at or stats.now
