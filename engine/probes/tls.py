@@ -8,10 +8,13 @@ honours ``SSL_CERT_FILE``) plus ``ca_bundle``, checks the host name, and closes 
 the handshake: no HTTP request. It never raises (except ``asyncio.CancelledError``) and never
 runs longer than ``timeout`` plus scheduling noise.
 
-Verification failures become plain words from OpenSSL's verify code: "certificate expired",
-"certificate not yet valid", "self-signed certificate", "untrusted issuer", "host name
-mismatch", else "certificate invalid: <OpenSSL's message>". Anything that prevents a
-verdict is "no TLS answer: <reason>", "timed out after N s" or "blocked: ...".
+The chain the server sent is read (``certchain``) and judged with OpenSSL's verify code by
+:func:`engine.domain.certdiagnosis.diagnose`: the outcome's ``diagnosis`` code, its error in
+words with the fix ("incomplete chain: ...; fix: ...", docs/certificates.md), the warnings
+and the chain; a verified leaf with an http CRL is judged for revocation (``crl``), and a
+verified chain OpenSSL accepts can still be down (weak key or signature, revoked).
+Anything that prevents a verdict is "no TLS answer: <reason>", "timed out after N s" or
+"blocked: ...".
 
 The certificate fields come from the leaf (parsed with ``cryptography``; the fields of
 recently seen leaves are kept by DER, so a certificate seen again is not parsed again). When
