@@ -200,13 +200,14 @@ class CrlServer:
     """A plain HTTP server on loopback serving CRLs: ``files[path]`` is the body, or
     ``"huge"`` (``huge_bytes`` of zeros, no Content-Length, then close), ``"huge-declared"``
     (the same with its Content-Length), ``"hang"`` (never answers). ``hits`` counts the
-    requests per path."""
+    requests per path and ``peers`` the client address of each."""
 
     def __init__(self, huge_bytes: int = 100 << 20) -> None:
         import asyncio
 
         self.files: dict[str, bytes | str] = {}
         self.hits: dict[str, int] = {}
+        self.peers: list[str] = []
         self.huge_bytes = huge_bytes
         self.sent = 0  # body bytes written for "huge" paths
         self._server: asyncio.Server | None = None
@@ -231,6 +232,7 @@ class CrlServer:
     async def _client(self, reader: Any, writer: Any) -> None:
         asyncio = self._asyncio
         self._writers.add(writer)
+        self.peers.append(str(writer.get_extra_info("peername")[0]))
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             path = head.split(b" ")[1].decode()

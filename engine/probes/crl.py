@@ -80,10 +80,11 @@ def _parse(data: bytes) -> tuple[x509.CertificateRevocationList, _Revoked]:
 
 async def fetch_crl(
     url: str, *, timeout: float, max_bytes: int, allow_private: bool,
-    resolver: Resolver | None = None, family: int = 0,
+    resolver: Resolver | None = None, family: int = 0, source_address: str | None = None,
 ) -> bytes:
     """The body of ``GET url`` (http only, status 200, at most ``max_bytes``) within
-    ``timeout`` seconds; raises :class:`CrlError` with the reason in words."""
+    ``timeout`` seconds, from ``source_address`` when given; raises :class:`CrlError` with
+    the reason in words."""
     parts = urlsplit(url)
     host = parts.hostname
     if parts.scheme != "http" or not host:
@@ -101,15 +102,18 @@ async def fetch_crl(
                     allow_private=allow_private, resolver=resolver)
             except ProbeFailure as exc:
                 raise CrlError(str(exc)) from None
-            return await _get(addrs[0], port, host, path, max_bytes)
+            local = (source_address, 0) if source_address else None
+            return await _get(addrs[0], port, host, path, max_bytes, local)
     except TimeoutError:
         raise CrlError(timeout_words(timeout)) from None
     except OSError as exc:
         raise CrlError(f"connection failed: {exc.strerror or type(exc).__name__}") from None
 
 
-async def _get(ip: str, port: int, host: str, path: str, max_bytes: int) -> bytes:
-    reader, writer = await asyncio.open_connection(ip, port, limit=_HEADER_LIMIT)
+async def _get(ip: str, port: int, host: str, path: str, max_bytes: int,
+               local: tuple[str, int] | None) -> bytes:
+    reader, writer = await asyncio.open_connection(ip, port, limit=_HEADER_LIMIT,
+                                                   local_addr=local)
     try:
         hostport = host if port == 80 else f"{host}:{port}"
         if ":" in host and not host.startswith("["):
@@ -188,13 +192,15 @@ class CrlChecker:
 
     def __init__(
         self, *, timeout: float, allow_private: bool, resolver: Resolver | None = None,
-        family: int = 0, max_bytes: int = MAX_CRL_BYTES, entries: int = CACHE_ENTRIES,
-        budget: int = CACHE_BYTES, retry_after: float = RETRY_AFTER,
+        family: int = 0, source_address: str | None = None, max_bytes: int = MAX_CRL_BYTES,
+        entries: int = CACHE_ENTRIES, budget: int = CACHE_BYTES,
+        retry_after: float = RETRY_AFTER,
     ) -> None:
         self._timeout = timeout
         self._allow_private = allow_private
         self._resolver = resolver
         self._family = family
+        self._source = source_address
         self._max_bytes = max_bytes
         self._entries = entries
         self._budget = budget
@@ -243,7 +249,7 @@ class CrlChecker:
             data = await fetch_crl(
                 url, timeout=self._timeout, max_bytes=self._max_bytes,
                 allow_private=self._allow_private, resolver=self._resolver,
-                family=self._family)
+                family=self._family, source_address=self._source)
             crl, table = await asyncio.to_thread(_parse, data)
         except CrlError as exc:
             entry = _Entry(started + self._retry, 0, error=f"CRL not fetched: {exc}")

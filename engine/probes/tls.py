@@ -283,7 +283,7 @@ class CertProber:
         self._diagnoses = diagnose
         if crl is None and check_crl and diagnose:
             crl = CrlChecker(timeout=timeout, allow_private=allow_private, resolver=resolver,
-                             family=self._family)
+                             family=self._family, source_address=source_address)
         self._crl = crl
 
     async def aclose(self) -> None:

@@ -134,6 +134,19 @@ async def test_a_slow_crl_server_costs_the_probe_no_more_than_its_timeout(pki: P
     assert out.revocation["error"] == "CRL not fetched in time"
 
 
+async def test_the_crl_is_fetched_from_the_probes_source_address(pki: Pki) -> None:
+    inter = pki.ca()
+    async with CrlServer() as crls:
+        crls.files["/inter.crl"] = pki.crl(inter, [])
+        leaf = pki.leaf(inter, crl_url=crls.url("/inter.crl"))
+        prober = CertProber(timeout=TIMEOUT, allow_private=True, ca_bundle=pki.bundle,
+                            source_address="127.0.0.2")
+        out = await probe(prober, leaf, [inter])
+    assert out.error is None and out.revocation is not None
+    assert out.revocation["status"] == "good"
+    assert crls.peers == ["127.0.0.2"]
+
+
 async def test_a_crl_url_at_a_private_address_is_blocked() -> None:
     with pytest.raises(CrlError, match=r"^blocked: "):
         await fetch_crl("http://127.0.0.1:9/ca.crl", timeout=1.0, max_bytes=1 << 20,
