@@ -249,12 +249,12 @@ class CertProber:
         batch: float = 0.0,
         crl: CrlChecker | None = None,
         check_crl: bool = True,
-        diagnose: bool = True,
+        diagnoses: bool = True,
     ) -> None:
         """``parse`` reads a leaf's fields (``parse_meta`` unless given); ``batch`` as
         :class:`~engine.probes.http.HttpProber`'s; ``crl`` judges revocation (one under
         the same address rule and timeout unless given; none when ``check_crl`` is False);
-        ``diagnose`` False: no chain read, no diagnosis, no CRL (the probe as it was before
+        ``diagnoses`` False: no chain read, no diagnosis, no CRL (the probe as it was before
         them: the bench's reference)."""
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -280,8 +280,8 @@ class CertProber:
         self._peek_ctx.verify_mode = ssl.CERT_NONE
         self._meta: dict[bytes, _Meta] = {}
         self._chains = ChainReader()
-        self._diagnoses = diagnose
-        if crl is None and check_crl and diagnose:
+        self._diagnoses = diagnoses
+        if crl is None and check_crl and diagnoses:
             crl = CrlChecker(timeout=timeout, allow_private=allow_private, resolver=resolver,
                              family=self._family, source_address=source_address)
         self._crl = crl

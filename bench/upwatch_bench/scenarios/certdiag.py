@@ -6,7 +6,7 @@ An ``openssl s_server`` on the engine's core serves a leaf for 127.0.0.1 with it
 fetched once and then cached. This process runs the real
 :class:`~engine.probes.tls.CertProber` two ways, ``PAIRS`` times each, the order turning
 every pair (reference, diagnosed, diagnosed, reference, ...): the reference without
-diagnoses (``diagnose=False``: the probe as it was before them) and the diagnosed one
+diagnoses (``diagnoses=False``: the probe as it was before them) and the diagnosed one
 (chain read, diagnosis, revocation judged against the cached CRL). Each window is
 ``--monitors`` probes (``--quick``: 300), 50 in flight; CPU is user+sys of this process
 from ``getrusage`` per probe. The figure is the median of the pairs' ratios (diagnosed over
@@ -95,7 +95,7 @@ async def scenario_diagnoses(b: Any, pairs: int) -> dict[str, Any]:
             try:
                 await asyncio.to_thread(wait_port, port)
                 reference = CertProber(timeout=10.0, allow_private=True, ca_bundle=bundle,
-                                       diagnose=False)
+                                       diagnoses=False)
                 diagnosed = CertProber(timeout=10.0, allow_private=True, ca_bundle=bundle)
                 # Warm both: the trust store, the parse caches, the CRL fetched and cached.
                 for prober in (reference, diagnosed):
