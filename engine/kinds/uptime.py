@@ -240,6 +240,12 @@ class UptimeKind:
         code = status_code(check.meta)
         if code is not None:
             facts.append(("HTTP status", str(code), False))
+        loss = check.meta.get("packet_loss")
+        if isinstance(loss, int | float):  # a ping (icmp://) monitor's last probe
+            facts.append(("Packet loss", f"{loss:g} %", False))
+            rtt = check.meta.get("rtt_avg")
+            if isinstance(rtt, int | float):
+                facts.append(("Round trip", f"{rtt:.1f} ms on average", False))
         facts.append(("Checked every", duration_text(check.interval), False))
         return facts
 

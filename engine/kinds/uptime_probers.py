@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol
 
 from engine.domain.outcomes import HttpOutcome
 from engine.probes import dns as dns_probe
-from engine.probes import tcp
+from engine.probes import icmp, tcp
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
 
@@ -33,6 +33,7 @@ Factory = Callable[[Settings, Metrics, Any], UptimeProbe]
 FACTORIES: Final[tuple[tuple[tuple[str, ...], Factory], ...]] = (
     (("dns",), dns_probe.build),
     (tcp.SCHEMES, tcp.from_settings),
+    (("icmp",), icmp.factory),
 )
 
 

@@ -66,15 +66,29 @@ REASONS: Mapping[str, Reason] = {r.key: r for r in (
     Reason("too_often", "Pings came more often than expected", JOB_FAILING),
 )}
 
-# The certificate verdicts the probes word exactly (decisions.md), in the page's words.
+# The certificate diagnoses by the fixed opening of their words (docs/certificates.md; the
+# details and the fix after it are the owner's), in the page's words.
 _CERTIFICATE_WORDS: Mapping[str, str] = {
     "certificate expired": "The TLS certificate has expired",
     "certificate not yet valid": "The TLS certificate is not valid yet",
     "self-signed certificate": "The TLS certificate is self-signed",
     "untrusted issuer": "The TLS certificate's issuer is not trusted",
+    "untrusted root": "The TLS certificate's issuer is not trusted",
+    "incomplete chain": "The site does not send its whole certificate chain",
+    "intermediate certificate expired": "An intermediate certificate has expired",
     "host name mismatch": "The TLS certificate is for another name",
+    "weak key": "The TLS certificate's key is too weak",
+    "weak signature": "The TLS certificate's signature is too weak",
+    "certificate revoked": "The TLS certificate has been revoked",
     "certificate invalid": "The TLS certificate is not valid",
 }
+
+
+def _certificate_opening(low: str) -> str | None:
+    for opening in _CERTIFICATE_WORDS:
+        if low == opening or low.startswith((opening + ":", opening + " on ")):
+            return opening
+    return None
 
 # The probes' fixed openings (engine/probes/_net.py, http.py, tls.py, resolver.py), first
 # match wins. Only the reason is taken from a match, never any text.
@@ -141,7 +155,7 @@ def reason_of(error: str | None, status_code: int | None) -> Reason | None:
         return REASONS["assertion_failed"]
     if not error:
         return None
-    if low in _CERTIFICATE_WORDS:
+    if _certificate_opening(low) is not None:
         return REASONS["certificate"]
     for prefix, key in _PREFIXES:
         if low.startswith(prefix):
@@ -234,7 +248,8 @@ def reason_words(
     if reason.key == "assertion_failed":
         return assertion_words(error, assertions)
     if reason.key == "certificate":
-        return _CERTIFICATE_WORDS.get((error or "").lower(), reason.words)
+        opening = _certificate_opening((error or "").lower())
+        return reason.words if opening is None else _CERTIFICATE_WORDS[opening]
     return reason.words
 
 
