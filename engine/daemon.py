@@ -26,6 +26,7 @@ from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import EmbeddedLease, embedded_database
 from engine.db.store import Store
 from engine.kinds.certificate import CertProbe
+from engine.kinds.domain_expiry import DomainProbe
 from engine.kinds.registry import Kinds
 from engine.kinds.uptime import HttpProbe
 from engine.runtime.errors import DatabaseUnavailable, UpwatchError
@@ -208,13 +209,16 @@ def build_kinds(
     *,
     http_prober: HttpProbe | None = None,
     cert_prober: CertProbe | None = None,
+    store: Store | None = None,
 ) -> Kinds:
     """Every registered kind of check with its prober, each prober built here once unless
-    given (tests pass theirs); ``aclose()`` of the result closes those built here."""
+    given (tests pass theirs); ``aclose()`` of the result closes those built here. The
+    domain expiry prober shares registry answers through ``store`` (None: no prober, the
+    kind is only shown)."""
     from engine import USER_AGENT
     from engine.kinds.registry import registered
 
-    built: list[HttpProbe | CertProbe] = []
+    built: list[HttpProbe | CertProbe | DomainProbe] = []
     if http_prober is None:
         from engine.probes.http import HttpProber
         from engine.probes.resolver import from_settings
@@ -243,7 +247,18 @@ def build_kinds(
             batch=settings.probe_batch_ms / 1000.0,
         )
         built.append(cert_prober)
-    return registered(http_prober, cert_prober, owned=built)
+    domain_prober = None
+    if store is not None:
+        from engine.probes.rdap import RdapClient
+        from engine.scheduler.registrations import DomainProber
+
+        domain_prober = DomainProber(store, RdapClient(
+            bootstrap_url=settings.rdap_bootstrap_url,
+            allow_private=settings.allow_private_targets,
+            timeout=settings.rdap_timeout,
+        ))
+        built.append(domain_prober)
+    return registered(http_prober, cert_prober, domain_prober, owned=built)
 
 
 async def build_node(
@@ -270,7 +285,7 @@ async def build_node(
 
         registry = NodeRegistry(store, settings, metrics=metrics, dsn=dsn)
         await registry.register()
-        kinds = build_kinds(settings, metrics)
+        kinds = build_kinds(settings, metrics, store=store)
         # Confirmations (and the peers' requests for them) probe again with the same prober.
         prober = kinds.reprober
         peers = PeerConfirmer(registry.membership, settings, metrics)

@@ -13,18 +13,21 @@ from typing import Any, Final, Protocol
 
 from engine.kinds.base import CheckKind
 from engine.kinds.certificate import CertificateKind, CertProbe
+from engine.kinds.domain_expiry import DomainExpiryKind, DomainProbe
 from engine.kinds.uptime import HttpProbe, UptimeKind
 
 
 def registered(
     http: HttpProbe | None = None,
     tls: CertProbe | None = None,
+    domain: DomainProbe | None = None,
     *,
     owned: Iterable[Closable] = (),
 ) -> Kinds:
     """Every kind, each with the prober it probes with (None: it can only be shown).
     ``owned``: the probers :meth:`Kinds.aclose` closes (those built for these kinds)."""
-    return Kinds((UptimeKind(http), CertificateKind(tls)), reprober=http, owned=owned)
+    return Kinds((UptimeKind(http), CertificateKind(tls), DomainExpiryKind(domain)),
+                 reprober=http, owned=owned)
 
 
 class Closable(Protocol):

@@ -50,6 +50,9 @@ class ScheduledCheck:
     recovery_s: int = 0
     expiry_percent: int = 0
     account_id: int = 0  # its maintenance windows; its share of the costly assertions
+    # Domain expiry: the days before expiry a renewal-due is sent at (None: the defaults;
+    # empty: none).
+    expiry_days: tuple[int, ...] | None = None
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> ScheduledCheck:
@@ -88,7 +91,12 @@ class ScheduledCheck:
             recovery_s=r["recovery_threshold_s"],
             expiry_percent=r["expiry_threshold_percent"],
             account_id=r["account_id"],
+            expiry_days=_days(r.get("expiry_threshold_days")),
         )
+
+
+def _days(value: Any) -> tuple[int, ...] | None:
+    return None if value is None else tuple(value)
 
 
 @dataclass(slots=True)
