@@ -41,6 +41,7 @@ CODE: Final = 4  # probe_results.kind
 _WORDS: Final = {
     "ok": ("Registered", "s-ok"),
     "degraded": ("Registry not answering", "s-warn"),
+    "failing": ("Failing", "s-warn"),
     "down": ("Expired or on hold", "s-bad"),
     "unsupported": ("Not checkable (no RDAP)", "s-idle"),
     "pending": ("Not checked yet", "s-idle"),

@@ -67,7 +67,8 @@ def monitor_full(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
         "url": monitor.url,
         "status_page": status_page_url(base_url, monitor.identifier),
         "checks": {
-            kind: check_full(monitor.checks[kind], monitor.uptime) for kind in CHECK_KINDS
+            kind: check_full(monitor.checks[kind], monitor.uptime)
+            for kind in CHECK_KINDS if kind in monitor.checks
         },
         **request_fields(monitor),
     }
@@ -94,7 +95,8 @@ def monitor_reduced(monitor: MonitorRecord, base_url: str) -> dict[str, Any]:
         "host": monitor.host,
         "url": monitor.url,
         "status_page": status_page_url(base_url, monitor.identifier),
-        "checks": {kind: check_reduced(monitor.checks[kind]) for kind in CHECK_KINDS},
+        "checks": {kind: check_reduced(monitor.checks[kind])
+                   for kind in CHECK_KINDS if kind in monitor.checks},
         **request_fields(monitor),
     }
 
