@@ -48,3 +48,24 @@ async def test_a_garbage_bootstrap_falls_back_to_the_bundled_copy(tmp_path: Path
     assert client.bootstrap_note == (
         f"the RDAP bootstrap at {bad.as_uri()} could not be read "
         "(the RDAP bootstrap is not JSON); the bundled copy serves")
+
+
+async def test_a_registry_name_resolving_to_a_private_address_is_refused(
+        tmp_path: Path) -> None:
+    boot = tmp_path / "dns.json"
+    boot.write_bytes(b'{"services": [[["test"], ["https://rdap.registry.test/"]]]}')
+    asked: list[str] = []
+
+    async def resolver(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["93.184.215.14", "10.1.2.3"]
+
+    client = RdapClient(bootstrap_url=boot.as_uri(), timeout=2.0, resolver=resolver)
+    try:
+        got = await client.lookup("example.test")
+    finally:
+        await client.aclose()
+    assert asked == ["rdap.registry.test"]
+    assert got.registration is None
+    assert got.error == (
+        "the RDAP server rdap.registry.test resolves to a non-public address (10.1.2.3)")
