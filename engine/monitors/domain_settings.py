@@ -7,11 +7,19 @@ without repeats; ``[]`` sends none; null (or absent) means the defaults (30, 14,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from engine.domain.domain_expiry import DEFAULT_THRESHOLDS
-from engine.monitors.validation import MAX_EXPIRY_DAYS, as_int
+from engine.monitors.validation import (
+    MAX_EXPIRY_DAYS,
+    as_int,
+    present,
+    validate_interval,
+)
 from engine.runtime.errors import ValidationFailed
+from engine.runtime.settings import Plan
 
 FIELD: Final = "expiry_threshold_days"
 MAX_THRESHOLDS: Final = 8
@@ -36,3 +44,44 @@ def validate_domain_thresholds(value: Any, field: str = FIELD) -> tuple[int, ...
 def shown_thresholds(stored: tuple[int, ...] | list[int] | None) -> list[int]:
     """What the API and monitors files show: the stored list, or the defaults."""
     return list(DEFAULT_THRESHOLDS if stored is None else stored)
+
+
+@dataclass(frozen=True, slots=True)
+class DomainCheckUpdate:
+    """A domain_expiry check's update: None leaves a setting as it is."""
+
+    interval: int | None
+    thresholds: tuple[int, ...] | None
+
+
+# Settings other kinds have, and what to use on a domain_expiry check instead.
+_OTHERS: Final = {
+    "notification_threshold": "uptime",
+    "recovery_threshold": "uptime",
+    "expiry_threshold_percent": "certificate_health",
+}
+
+
+def validate_domain_check_update(body: Mapping[str, Any], plan: Plan) -> DomainCheckUpdate:
+    """``PUT /webapi/checks/{id}`` on a domain_expiry check: ``interval`` (the plan's
+    list) and ``expiry_threshold_days``; another kind's setting is a 422 naming it. Every
+    field's error is reported at once."""
+    errors: dict[str, list[str]] = {}
+    interval = thresholds = None
+    if present(body, "interval"):
+        try:
+            interval = validate_interval(body["interval"], plan)
+        except ValidationFailed as exc:
+            errors.update(exc.errors)
+    if FIELD in body:
+        try:
+            thresholds = validate_domain_thresholds(body[FIELD])
+        except ValidationFailed as exc:
+            errors.update(exc.errors)
+    for name, kind in _OTHERS.items():
+        if present(body, name):
+            errors[name] = [f"The {name} field applies to {kind} checks only; a "
+                            f"domain_expiry check takes {FIELD} (a list of days)."]
+    if errors:
+        raise ValidationFailed(errors)
+    return DomainCheckUpdate(interval, thresholds)

@@ -15,9 +15,11 @@ from aiohttp import web
 
 from engine.db.accounts import Account
 from engine.db.monitor_records import MonitorRecord
+from engine.domain.domain_expiry import DOMAIN_EXPIRY
 from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import requests as requestconfig
 from engine.monitors import validation
+from engine.monitors.domain_settings import validate_domain_check_update
 from engine.monitors.offloop import off_loop
 from engine.monitors.requests import secret_box
 from engine.monitors.validation import TargetUrl
@@ -178,6 +180,12 @@ async def update_check(request: web.Request) -> web.Response:
     # the update's transaction is safe.
     check = await store.get_check(account.id, check_id)
     plan = request.app[SETTINGS].plan(account.plan)
+    if check.kind == DOMAIN_EXPIRY:
+        domain = validate_domain_check_update(body, plan)
+        updated = await store.update_check(
+            account.id, check_id, interval=domain.interval,
+            expiry_threshold_days=domain.thresholds)
+        return json_response(views.check_updated(updated))
     command = validation.validate_check_update(body, check.kind, plan)
     updated = await store.update_check(
         account.id, check_id,
