@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +29,7 @@ from engine.kinds.certificate import CertProbe
 from engine.kinds.domain_expiry import DomainProbe
 from engine.kinds.registry import Kinds
 from engine.kinds.uptime import HttpProbe
+from engine.kinds.uptime_probers import UptimeProbe
 from engine.runtime.errors import DatabaseUnavailable, UpwatchError
 from engine.runtime.metrics import Metrics
 from engine.runtime.sdnotify import Notifier
@@ -209,14 +210,16 @@ def build_kinds(
     *,
     http_prober: HttpProbe | None = None,
     cert_prober: CertProbe | None = None,
+    uptime_probers: Mapping[str, UptimeProbe] | None = None,
     store: Store | None = None,
 ) -> Kinds:
     """Every registered kind of check with its prober, each prober built here once unless
-    given (tests pass theirs); ``aclose()`` of the result closes those built here. The
-    domain expiry prober shares registry answers through ``store`` (None: no prober, the
-    kind is only shown)."""
+    given (tests pass theirs; ``uptime_probers``: by scheme, for schemes other than
+    http(s)); ``aclose()`` of the result closes those built here. The domain expiry prober
+    shares registry answers through ``store`` (None: no prober, the kind is only shown)."""
     from engine import USER_AGENT
     from engine.kinds.registry import registered
+    from engine.kinds.uptime_probers import build_probers
 
     built: list[HttpProbe | CertProbe | DomainProbe] = []
     if http_prober is None:
@@ -258,7 +261,10 @@ def build_kinds(
             timeout=settings.rdap_timeout,
         ))
         built.append(domain_prober)
-    return registered(http_prober, cert_prober, domain_prober, owned=built)
+    others, others_built = build_probers(
+        settings, metrics, getattr(http_prober, "resolver", None), uptime_probers)
+    return registered(http_prober, cert_prober, domain_prober, uptime=others,
+                      owned=[*built, *others_built])
 
 
 async def build_node(

@@ -61,7 +61,7 @@ class _Targets(Protocol):
 
 
 def _outcome_to_json(o: HttpOutcome) -> dict[str, Any]:
-    return {
+    answer: dict[str, Any] = {
         "status_code": o.status_code,
         "error": o.error,
         "total_ms": o.total_ms,
@@ -74,6 +74,9 @@ def _outcome_to_json(o: HttpOutcome) -> dict[str, Any]:
         "assertion_error": o.assertion_error,
         "status_asserted": o.status_asserted,
     }
+    if o.details is not None:  # a scheme other than http(s)
+        answer["details"] = o.details
+    return answer
 
 
 def _outcome_from_json(d: dict[str, Any]) -> HttpOutcome:
@@ -83,10 +86,9 @@ def _outcome_from_json(d: dict[str, Any]) -> HttpOutcome:
 
     status = d.get("status_code")
     error = d.get("error")
-    if not (isinstance(status, int) and not isinstance(status, bool)) and not isinstance(
-        error, str
-    ):
-        raise ValueError("answer has neither status_code nor error")
+    if "status_code" not in d or "error" not in d:
+        raise ValueError("answer has no status_code or error")
+    details = d.get("details")
     return HttpOutcome(
         status_code=status if isinstance(status, int) and not isinstance(status, bool) else None,
         error=error if isinstance(error, str) else None,
@@ -100,6 +102,7 @@ def _outcome_from_json(d: dict[str, Any]) -> HttpOutcome:
         assertion_error=(
             d.get("assertion_error") if isinstance(d.get("assertion_error"), str) else None),
         status_asserted=d.get("status_asserted") is True,
+        details=details if isinstance(details, dict) else None,
     )
 
 
@@ -149,7 +152,7 @@ def peer_routes(
         if url is None:
             return refuse(404, "No such uptime check.")
         # The check's own request and assertions, from the shared database.
-        spec = specs.build(await targets.confirm_config(check_id))
+        spec = specs.build(await targets.confirm_config(check_id), 0, url)
         outcome = await (prober.probe(url) if spec is None
                          else prober.probe(url, spec))  # type: ignore[call-arg]
         metrics.confirmations.labels(result="served").inc()

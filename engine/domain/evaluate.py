@@ -150,8 +150,14 @@ class Transition:
 def classify(outcome: HttpOutcome, slow_threshold_ms: float) -> Outcome:
     """decisions.md: 2xx/3xx within the slow threshold is ok; a slow or 4xx response is
     degraded; no response or a 5xx is a failure. A failed assertion is a
-    failure; a status_code assertion that held replaces the 2xx/3xx rule."""
+    failure; a status_code assertion that held replaces the 2xx/3xx rule. A probe of another
+    scheme (no status code) that answered (no error) is ok unless an assertion failed
+    or it was slow."""
     code = outcome.status_code
+    if code is None and outcome.error is None:
+        if outcome.assertion_error is not None:
+            return _FAILURE
+        return _DEGRADED if outcome.total_ms > slow_threshold_ms else _OK
     if code is None or code >= 500:
         if code is not None and outcome.status_asserted and outcome.assertion_error is None:
             return _DEGRADED if outcome.total_ms > slow_threshold_ms else _OK
@@ -168,17 +174,20 @@ def uptime_error(outcome: HttpOutcome, cls: Outcome, slow_threshold_ms: float) -
     if cls is _OK:
         return None
     code = outcome.status_code
-    if code is None:
-        return outcome.error or "no response"
+    if code is None and outcome.error is not None:
+        return outcome.error
     if outcome.assertion_error is not None:
         return outcome.assertion_error
-    if code >= 400 and not outcome.status_asserted:
+    if code is not None and code >= 400 and not outcome.status_asserted:
         return f"HTTP {code}"
     return f"slow response: {outcome.total_ms:.0f} ms (threshold {slow_threshold_ms:.0f} ms)"
 
 
 def uptime_meta(outcome: HttpOutcome) -> dict[str, Any]:
-    return {"http_status_code": outcome.status_code}
+    """The uptime check's meta: the status code, and a non-HTTP probe's ``details``."""
+    if outcome.details is None:
+        return {"http_status_code": outcome.status_code}
+    return {"http_status_code": outcome.status_code, **outcome.details}
 
 
 def lifetime_days(outcome: CertOutcome) -> float | None:

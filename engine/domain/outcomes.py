@@ -15,18 +15,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 
 @dataclass(slots=True)
 class HttpOutcome:
     """Result of one uptime probe (all redirect hops).
 
-    Exactly one of ``status_code`` and ``error`` is set: a response whose status line and
-    headers were read gives ``status_code`` (the final one, after redirects) and ``error`` None;
-    anything else gives ``error`` and ``status_code`` None. The phase timings describe the
-    last hop only and are None for phases that did not happen (``dns_ms`` for an IP literal,
-    ``tls_ms`` for plain HTTP) or were not reached before the failure. ``ttfb_ms`` runs from the
-    request being written to the first response byte arriving.
+    For HTTP, exactly one of ``status_code`` and ``error`` is set: a response whose status
+    line and headers were read gives ``status_code`` (the final one, after redirects) and
+    ``error`` None; anything else gives ``error`` and ``status_code`` None. A probe of
+    another scheme leaves ``status_code`` None; ``error`` None then means it answered.
+    The phase timings describe the last hop only and are None for phases that did not
+    happen (``dns_ms`` for an IP literal, ``tls_ms`` for plain HTTP) or were not reached
+    before the failure. ``ttfb_ms`` runs from the request being written to the first
+    response byte arriving.
     """
 
     status_code: int | None
@@ -45,6 +48,9 @@ class HttpOutcome:
     # in place of the 2xx/3xx rule.
     assertion_error: str | None = None
     status_asserted: bool = False
+    # Figures of a scheme other than http(s) (a DNS answer, packet loss), merged into the
+    # uptime check's meta; None for HTTP.
+    details: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

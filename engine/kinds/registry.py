@@ -8,13 +8,14 @@ builds the engine's with their probers (``engine.daemon.build_kinds``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, Protocol
 
 from engine.kinds.base import CheckKind
 from engine.kinds.certificate import CertificateKind, CertProbe
 from engine.kinds.domain_expiry import DomainExpiryKind, DomainProbe
 from engine.kinds.uptime import HttpProbe, UptimeKind
+from engine.kinds.uptime_probers import UptimeProbe
 
 
 def registered(
@@ -22,12 +23,17 @@ def registered(
     tls: CertProbe | None = None,
     domain: DomainProbe | None = None,
     *,
+    uptime: Mapping[str, UptimeProbe] | None = None,
     owned: Iterable[Closable] = (),
 ) -> Kinds:
-    """Every kind, each with the prober it probes with (None: it can only be shown).
-    ``owned``: the probers :meth:`Kinds.aclose` closes (those built for these kinds)."""
-    return Kinds((UptimeKind(http), CertificateKind(tls), DomainExpiryKind(domain)),
-                 reprober=http, owned=owned)
+    """Every kind, each with the prober it probes with (None: it can only be shown);
+    ``uptime``: the probers of uptime schemes other than http(s), by scheme
+    (:mod:`engine.kinds.uptime_probers`). ``owned``: the probers :meth:`Kinds.aclose`
+    closes (those built for these kinds)."""
+    up = UptimeKind(http, uptime)
+    reprober = (up.by_scheme if uptime else http) if http is not None or uptime else None
+    return Kinds((up, CertificateKind(tls), DomainExpiryKind(domain)), reprober=reprober,
+                 owned=owned)
 
 
 class Closable(Protocol):
@@ -46,8 +52,9 @@ class Kinds:
     ) -> None:
         self._all: tuple[CheckKind, ...] = tuple(kinds)
         self._by_name: dict[str, CheckKind] = {k.name: k for k in self._all}
-        # What a local confirmation probes again with (confirmations are of HTTP outcomes:
-        # engine.scheduler.confirm); None when no kind asks for one.
+        # What a local confirmation and the peer endpoint probe again with (confirmations
+        # are of uptime outcomes, any scheme: engine.scheduler.confirm); None when no kind
+        # asks for one.
         self.reprober = reprober
         self._owned = tuple(owned)
 
@@ -70,7 +77,8 @@ class Kinds:
     @property
     def polling(self) -> bool:
         """A kind's prober polls its sockets (under load) rather than being woken."""
-        return any(getattr(k.prober, "polling", False) for k in self._all)
+        return any(getattr(k.prober, "polling", False) for k in self._all) or bool(
+            getattr(self.reprober, "polling", False))
 
     async def aclose(self) -> None:
         """Close the probers these kinds own; one failing does not keep the others open."""

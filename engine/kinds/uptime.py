@@ -1,7 +1,8 @@
-"""The uptime kind: an HTTP(S) request to the monitor's URL, judged by status and time.
+"""The uptime kind: a probe of the monitor's URL, judged by status and time.
 
-Probes through an :class:`engine.probes.http.HttpProber` (or anything with its ``probe``;
-one with ``start`` too gives the taskless start). Judged by
+Probes http(s) URLs through an :class:`engine.probes.http.HttpProber` (or anything with its
+``probe``; one with ``start`` too gives the taskless start), other schemes through their
+probers (:mod:`engine.kinds.uptime_probers`), chosen by the URL's scheme. Judged by
 :func:`engine.domain.evaluate.evaluate_uptime` (and ``evaluate_confirmation`` for the
 second opinion its failures ask for). Offers ``steady``: the common probe that leaves the
 state as it was, without a transition, a task or an await. Per-probe code: compiled
@@ -40,6 +41,7 @@ from engine.kinds.base import (
 )
 from engine.kinds.scheduled import ScheduledCheck, Touch
 from engine.kinds.shown import duration_text, last_checked, status_code
+from engine.kinds.uptime_probers import ByScheme, UptimeProbe
 
 CODE: Final = 1  # probe_results.kind
 
@@ -74,23 +76,59 @@ class HttpProbe(Protocol):
 class UptimeKind:
     """See the module docstring; ``prober`` None builds a kind for presentation only."""
 
-    def __init__(self, prober: HttpProbe | None = None) -> None:
+    def __init__(
+        self, prober: HttpProbe | None = None,
+        others: Mapping[str, UptimeProbe] | None = None,
+    ) -> None:
+        """``prober``: http(s)'s; ``others``: the other schemes' probers, by scheme."""
         self.name: str = UPTIME
         self.code: int = CODE
         self.label: str = "Website"
         self.words: Mapping[str, tuple[str, str]] = _WORDS
         self.prober = prober
+        self.by_scheme = ByScheme(prober, others)
+        self._others = bool(others)
         # Probers passed in (tests' wrappers) may have only ``probe``.
-        self.start: Callable[..., Cancellable] | None = getattr(prober, "start", None)
+        http_start: Callable[..., Cancellable] | None = getattr(prober, "start", None)
+        self._http_start = http_start
+        self.start: Callable[..., Cancellable] | None = (
+            self._start if http_start is not None and others else http_start)
         self.steady: Steady | None = self._steady
 
     async def probe(self, check: ScheduledCheck) -> HttpOutcome:
-        prober = self.prober
-        if prober is None:
+        if self.prober is None and not self._others:
             raise no_prober(self.name)
+        if self._others:
+            return await self.by_scheme.probe(check.url, check.request)
+        prober = self.prober
+        assert prober is not None
         if check.request is None:
             return await prober.probe(check.url)
         return await prober.probe(check.url, check.request)  # type: ignore[call-arg]
+
+    def _start(
+        self, loop: Any, url: str, done: Callable[[Any, HttpOutcome], None], arg: Any,
+        spec: Any = None,
+    ) -> Cancellable:
+        """``start`` when other schemes are registered: http(s) without a task as ever,
+        the others in a task that calls ``done`` back the same way."""
+        if url.startswith("http"):
+            start = self._http_start
+            assert start is not None
+            return start(loop, url, done, arg) if spec is None else start(
+                loop, url, done, arg, spec)
+        task: Cancellable = loop.create_task(self._probe_then(url, spec, done, arg))
+        return task
+
+    async def _probe_then(
+        self, url: str, spec: Any, done: Callable[[Any, HttpOutcome], None], arg: Any
+    ) -> None:
+        try:
+            outcome = await self.by_scheme.probe(url, spec)
+        except Exception as exc:  # a prober's bug: a failed probe, never a stuck check
+            outcome = HttpOutcome(None, f"probe failed: {type(exc).__name__}", 0.0,
+                                  None, None, None, None)
+        done(arg, outcome)
 
     def _steady(
         self, c: ScheduledCheck, version: int, outcome: HttpOutcome, judging: Judging
@@ -115,10 +153,10 @@ class UptimeKind:
             judging.region, False, outcome.error,
         )
         code = outcome.status_code
-        meta = _META.get(code)
+        meta = _META.get(code) if outcome.details is None else None
         if meta is None:
             meta = uptime_meta(outcome)
-            if len(_META) < _META_MAX:
+            if len(_META) < _META_MAX and outcome.details is None:
                 _META[code] = meta
         return row, Touch(version, now, state.status, error, meta)
 

@@ -64,7 +64,7 @@ import orjson
 import tomli
 
 from engine.monitors import requests as requestconfig
-from engine.monitors import validation
+from engine.monitors import schemes, validation
 from engine.monitors.plan import CheckSettings, CurrentMonitor, MonitorSpec
 from engine.runtime.errors import ValidationFailed
 from engine.runtime.settings import Plan
@@ -261,7 +261,7 @@ def _entry(raw: Any, index: int, plan: Plan, checks: _CheckCache,
     create: validation.MonitorCreate | None = None
     config = requestconfig.Config(None, None)
     try:
-        create, config = requestconfig.validated(
+        create, config = schemes.validated(
             body, True, lambda: validation.validate_monitor_create(body, plan))
     except ValidationFailed as exc:
         errors.update(_prefixed(exc, prefix))

@@ -17,7 +17,7 @@ Secret headers: ``Authorization``, ``Proxy-Authorization``, ``Cookie`` and any n
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,27 +95,6 @@ def validate(body: Mapping[str, Any], *, creating: bool) -> Config:
     if errors:
         raise ValidationFailed(errors)
     return Config(request, assertions)
-
-
-def validated(
-    body: Mapping[str, Any], creating: bool, other: Callable[[], Any]
-) -> tuple[Any, Config]:
-    """``other()`` (the API's validation of the rest of the body) and :func:`validate`, with the
-    errors of both in one 422."""
-    errors: dict[str, list[str]] = {}
-    result = None
-    config = Config(None, None)
-    try:
-        result = other()
-    except ValidationFailed as exc:
-        errors.update(exc.errors)
-    try:
-        config = validate(body, creating=creating)
-    except ValidationFailed as exc:
-        errors.update(exc.errors)
-    if errors:
-        raise ValidationFailed(errors)
-    return result, config
 
 
 def _request(raw: Any, errors: dict[str, list[str]]) -> dict[str, Any] | None:

@@ -31,6 +31,8 @@ import idna
 import orjson
 
 from engine.domain import netpolicy
+from engine.monitors import schemes
+from engine.monitors.scheme import UrlParts
 from engine.runtime.errors import BlockedAddress, NotFound, ValidationFailed
 from engine.runtime.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS, Plan
 
@@ -46,7 +48,8 @@ SECONDS_PER_DAY = 86400
 # Path ids are PostgreSQL bigint.
 MAX_ID = 2**63 - 1
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+# What webhook URLs may use (monitor URLs: the registered schemes, engine.monitors.schemes).
+_WEB_PORTS = {"http": 80, "https": 443}
 # A hostname label after IDNA encoding (underscores appear in real DNS names).
 _LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
 # Characters left as they are when the path and query are percent-encoded: RFC 3986
@@ -205,7 +208,8 @@ def validate_alias(value: Any, field: str = "alias") -> str:
 
 @dataclass(frozen=True, slots=True)
 class TargetUrl:
-    """A normalised absolute http(s) URL and its parts as the API shows them."""
+    """A normalised absolute URL of a registered scheme (a webhook's: http or https) and
+    its parts as the API shows them."""
 
     url: str
     scheme: str
@@ -214,7 +218,12 @@ class TargetUrl:
 
     @property
     def connect_port(self) -> int:
-        return int(self.port) if self.port else _DEFAULT_PORTS[self.scheme]
+        """The port connected to (0: the scheme has none, as icmp)."""
+        if self.port:
+            return int(self.port)
+        scheme = schemes.get(self.scheme)
+        default = _WEB_PORTS.get(self.scheme) if scheme is None else scheme.default_port
+        return default or 0
 
 
 def _normalise_host(raw: str, field: str) -> tuple[str, str]:
@@ -260,11 +269,12 @@ def _normalise_host(raw: str, field: str) -> tuple[str, str]:
 def normalise_url(value: Any, field: str = "url") -> TargetUrl:
     """Validate and normalise a monitor or webhook URL (decisions.md "Monitors").
 
-    Absolute http/https, a host, no user info, at most 2048 characters; scheme and host
-    lower-cased, IDN hosts as punycode, ``/`` for an empty path, the default port dropped,
-    the fragment dropped (never sent to a server), path and query kept (non-ASCII
-    percent-encoded). Surrounding whitespace is trimmed; whitespace or control characters
-    inside the URL are rejected.
+    Absolute, of a registered scheme (:mod:`engine.monitors.schemes`; a webhook's:
+    http/https), a host, no user info, at most 2048 characters; scheme and host lower-cased,
+    IDN hosts as punycode, the default port dropped, the fragment dropped (never sent to a
+    server), path and query kept (non-ASCII percent-encoded), then the scheme's own rules
+    (http(s): ``/`` for an empty path). Surrounding whitespace is trimmed; whitespace or
+    control characters inside the URL are rejected.
     """
     if not isinstance(value, str):
         raise _fail(field, f"The {field} must be a string.")
@@ -280,8 +290,11 @@ def normalise_url(value: Any, field: str = "url") -> TargetUrl:
     except ValueError:
         raise _fail(field, f"The {field} must be a valid URL.") from None
     scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
-        raise _fail(field, f"The {field} must be an absolute URL with scheme http or https.")
+    rules = None if field == "webhook_url" else schemes.get(scheme)
+    if rules is None and (field != "webhook_url" or scheme not in _WEB_PORTS):
+        allowed = tuple(_WEB_PORTS) if field == "webhook_url" else schemes.names()
+        raise _fail(field, f"The {field} must be an absolute URL with scheme {_or(allowed)}.")
+    default_port = _WEB_PORTS[scheme] if rules is None else rules.default_port
     netloc = parts.netloc
     if not netloc:
         raise _fail(field, f"The {field} must have a host.")
@@ -304,17 +317,24 @@ def normalise_url(value: Any, field: str = "url") -> TargetUrl:
     if raw_port:  # "host:" with an empty port means the default, as in browsers
         if not raw_port.isdigit() or not raw_port.isascii() or not 0 < int(raw_port) <= 65535:
             raise _fail(field, f"The {field} must have a port between 1 and 65535.")
-        if int(raw_port) != _DEFAULT_PORTS[scheme]:
+        if int(raw_port) != default_port:
             port = str(int(raw_port))
     # quote() would return plain ASCII of safe characters unchanged; most URLs are that.
     path = (parts.path if _PLAIN_PATH.fullmatch(parts.path)
-            else quote(parts.path, safe=_PATH_SAFE)) or "/"
+            else quote(parts.path, safe=_PATH_SAFE))
     query = parts.query if _PLAIN_QUERY.fullmatch(parts.query) else quote(
         parts.query, safe=_QUERY_SAFE)
-    url = f"{scheme}://{url_host}{':' + port if port else ''}{path}{'?' + query if query else ''}"
+    got = UrlParts(scheme, host, url_host, port, path, query)
+    got = (rules or schemes.DEFAULT).url_rules(got, field)
+    url = got.url()
     if len(url) > MAX_URL_LENGTH:
         raise _fail(field, f"The {field} must not be longer than {MAX_URL_LENGTH} characters.")
-    return TargetUrl(url=url, scheme=scheme, host=host, port=port)
+    return TargetUrl(url=url, scheme=scheme, host=got.host, port=got.port)
+
+
+def _or(names: tuple[str, ...]) -> str:
+    """("http", "https", "tcp") -> "http, https or tcp"."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 Resolver = Callable[[str, int], Awaitable[object]]

@@ -117,7 +117,7 @@ class Catalog:
             return
         self._adopted_unfrozen += 1
         if new.configured is not None:
-            new.request = self._specs.build(new.configured, new.account_id)
+            new.request = self._specs.build(new.configured, new.account_id, new.url)
         # A monitor's two checks share its URL string. They are created together, ids one
         # apart; URLs are not interned, which cost an entry of the interpreter's table
         # (~45 B) per monitor, most of which have one enabled check.

@@ -75,7 +75,15 @@ def down(since: datetime = T0) -> CheckState:
         (resp(500), Outcome.FAILURE, "HTTP 500"),
         (resp(503, ms=9000), Outcome.FAILURE, "HTTP 503"),
         (fail("timed out after 10 s"), Outcome.FAILURE, "timed out after 10 s"),
-        (HttpOutcome(None, None, 1.0, None, None, None, None), Outcome.FAILURE, "no response"),
+        # A probe of another scheme (tcp, dns, ...): no status code, no error = it answered.
+        (HttpOutcome(None, None, 1.0, None, None, None, None), Outcome.OK, None),
+        (HttpOutcome(None, None, 3000.5, None, None, None, None), Outcome.DEGRADED,
+         "slow response: 3000 ms (threshold 3000 ms)"),
+        (HttpOutcome(None, None, 1.0, None, None, None, None,
+                     assertion_error="answer was 10.0.0.1, expected 192.0.2.1"),
+         Outcome.FAILURE, "answer was 10.0.0.1, expected 192.0.2.1"),
+        (HttpOutcome(None, "connection refused", 1.0, None, None, None, None,
+                     details={"port": 25}), Outcome.FAILURE, "connection refused"),
     ],
 )
 def test_classification_and_error_words(outcome: HttpOutcome, expected: Outcome,

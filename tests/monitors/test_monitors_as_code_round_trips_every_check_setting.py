@@ -16,8 +16,7 @@ import pytest
 from engine.db.store import Store
 from engine.monitors import file as monitorfile
 from engine.monitors import plan as monitorplan
-from engine.monitors import requests as requestconfig
-from engine.monitors import validation
+from engine.monitors import schemes, validation
 from engine.monitors.validation import CHECK_UPDATE_FIELDS, CheckUpdate, validate_check_update
 from engine.runtime.settings import Plan
 from tests.support.cli import upwatch
@@ -69,7 +68,7 @@ def _monitor_update_fields() -> set[str]:
     """The fields the API's monitor update reads (validation and requests, as
     ``PUT /webapi/monitors/{id}`` calls them)."""
     body = _Reading()
-    requestconfig.validated(body, False, lambda: validation.validate_monitor_update(body))
+    schemes.validated(body, False, lambda: validation.validate_monitor_update(body))
     return body.read
 
 

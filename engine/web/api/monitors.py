@@ -18,7 +18,7 @@ from engine.db.monitor_records import MonitorRecord
 from engine.domain.domain_expiry import DOMAIN_EXPIRY
 from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import requests as requestconfig
-from engine.monitors import validation
+from engine.monitors import schemes, validation
 from engine.monitors.domain_settings import validate_domain_check_update
 from engine.monitors.offloop import off_loop
 from engine.monitors.requests import secret_box
@@ -68,7 +68,7 @@ async def create_monitor(request: web.Request) -> web.Response:
     account = _account(request)
     plan = settings.plan(account.plan)
     body = await read_body(request)
-    command, config = await off_loop(lambda: requestconfig.validated(
+    command, config = await off_loop(lambda: schemes.validated(
         body, True, lambda: validation.validate_monitor_create(body, plan)))
     await _ensure_allowed_target(settings, command.target, "url")
     # Concurrent creates of the account share one transaction (engine.web.api.create_combiner).
@@ -93,7 +93,7 @@ async def update_monitor(request: web.Request) -> web.Response:
     monitor_id = _path_id(request)
     settings = request.app[SETTINGS]
     body = await read_body(request)
-    command, config = await off_loop(lambda: requestconfig.validated(
+    command, config = await off_loop(lambda: schemes.validated(
         body, False, lambda: validation.validate_monitor_update(body)))
     store = request.app[STORE]
     account = _account(request)

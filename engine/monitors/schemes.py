@@ -1,0 +1,84 @@
+"""The URL schemes uptime monitors may use, registered in one place: :data:`SCHEMES`.
+
+Adding a scheme is one module of rules in ``engine/monitors/`` (a
+:class:`engine.monitors.scheme.Scheme`), one line below, and its prober's line in
+:mod:`engine.kinds.uptime_probers`. A scheme not registered here is refused (422 under
+``url``). Also the two steps every caller goes through: :func:`validated` (a body's rules,
+the scheme's request/assertions rules included) and :func:`build_spec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from engine.monitors import http_scheme
+from engine.monitors.requests import Config
+from engine.monitors.scheme import Scheme
+from engine.runtime.errors import ValidationFailed
+from engine.runtime.secretbox import SecretBox
+
+SCHEMES: Final[Mapping[str, Scheme]] = {s.name: s for s in (
+    http_scheme.HTTP,
+    http_scheme.HTTPS,
+)}
+
+# The rules of a body whose scheme is not known (an update that keeps its URL).
+DEFAULT: Final = http_scheme.HTTP
+
+
+def get(name: str) -> Scheme | None:
+    return SCHEMES.get(name)
+
+
+def of_url(url: str) -> Scheme | None:
+    """The registered scheme of a stored URL (None: not registered here)."""
+    return SCHEMES.get(url[: url.find(":")])
+
+
+def names() -> tuple[str, ...]:
+    """The registered schemes, in registration order."""
+    return tuple(SCHEMES)
+
+
+def validated(
+    body: Mapping[str, Any], creating: bool, other: Callable[[], Any],
+    scheme: str | None = None,
+) -> tuple[Any, Config]:
+    """``other()`` (the API's validation of the rest of the body) and the request/assertions
+    rules of the monitor's scheme, with the errors of both in one 422. The scheme is that of
+    ``other()``'s ``target`` when it has one, else that the body's ``url`` names (refused
+    or not), else ``scheme`` (the stored URL's), else :data:`DEFAULT`'s rules."""
+    errors: dict[str, list[str]] = {}
+    result = None
+    config = Config(None, None)
+    try:
+        result = other()
+    except ValidationFailed as exc:
+        errors.update(exc.errors)
+    target = getattr(result, "target", None)
+    name = target.scheme if target is not None else _scheme_in(body.get("url")) or scheme
+    rules = (SCHEMES.get(name) if name is not None else None) or DEFAULT
+    try:
+        config = rules.config_rules(body, creating)
+    except ValidationFailed as exc:
+        errors.update(exc.errors)
+    if errors:
+        raise ValidationFailed(errors)
+    return result, config
+
+
+def _scheme_in(url: Any) -> str | None:
+    if not isinstance(url, str) or ":" not in url:
+        return None
+    return url.strip().split(":", 1)[0].lower()
+
+
+def build_spec(
+    box: SecretBox, capture_limit: int, url: str, configured: tuple[Any, Any] | None,
+    owner: int = 0,
+) -> Any:
+    """The spec the prober of ``url``'s scheme takes for this stored configuration (None:
+    the URL alone)."""
+    scheme = of_url(url) or DEFAULT
+    return scheme.spec_rules(box, capture_limit, configured, owner)
