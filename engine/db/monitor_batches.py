@@ -41,6 +41,7 @@ from engine.db.monitors import (
     SQL_OPEN_PERIODS_OF_ENABLED,
     SQL_RESET_CHECKS,
 )
+from engine.monitors.domain_settings import DOMAIN_INTERVAL, has_domain_check
 from engine.monitors.plan import (
     CheckSettings,
     CurrentMonitor,
@@ -92,10 +93,10 @@ u AS MATERIALIZED (
     FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                 $8::text[], $9::bigint[], $10::int[], $11::int[], $12::bool[], $13::int[],
                 $14::int[], $15::bool[], $16::text[], $17::text[], $18::int[],
-                $19::int[]) WITH ORDINALITY
+                $19::int[], $20::bool[]) WITH ORDINALITY
          AS u(identifier, alias, url, scheme, host, port, key, lim, up_interval, up_threshold,
               up_enabled, cert_interval, cert_threshold, cert_enabled, request, assertions,
-              up_recovery, cert_percent, ord)
+              up_recovery, cert_percent, domain, ord)
     WHERE (SELECT n FROM g) + u.ord <= u.lim
 ),
 m AS (
@@ -117,8 +118,10 @@ c AS (
     CROSS JOIN LATERAL (VALUES
         (1, 'uptime', u.up_interval, u.up_threshold, u.up_enabled, u.up_recovery, 0),
         (2, 'certificate_health', u.cert_interval, u.cert_threshold, u.cert_enabled, 0,
-         u.cert_percent)
+         u.cert_percent),
+        (3, 'domain_expiry', {DOMAIN_INTERVAL}, 0, true, 0, 0)
     ) AS k(n, kind, interval_s, threshold_s, enabled, recovery, percent)
+    WHERE k.n < 3 OR u.domain
     ORDER BY u.ord, k.n
     RETURNING {_CHECK_COLUMNS}
 ),
@@ -137,6 +140,27 @@ ORDER BY m.id, c.kind DESC
 SQL_NOTIFY_CHECKS = "SELECT pg_notify($1, t.id::text) FROM unnest($2::bigint[]) AS t(id)"
 
 # --- updates and deletes of a set --------------------------------------------------------
+
+SQL_DOMAIN_CHECKS_OF_MONITORS = (
+    "SELECT id FROM checks WHERE monitor_id = ANY($1::bigint[]) AND kind = 'domain_expiry'")
+
+# Each monitor's domain_expiry check as its new host needs ($2: has_domain_check): added
+# when missing, removed when the host no longer has one; the ids added or removed.
+SQL_SYNC_DOMAIN_CHECKS = f"""
+WITH u AS (SELECT * FROM unnest($1::bigint[], $2::bool[]) AS u(id, domain)),
+ins AS (
+    INSERT INTO checks (monitor_id, kind, interval_s, is_enabled, status)
+    SELECT u.id, 'domain_expiry', {DOMAIN_INTERVAL}, true, 'pending' FROM u WHERE u.domain
+    ON CONFLICT (monitor_id, kind) DO NOTHING
+    RETURNING id
+),
+del AS (
+    DELETE FROM checks c USING u
+    WHERE c.monitor_id = u.id AND c.kind = 'domain_expiry' AND NOT u.domain
+    RETURNING c.id
+)
+SELECT id FROM ins UNION ALL SELECT id FROM del
+"""
 
 SQL_UPDATE_MONITORS = """
 UPDATE monitors AS m
@@ -316,7 +340,8 @@ class MonitorBatchesMixin(StoreBase):
                 [_json_or_none(s.request) for s in specs],
                 [_json_or_none(s.assertions) for s in specs],
                 [s.uptime.recovery_s for s in specs],
-                [s.certificate.expiry_percent for s in specs])
+                [s.certificate.expiry_percent for s in specs],
+                [has_domain_check(s.scheme, s.host) for s in specs])
             before = rows[0]["monitors_before"]
             if before is None:
                 raise NotFound("Account not found.")  # deleted since it authenticated
@@ -393,6 +418,13 @@ class MonitorBatchesMixin(StoreBase):
             if new_host:
                 check_ids = [c for u in new_host
                              for c in (u.current.uptime_id, u.current.certificate_id)]
+                # The domain check follows the new host (added, kept or removed).
+                check_ids += [r["id"] for r in await conn.fetch(
+                    SQL_DOMAIN_CHECKS_OF_MONITORS, [u.current.id for u in new_host])]
+                notify.extend(check_ids)
+                notify.extend(r["id"] for r in await conn.fetch(
+                    SQL_SYNC_DOMAIN_CHECKS, [u.current.id for u in new_host],
+                    [has_domain_check(u.desired.scheme, u.desired.host) for u in new_host]))
                 for sql in (SQL_DELETE_PROBE_RESULTS, SQL_DELETE_ROLLUPS,
                             SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS):
                     await conn.execute(sql, check_ids)

@@ -21,6 +21,8 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
+import asyncpg
+
 from engine.db.base import CHANNEL_CHECKS, StoreBase
 from engine.db.monitor_records import (
     CheckRecord,
@@ -32,6 +34,7 @@ from engine.db.monitor_records import (
     monitor_of,
 )
 from engine.domain.timefmt import utcnow
+from engine.monitors.domain_settings import DOMAIN_INTERVAL, has_domain_check
 from engine.monitors.plan import certificate_enabled_on_create
 from engine.runtime.errors import LimitReached, NotFound
 
@@ -167,6 +170,16 @@ VALUES ($1, 'uptime', $2, $3, true, 'pending'),
        ($1, 'certificate_health', $4, 0, $5, CASE WHEN $5 THEN 'pending' ELSE 'paused' END)
 RETURNING {_CHECK_COLUMNS}
 """
+
+# A monitor's domain_expiry check (engine/monitors/domain_settings.py: has_domain_check).
+SQL_INSERT_DOMAIN_CHECK = f"""
+INSERT INTO checks AS c (monitor_id, kind, interval_s, is_enabled, status)
+VALUES ($1, 'domain_expiry', $2, true, 'pending')
+ON CONFLICT (monitor_id, kind) DO NOTHING
+RETURNING {_CHECK_COLUMNS}
+"""
+SQL_DELETE_DOMAIN_CHECK = (
+    "DELETE FROM checks WHERE monitor_id = $1 AND kind = 'domain_expiry' RETURNING id")
 
 # ON CONFLICT: the partial unique index allows one open period per check.
 SQL_OPEN_PERIODS = """
@@ -396,6 +409,9 @@ class MonitorsMixin(StoreBase):
             check_rows = await conn.fetch(
                 SQL_INSERT_CHECKS, monitor["id"], interval, notification_threshold,
                 certificate_interval, certificate_enabled_on_create(scheme))
+            if has_domain_check(scheme, host):
+                check_rows += await conn.fetch(
+                    SQL_INSERT_DOMAIN_CHECK, monitor["id"], DOMAIN_INTERVAL)
             checks = [CheckRecord.from_row(r) for r in check_rows]
             await conn.execute(SQL_OPEN_PERIODS, [c.id for c in checks if c.is_enabled])
             for c in checks:
@@ -445,6 +461,7 @@ class MonitorsMixin(StoreBase):
                 SQL_UPDATE_MONITOR, monitor_id, new_alias, url, scheme, host, port,
                 *new_config)
             if url_changed and host != current["host"]:
+                check_ids += await self._domain_check_follows(conn, monitor_id, scheme, host)
                 for sql in (SQL_DELETE_PROBE_RESULTS, SQL_DELETE_ROLLUPS,
                             SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS, SQL_DELETE_CERTIFICATES,
                             SQL_DELETE_PHASE_HOURS, SQL_DELETE_PHASE_DAYS):
@@ -457,6 +474,16 @@ class MonitorsMixin(StoreBase):
             for check_id in sorted(check_ids):
                 await self._notify(conn, CHANNEL_CHECKS, str(check_id))
         return MonitorRecord.from_rows(monitor, checks)
+
+    async def _domain_check_follows(
+        self, conn: asyncpg.Connection, monitor_id: int, scheme: str | None, host: str | None,
+    ) -> list[int]:
+        """A new host: the domain check is added or removed as the host now needs; the
+        ids of the checks added or removed."""
+        if has_domain_check(scheme or "", host or ""):
+            return [r["id"] for r in await conn.fetch(
+                SQL_INSERT_DOMAIN_CHECK, monitor_id, DOMAIN_INTERVAL)]
+        return [r["id"] for r in await conn.fetch(SQL_DELETE_DOMAIN_CHECK, monitor_id)]
 
     async def delete_monitor(self, account_id: int, monitor_id: int) -> None:
         """Delete the monitor with its checks and all their history (the schema cascades,

@@ -1,5 +1,6 @@
-"""The settings of a domain_expiry check: ``expiry_threshold_days``, the days before the
-domain's expiry at which ``domain_renewal_due`` is sent.
+"""Which monitors have a domain_expiry check (:func:`has_domain_check`), and its settings:
+``expiry_threshold_days``, the days before the domain's expiry at which
+``domain_renewal_due`` is sent.
 
 A list of whole days (each 1..365, at most :data:`MAX_THRESHOLDS`), stored largest first
 without repeats; ``[]`` sends none; null (or absent) means the defaults (30, 14, 7, 1).
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from engine.domain.domain_expiry import DEFAULT_THRESHOLDS
+from engine.domain.rdap import registrable_domain
 from engine.monitors.validation import (
     MAX_EXPIRY_DAYS,
     as_int,
@@ -23,6 +25,15 @@ from engine.runtime.settings import Plan
 
 FIELD: Final = "expiry_threshold_days"
 MAX_THRESHOLDS: Final = 8
+# A new domain check's interval: the answer it reads is refreshed once a day.
+DOMAIN_INTERVAL: Final = 14400
+
+
+def has_domain_check(scheme: str, host: str) -> bool:
+    """A monitor has a domain check when its URL's host is a name under a registrable
+    domain: not an IP literal, not a bare suffix or a single label (``localhost``);
+    heartbeat monitors have no host."""
+    return scheme != "heartbeat" and registrable_domain(host) is not None
 
 
 def validate_domain_thresholds(value: Any, field: str = FIELD) -> tuple[int, ...]:

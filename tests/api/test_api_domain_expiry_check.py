@@ -19,16 +19,11 @@ async def monitor_with_domain_check(
 ) -> tuple[int, int]:
     async with client.post("/webapi/monitors", json={"url": url}) as r:
         assert r.status == 201, await r.text()
-        monitor_id = (await r.json())["id"]
-    async with store.pool.acquire() as conn:
-        # Monitors created before the check existed get it from migration 0013; this one
-        # gets it here when creation did not add it.
-        check_id = await conn.fetchval(
-            "INSERT INTO checks (monitor_id, kind, interval_s, is_enabled, status)"
-            " VALUES ($1, 'domain_expiry', 14400, true, 'pending')"
-            " ON CONFLICT (monitor_id, kind) DO UPDATE SET kind = EXCLUDED.kind RETURNING id",
-            monitor_id)
-    return monitor_id, check_id
+        created = await r.json()
+    check = created["checks"]["domain_expiry"]
+    assert check == {"id": check["id"], "status": "pending", "interval": 14400,
+                     "is_enabled": True}
+    return created["id"], check["id"]
 
 
 async def send(client: aiohttp.ClientSession, method: str, path: str, body: Any = None
@@ -114,3 +109,23 @@ async def test_disable_and_enable(client: aiohttp.ClientSession, store: Store) -
         200, {"id": check_id, "is_enabled": False, "status": "paused"})
     assert await send(client, "POST", f"/webapi/checks/{check_id}/enable") == (
         200, {"id": check_id, "is_enabled": True, "status": "pending"})
+
+
+async def test_ip_literals_have_none_and_a_url_change_adds_or_removes_it(
+        client: aiohttp.ClientSession, store: Store) -> None:
+    status, created = await send(client, "POST", "/webapi/monitors",
+                                 {"url": "https://203.0.113.9/"})
+    assert status == 201 and set(created["checks"]) == {"uptime", "certificate_health"}
+    monitor_id = created["id"]
+    status, updated = await send(client, "PUT", f"/webapi/monitors/{monitor_id}",
+                                 {"url": "https://shop.example.co.uk/"})
+    assert status == 200 and "domain_expiry" in updated["checks"]
+    _, got = await send(client, "GET", f"/webapi/monitors/{monitor_id}")
+    assert got["checks"]["domain_expiry"]["status"] == "pending"
+    status, updated = await send(client, "PUT", f"/webapi/monitors/{monitor_id}",
+                                 {"url": "http://[2001:db8::5]:8080/"})
+    assert status == 200 and "domain_expiry" not in updated["checks"]
+    async with store.pool.acquire() as conn:
+        assert await conn.fetchval(
+            "SELECT count(*) FROM checks WHERE monitor_id = $1 AND kind = 'domain_expiry'",
+            monitor_id) == 0
