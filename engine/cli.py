@@ -275,16 +275,20 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
 
     shown = _shown(args)
     files = ", ".join(str(f) for f in settings.files) or "none (environment and defaults)"
-    data = _with_store(settings, fetch, shown=shown, detail=f"Settings files: {files}\n")
+    from engine.monitors import schemes
+
+    data = _with_store(settings, fetch, shown=shown, detail=(
+        f"Settings files: {files}\nMonitor URL schemes: {', '.join(schemes.names())}\n"))
     if args.json:
         for account, monitors in data:
             for m in monitors:
-                up, cert = m.checks["uptime"], m.checks["certificate_health"]
+                up, cert = m.checks.get("uptime"), m.checks.get("certificate_health")
                 sys.stdout.write(orjson.dumps({
                     "account": account.id, "monitor": m.id, "alias": m.alias, "url": m.url,
-                    "uptime": up.status, "uptime_error": up.error,
-                    "certificate_health": cert.status, "certificate_error": cert.error,
-                    "last_check_at": fmt(up.last_check_at),
+                    "uptime": up and up.status, "uptime_error": up and up.error,
+                    "certificate_health": cert and cert.status,
+                    "certificate_error": cert and cert.error,
+                    "last_check_at": fmt(up and up.last_check_at),
                 }).decode() + "\n")
         return 0
     for account, monitors in data:
@@ -295,11 +299,13 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
         sys.stdout.write(f"  {'ID':>6}  {'ALIAS':<28} {'UPTIME':<9} {'CERT':<9} {'30D %':>8}  "
                          f"{'LAST CHECK':<19}  ERROR\n")
         for m in monitors:
-            up, cert = m.checks["uptime"], m.checks["certificate_health"]
-            err = up.error or cert.error or ""
-            pct = m.uptime.uptime_percentage if m.uptime is not None else 100.0
-            sys.stdout.write(f"  {m.id:>6}  {m.alias[:28]:<28} {up.status:<9} {cert.status:<9} "
-                             f"{pct:>8.3f}  {fmt(up.last_check_at) or '-':<19}  {err[:60]}\n")
+            up, cert = m.checks.get("uptime"), m.checks.get("certificate_health")
+            err = (up and up.error) or (cert and cert.error) or ""
+            pct = f"{m.uptime.uptime_percentage:>8.3f}" if m.uptime is not None else f"{'-':>8}"
+            sys.stdout.write(
+                f"  {m.id:>6}  {m.alias[:28]:<28} {up.status if up else '-':<9} "
+                f"{cert.status if cert else '-':<9} {pct}  "
+                f"{fmt(up and up.last_check_at) or '-':<19}  {err[:60]}\n")
     return 0
 
 

@@ -30,6 +30,7 @@ from engine.db.monitors import (
     IDENTIFIER_BYTES,
     SQL_CLOSE_OUTAGE,
     SQL_CLOSE_PERIOD,
+    SQL_DELETE_CHECKS,
     SQL_DELETE_OUTAGES,
     SQL_DELETE_PERIODS,
     SQL_DELETE_PROBE_RESULTS,
@@ -41,13 +42,13 @@ from engine.db.monitors import (
     SQL_OPEN_PERIODS_OF_ENABLED,
     SQL_RESET_CHECKS,
 )
-from engine.monitors.domain_settings import DOMAIN_INTERVAL, has_domain_check
 from engine.monitors.plan import (
     CheckSettings,
     CurrentMonitor,
     MonitorSpec,
     Plan,
     SameRequest,
+    Update,
     plan,
 )
 from engine.runtime.errors import LimitReached, NotFound
@@ -62,41 +63,35 @@ def _for_many(sql: str, one: str, many: str) -> str:
 
 # --- reads -------------------------------------------------------------------------------
 
+# One row per check, by monitor then check id.
 SQL_MONITOR_SET = """
 SELECT m.id, m.identifier, m.key, m.alias, m.url, m.scheme, m.host, m.port,
        m.request, m.assertions,
-       u.id AS up_id, u.interval_s AS up_interval, u.notification_threshold_s AS up_threshold,
-       u.is_enabled AS up_enabled, u.recovery_threshold_s AS up_recovery,
-       c.id AS cert_id, c.interval_s AS cert_interval,
-       c.notification_threshold_s AS cert_threshold, c.is_enabled AS cert_enabled,
-       c.expiry_threshold_percent AS cert_percent
+       c.kind, c.id AS check_id, c.interval_s, c.notification_threshold_s, c.is_enabled,
+       c.recovery_threshold_s, c.expiry_threshold_percent, c.expiry_threshold_days
 FROM monitors m
-JOIN checks u ON u.monitor_id = m.id AND u.kind = 'uptime'
-JOIN checks c ON c.monitor_id = m.id AND c.kind = 'certificate_health'
+JOIN checks c ON c.monitor_id = m.id
 WHERE m.account_id = $1
-ORDER BY m.id
+ORDER BY m.id, c.id
 """
 
 # --- creates -----------------------------------------------------------------------------
 
-# Create monitors with both checks (enabled ones pending with an open enabled period,
+# Create monitors with their checks (enabled ones pending with an open enabled period,
 # disabled ones paused) and notify the engine of every new check, all in ONE statement:
 # outside a transaction it is one round trip and one commit for the whole batch. Item ``ord``
 # (from 1) is created when the account's count under its create lock plus ``ord`` is within
 # the item's limit; an item whose random identifier is taken is skipped (the caller draws
-# again). ``monitors_before`` is NULL when the account does not exist. One row per check,
-# joined to its monitor; a row of NULLs but ``monitors_before`` when nothing was created.
+# again). Checks come as parallel arrays, each naming its item's ``ord``. ``monitors_before``
+# is NULL when the account does not exist. One row per check, joined to its monitor; a row
+# of NULLs but ``monitors_before`` when nothing was created.
 SQL_CREATE_MONITORS = f"""
 WITH g AS MATERIALIZED (SELECT upwatch_lock_monitor_count($1) AS n),
 u AS MATERIALIZED (
     SELECT u.*
     FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                $8::text[], $9::bigint[], $10::int[], $11::int[], $12::bool[], $13::int[],
-                $14::int[], $15::bool[], $16::text[], $17::text[], $18::int[],
-                $19::int[], $20::bool[]) WITH ORDINALITY
-         AS u(identifier, alias, url, scheme, host, port, key, lim, up_interval, up_threshold,
-              up_enabled, cert_interval, cert_threshold, cert_enabled, request, assertions,
-              up_recovery, cert_percent, domain, ord)
+                $8::text[], $9::bigint[], $10::text[], $11::text[]) WITH ORDINALITY
+         AS u(identifier, alias, url, scheme, host, port, key, lim, request, assertions, ord)
     WHERE (SELECT n FROM g) + u.ord <= u.lim
 ),
 m AS (
@@ -111,17 +106,15 @@ m AS (
 c AS (
     INSERT INTO checks AS c (monitor_id, kind, interval_s, notification_threshold_s,
                              is_enabled, status, recovery_threshold_s,
-                             expiry_threshold_percent)
+                             expiry_threshold_percent, expiry_threshold_days)
     SELECT m.id, k.kind, k.interval_s, k.threshold_s, k.enabled,
-           CASE WHEN k.enabled THEN 'pending' ELSE 'paused' END, k.recovery, k.percent
+           CASE WHEN k.enabled THEN 'pending' ELSE 'paused' END, k.recovery, k.percent,
+           k.days::smallint[]
     FROM m JOIN u ON u.identifier = m.identifier
-    CROSS JOIN LATERAL (VALUES
-        (1, 'uptime', u.up_interval, u.up_threshold, u.up_enabled, u.up_recovery, 0),
-        (2, 'certificate_health', u.cert_interval, u.cert_threshold, u.cert_enabled, 0,
-         u.cert_percent),
-        (3, 'domain_expiry', {DOMAIN_INTERVAL}, 0, true, 0, 0)
-    ) AS k(n, kind, interval_s, threshold_s, enabled, recovery, percent)
-    WHERE k.n < 3 OR u.domain
+    JOIN unnest($12::bigint[], $13::text[], $14::int[], $15::int[], $16::bool[], $17::int[],
+                $18::int[], $19::text[]) WITH ORDINALITY
+         AS k(ord, kind, interval_s, threshold_s, enabled, recovery, percent, days, n)
+      ON k.ord = u.ord
     ORDER BY u.ord, k.n
     RETURNING {_CHECK_COLUMNS}
 ),
@@ -136,31 +129,32 @@ FROM g LEFT JOIN (c JOIN m ON m.id = c.monitor_id) ON true
 ORDER BY m.id, c.kind DESC
 """
 
+# Checks added to monitors (a new URL whose scheme brings a check the monitor lacked),
+# enabled ones pending with an open enabled period.
+SQL_ADD_CHECKS = """
+WITH c AS (
+    INSERT INTO checks AS c (monitor_id, kind, interval_s, notification_threshold_s,
+                             is_enabled, status, recovery_threshold_s,
+                             expiry_threshold_percent, expiry_threshold_days)
+    SELECT k.monitor_id, k.kind, k.interval_s, k.threshold_s, k.enabled,
+           CASE WHEN k.enabled THEN 'pending' ELSE 'paused' END, k.recovery, k.percent,
+           k.days::smallint[]
+    FROM unnest($1::bigint[], $2::text[], $3::int[], $4::int[], $5::bool[], $6::int[],
+                $7::int[], $8::text[]) AS k(monitor_id, kind, interval_s, threshold_s, enabled,
+                                            recovery, percent, days)
+    RETURNING c.id, c.is_enabled
+),
+periods AS (
+    INSERT INTO check_periods (check_id, started_at)
+    SELECT c.id, clock_timestamp() FROM c WHERE c.is_enabled
+)
+SELECT id FROM c
+"""
+
 # One NOTIFY per check (the engine reloads each), sent on commit.
 SQL_NOTIFY_CHECKS = "SELECT pg_notify($1, t.id::text) FROM unnest($2::bigint[]) AS t(id)"
 
 # --- updates and deletes of a set --------------------------------------------------------
-
-SQL_DOMAIN_CHECKS_OF_MONITORS = (
-    "SELECT id FROM checks WHERE monitor_id = ANY($1::bigint[]) AND kind = 'domain_expiry'")
-
-# Each monitor's domain_expiry check as its new host needs ($2: has_domain_check): added
-# when missing, removed when the host no longer has one; the ids added or removed.
-SQL_SYNC_DOMAIN_CHECKS = f"""
-WITH u AS (SELECT * FROM unnest($1::bigint[], $2::bool[]) AS u(id, domain)),
-ins AS (
-    INSERT INTO checks (monitor_id, kind, interval_s, is_enabled, status)
-    SELECT u.id, 'domain_expiry', {DOMAIN_INTERVAL}, true, 'pending' FROM u WHERE u.domain
-    ON CONFLICT (monitor_id, kind) DO NOTHING
-    RETURNING id
-),
-del AS (
-    DELETE FROM checks c USING u
-    WHERE c.monitor_id = u.id AND c.kind = 'domain_expiry' AND NOT u.domain
-    RETURNING c.id
-)
-SELECT id FROM ins UNION ALL SELECT id FROM del
-"""
 
 SQL_UPDATE_MONITORS = """
 UPDATE monitors AS m
@@ -183,9 +177,10 @@ SQL_UPDATE_CHECK_SETTINGS = """
 UPDATE checks AS c
 SET interval_s = u.interval_s, notification_threshold_s = u.threshold_s,
     recovery_threshold_s = u.recovery, expiry_threshold_percent = u.percent,
+    expiry_threshold_days = u.days::smallint[],
     config_version = c.config_version + 1, updated_at = now()
-FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[])
-     AS u(id, interval_s, threshold_s, recovery, percent)
+FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::text[])
+     AS u(id, interval_s, threshold_s, recovery, percent, days)
 WHERE c.id = u.id
 """
 
@@ -222,21 +217,40 @@ def _as_given(request: Any, previous: Any) -> Any:
     return request
 
 
-def _current_of(row: asyncpg.Record) -> CurrentMonitor:
-    return CurrentMonitor(
-        id=row["id"], identifier=row["identifier"], uptime_id=row["up_id"],
-        certificate_id=row["cert_id"],
-        spec=MonitorSpec(
-            key=row["key"], url=row["url"], scheme=row["scheme"], host=row["host"],
-            port=row["port"], alias=row["alias"],
-            uptime=CheckSettings(row["up_interval"], row["up_threshold"], row["up_enabled"],
-                                 recovery_s=row["up_recovery"]),
-            certificate=CheckSettings(
-                row["cert_interval"], row["cert_threshold"], row["cert_enabled"],
-                expiry_percent=row["cert_percent"]),
-            request=row["request"], assertions=row["assertions"],
-        ),
-    )
+def _settings_of(row: asyncpg.Record) -> CheckSettings:
+    days = row["expiry_threshold_days"]
+    return CheckSettings(row["interval_s"], row["notification_threshold_s"], row["is_enabled"],
+                         recovery_s=row["recovery_threshold_s"],
+                         expiry_percent=row["expiry_threshold_percent"],
+                         expiry_days=None if days is None else tuple(days))
+
+
+def _days_text(days: tuple[int, ...] | None) -> str | None:
+    """A domain check's thresholds for a ``text[]`` parameter (cast to smallint[] in SQL:
+    unnest flattens an array of arrays)."""
+    return None if days is None else "{" + ",".join(map(str, days)) + "}"
+
+
+def _currents_of(rows: Sequence[asyncpg.Record]) -> list[CurrentMonitor]:
+    """SQL_MONITOR_SET's rows (one per check, by monitor) as monitors."""
+    out: list[CurrentMonitor] = []
+    start = 0
+    for i in range(1, len(rows) + 1):
+        if i < len(rows) and rows[i]["id"] == rows[start]["id"]:
+            continue
+        group, row = rows[start:i], rows[start]
+        out.append(CurrentMonitor(
+            id=row["id"], identifier=row["identifier"],
+            check_ids={r["kind"]: r["check_id"] for r in group},
+            spec=MonitorSpec(
+                key=row["key"], url=row["url"], scheme=row["scheme"], host=row["host"],
+                port=row["port"], alias=row["alias"],
+                checks={r["kind"]: _settings_of(r) for r in group},
+                request=row["request"], assertions=row["assertions"],
+            ),
+        ))
+        start = i
+    return out
 
 
 def _json_or_none(value: Any) -> str | None:
@@ -258,8 +272,7 @@ class MonitorBatchesMixin(StoreBase):
     async def monitor_set(self, account_id: int) -> list[CurrentMonitor]:
         """Every monitor of the account with its checks' settings, in id order (one query,
         no figures): what export writes and apply compares against."""
-        rows = await self._fetch(SQL_MONITOR_SET, account_id)
-        return [_current_of(r) for r in rows]
+        return _currents_of(await self._fetch(SQL_MONITOR_SET, account_id))
 
     async def create_monitors(
         self, account_id: int, items: Sequence[tuple[MonitorSpec, int]]
@@ -295,7 +308,7 @@ class MonitorBatchesMixin(StoreBase):
         async with self._tx() as conn:
             if await conn.fetchval(SQL_LOCK_ACCOUNT, account_id) is None:
                 raise NotFound("Account not found.")
-            current = [_current_of(r) for r in await conn.fetch(SQL_MONITOR_SET, account_id)]
+            current = _currents_of(await conn.fetch(SQL_MONITOR_SET, account_id))
             todo = (plan(current, desired, prune=prune) if same_request is None
                     else plan(current, desired, prune=prune, same_request=same_request))
             over = todo.over_limit(len(current), monitor_limit)
@@ -328,20 +341,20 @@ class MonitorBatchesMixin(StoreBase):
                 break
             identifiers = [secrets.token_urlsafe(IDENTIFIER_BYTES) for _ in pending]
             specs = [items[i][0] for i in pending]
+            checks = [(n, kind, c) for n, s in enumerate(specs, 1)
+                      for kind, c in s.checks.items()]
             rows = await conn.fetch(
                 SQL_CREATE_MONITORS, account_id, identifiers,
                 [s.alias for s in specs], [s.url for s in specs], [s.scheme for s in specs],
                 [s.host for s in specs], [s.port for s in specs], [s.key for s in specs],
                 [items[i][1] for i in pending],
-                [s.uptime.interval for s in specs], [s.uptime.threshold_s for s in specs],
-                [s.uptime.enabled for s in specs], [s.certificate.interval for s in specs],
-                [s.certificate.threshold_s for s in specs],
-                [s.certificate.enabled for s in specs],
                 [_json_or_none(s.request) for s in specs],
                 [_json_or_none(s.assertions) for s in specs],
-                [s.uptime.recovery_s for s in specs],
-                [s.certificate.expiry_percent for s in specs],
-                [has_domain_check(s.scheme, s.host) for s in specs])
+                [n for n, _, _ in checks], [k for _, k, _ in checks],
+                [c.interval for _, _, c in checks], [c.threshold_s for _, _, c in checks],
+                [bool(c.enabled) for _, _, c in checks], [c.recovery_s for _, _, c in checks],
+                [c.expiry_percent for _, _, c in checks],
+                [_days_text(c.expiry_days) for _, _, c in checks])
             before = rows[0]["monitors_before"]
             if before is None:
                 raise NotFound("Account not found.")  # deleted since it authenticated
@@ -376,7 +389,7 @@ class MonitorBatchesMixin(StoreBase):
         notify: list[int], progress: Progress | None,
     ) -> None:
         for chunk in _chunks(deletes):
-            check_ids = [c for m in chunk for c in (m.uptime_id, m.certificate_id)]
+            check_ids = [c for m in chunk for c in m.check_ids.values()]
             await conn.execute(SQL_DELETE_PROBE_RESULTS, check_ids)
             await conn.execute(SQL_DELETE_MONITORS, [m.id for m in chunk], account_id)
             notify += check_ids
@@ -416,15 +429,7 @@ class MonitorBatchesMixin(StoreBase):
             # A new host is a new site: history goes, state starts over.
             new_host = [u for u in chunk if u.host_changed]
             if new_host:
-                check_ids = [c for u in new_host
-                             for c in (u.current.uptime_id, u.current.certificate_id)]
-                # The domain check follows the new host (added, kept or removed).
-                check_ids += [r["id"] for r in await conn.fetch(
-                    SQL_DOMAIN_CHECKS_OF_MONITORS, [u.current.id for u in new_host])]
-                notify.extend(check_ids)
-                notify.extend(r["id"] for r in await conn.fetch(
-                    SQL_SYNC_DOMAIN_CHECKS, [u.current.id for u in new_host],
-                    [has_domain_check(u.desired.scheme, u.desired.host) for u in new_host]))
+                check_ids = [c for u in new_host for c in u.current.check_ids.values()]
                 for sql in (SQL_DELETE_PROBE_RESULTS, SQL_DELETE_ROLLUPS,
                             SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS):
                     await conn.execute(sql, check_ids)
@@ -444,15 +449,15 @@ class MonitorBatchesMixin(StoreBase):
                 u.url_changed or {"request", "assertions"} & set(u.changes))]
             if same_host:
                 await conn.execute(SQL_BUMP_CHECKS_OF_MONITORS, same_host)
+            await self._change_check_sets(conn, chunk, notify)
             settings: list[tuple[int, CheckSettings]] = []
             enable: list[int] = []
             disable: list[int] = []
             for u in chunk:
-                for check_id, cur, des in (
-                    (u.current.uptime_id, u.current.spec.uptime, u.desired.uptime),
-                    (u.current.certificate_id, u.current.spec.certificate,
-                     u.desired.certificate),
-                ):
+                for kind, check_id in u.current.check_ids.items():
+                    cur, des = u.current.spec.checks[kind], u.desired.checks.get(kind)
+                    if des is None:
+                        continue  # dropped above
                     # Every setting but ``enabled`` (enabling and disabling come below).
                     if replace(cur, enabled=des.enabled) != des:
                         settings.append((check_id, des))
@@ -463,7 +468,8 @@ class MonitorBatchesMixin(StoreBase):
                     SQL_UPDATE_CHECK_SETTINGS, [c for c, _ in settings],
                     [s.interval for _, s in settings], [s.threshold_s for _, s in settings],
                     [s.recovery_s for _, s in settings],
-                    [s.expiry_percent for _, s in settings])
+                    [s.expiry_percent for _, s in settings],
+                    [_days_text(s.expiry_days) for _, s in settings])
             if enable:
                 await conn.execute(SQL_ENABLE_CHECKS, enable)
                 await conn.execute(SQL_OPEN_PERIODS, enable)
@@ -471,6 +477,28 @@ class MonitorBatchesMixin(StoreBase):
                 await conn.execute(SQL_DISABLE_CHECKS, disable)
                 await conn.execute(SQL_CLOSE_PERIODS, disable)
                 await conn.execute(SQL_CLOSE_OUTAGES, disable)
-            notify += [c for u in chunk for c in (u.current.uptime_id, u.current.certificate_id)]
+            notify += [c for u in chunk for c in u.current.check_ids.values()]
             if progress is not None:
                 progress(len(chunk))
+
+    async def _change_check_sets(
+        self, conn: asyncpg.Connection, chunk: Sequence[Update], notify: list[int],
+    ) -> None:
+        """Monitors whose new URL brings a different set of checks: the checks they lose
+        are deleted with their history, those they gain are created as on create."""
+        gone = [u.current.check_ids[k] for u in chunk for k in u.current.check_ids
+                if k not in u.desired.checks]
+        if gone:
+            await conn.execute(SQL_DELETE_PROBE_RESULTS, gone)
+            await conn.execute(SQL_DELETE_CHECKS, gone)
+            notify += gone
+        new = [(u.current.id, k, c) for u in chunk for k, c in u.desired.checks.items()
+               if k not in u.current.check_ids]
+        if new:
+            rows = await conn.fetch(
+                SQL_ADD_CHECKS, [m for m, _, _ in new], [k for _, k, _ in new],
+                [c.interval for _, _, c in new], [c.threshold_s for _, _, c in new],
+                [bool(c.enabled) for _, _, c in new], [c.recovery_s for _, _, c in new],
+                [c.expiry_percent for _, _, c in new],
+                [_days_text(c.expiry_days) for _, _, c in new])
+            notify += [r["id"] for r in rows]

@@ -93,8 +93,9 @@ class UptimeFigures:
 
 @dataclass(frozen=True, slots=True)
 class MonitorRecord:
-    """A monitor with both checks (``checks["uptime"]``, ``checks["certificate_health"]``)
-    and, on list and get, the uptime check's 30-day figures."""
+    """A monitor with its checks by kind (those
+    :func:`engine.monitors.checkset.checks_of` gives it) and, on list and get, the uptime
+    check's 30-day figures (None for a monitor without one)."""
 
     id: int
     identifier: str
@@ -142,13 +143,13 @@ class StatisticsRecord:
     """A monitor's statistics as of ``now``: figures and outages (newest first)."""
 
     now: datetime
-    figures: UptimeFigures
+    figures: UptimeFigures | None  # None: the monitor has no uptime check
     outages: list[OutageRecord]
 
 
 def group_monitors(rows: list[asyncpg.Record]) -> list[MonitorRecord]:
-    """Rows of monitor x check, ordered by monitor, the uptime check's row carrying the
-    figures, into records."""
+    """Rows of monitor x check, ordered by monitor, the uptime check's row (if any)
+    carrying the figures, into records."""
     out: list[MonitorRecord] = []
     group: list[asyncpg.Record] = []
     for row in rows:
@@ -163,8 +164,5 @@ def group_monitors(rows: list[asyncpg.Record]) -> list[MonitorRecord]:
 
 def monitor_of(group: list[asyncpg.Record]) -> MonitorRecord:
     checks = [CheckRecord.from_row(r, "check_id") for r in group]
-    uptime = next(
-        (UptimeFigures.from_row(r) for r in group if r["kind"] == "uptime"),
-        UptimeFigures.empty(),
-    )
+    uptime = next((UptimeFigures.from_row(r) for r in group if r["kind"] == "uptime"), None)
     return MonitorRecord.from_rows(group[0], checks, uptime)

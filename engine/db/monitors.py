@@ -18,10 +18,9 @@ of an account's monitors in a fixed number of queries.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
-
-import asyncpg
 
 from engine.db.base import CHANNEL_CHECKS, StoreBase
 from engine.db.monitor_records import (
@@ -34,8 +33,8 @@ from engine.db.monitor_records import (
     monitor_of,
 )
 from engine.domain.timefmt import utcnow
-from engine.monitors.domain_settings import DOMAIN_INTERVAL, has_domain_check
-from engine.monitors.plan import certificate_enabled_on_create
+from engine.monitors.checkset import UPTIME, checks_of, enabled_on_create, interval_on_create
+from engine.monitors.domain_settings import stored_thresholds
 from engine.runtime.errors import LimitReached, NotFound
 
 STATS_WINDOW = timedelta(days=30)
@@ -97,7 +96,7 @@ _FIGURE_COLUMNS = """
        COALESCE(p.seconds, 0) AS enabled_seconds,
        open_outage.started_at AS offline_since"""
 
-# Monitors with both checks, the uptime check's figures on its row: ONE statement, so one
+# Monitors with their checks, the uptime check's figures on its row: ONE statement, so one
 # round trip and one snapshot for a list or a get.
 _MONITORS_WITH_FIGURES = f"""
 SELECT {_MONITOR_COLUMNS}, {_CHECK_COLUMNS.replace("c.id,", "c.id AS check_id,", 1)},
@@ -142,6 +141,12 @@ LIMIT $3
 
 SQL_COUNT_MONITORS = "SELECT count(*) FROM monitors WHERE account_id = $1"
 
+SQL_SCHEME_OF_MONITOR = "SELECT scheme FROM monitors WHERE account_id = $1 AND id = $2"
+SQL_SCHEME_OF_CHECK = """
+SELECT m.scheme FROM checks c JOIN monitors m ON m.id = c.monitor_id
+WHERE m.account_id = $1 AND c.id = $2
+"""
+
 SQL_CHECK_OF_ACCOUNT = f"""
 SELECT {_CHECK_COLUMNS}
 FROM checks c JOIN monitors m ON m.id = c.monitor_id
@@ -162,24 +167,18 @@ ON CONFLICT (identifier) DO NOTHING
 RETURNING {_MONITOR_COLUMNS}
 """
 
-# $5: whether the certificate check starts enabled (pending) or paused.
+# Checks of monitor $1 by kind $2, with interval $3, threshold $4 and enabled $5 (pending)
+# or not (paused), in the order given.
 SQL_INSERT_CHECKS = f"""
 INSERT INTO checks AS c (monitor_id, kind, interval_s, notification_threshold_s, is_enabled,
                          status)
-VALUES ($1, 'uptime', $2, $3, true, 'pending'),
-       ($1, 'certificate_health', $4, 0, $5, CASE WHEN $5 THEN 'pending' ELSE 'paused' END)
+SELECT $1, k.kind, k.interval_s, k.threshold_s, k.enabled,
+       CASE WHEN k.enabled THEN 'pending' ELSE 'paused' END
+FROM unnest($2::text[], $3::int[], $4::int[], $5::bool[]) WITH ORDINALITY
+     AS k(kind, interval_s, threshold_s, enabled, n)
+ORDER BY k.n
 RETURNING {_CHECK_COLUMNS}
 """
-
-# A monitor's domain_expiry check (engine/monitors/domain_settings.py: has_domain_check).
-SQL_INSERT_DOMAIN_CHECK = f"""
-INSERT INTO checks AS c (monitor_id, kind, interval_s, is_enabled, status)
-VALUES ($1, 'domain_expiry', $2, true, 'pending')
-ON CONFLICT (monitor_id, kind) DO NOTHING
-RETURNING {_CHECK_COLUMNS}
-"""
-SQL_DELETE_DOMAIN_CHECK = (
-    "DELETE FROM checks WHERE monitor_id = $1 AND kind = 'domain_expiry' RETURNING id")
 
 # ON CONFLICT: the partial unique index allows one open period per check.
 SQL_OPEN_PERIODS = """
@@ -240,6 +239,7 @@ RETURNING {_CHECK_COLUMNS}
 """
 
 SQL_DELETE_MONITOR = "DELETE FROM monitors WHERE id = $1"
+SQL_DELETE_CHECKS = "DELETE FROM checks WHERE id = ANY($1::bigint[])"
 
 # --- checks --------------------------------------------------------------------------------
 
@@ -293,6 +293,28 @@ ON CONFLICT DO NOTHING
 """
 
 
+async def _follow_check_set(
+    conn: Any, monitor_id: int, checks: list[CheckRecord], want: Sequence[str], scheme: str,
+    interval: int,
+) -> list[CheckRecord]:
+    """The monitor's checks made ``want``: those it no longer has deleted with their
+    history, those it gains created as on create (at ``interval``, no threshold)."""
+    gone = [c.id for c in checks if c.kind not in want]
+    if gone:
+        await conn.execute(SQL_DELETE_PROBE_RESULTS, gone)
+        await conn.execute(SQL_DELETE_CHECKS, gone)
+    have = {c.kind for c in checks}
+    new = [k for k in want if k not in have]
+    added: list[CheckRecord] = []
+    if new:
+        added = [CheckRecord.from_row(r) for r in await conn.fetch(
+            SQL_INSERT_CHECKS, monitor_id, new, [interval_on_create(k, interval) for k in new],
+            [0] * len(new),
+            [enabled_on_create(k, scheme) for k in new])]
+        await conn.execute(SQL_OPEN_PERIODS, [c.id for c in added if c.is_enabled])
+    return [c for c in checks if c.id not in gone] + added
+
+
 # Period and outage boundaries use clock_timestamp(), not now(): now() is when the
 # transaction began, and a toggle that waited for the row lock would otherwise stamp a time
 # before the one it waited for, making enabled periods overlap.
@@ -332,20 +354,35 @@ class MonitorsMixin(StoreBase):
             raise NotFound("Monitor not found.")
         return {r["kind"]: r["id"] for r in rows}
 
+    async def scheme_of(
+        self, account_id: int, *, monitor_id: int | None = None, check_id: int | None = None
+    ) -> str | None:
+        """The URL scheme of the account's monitor ``monitor_id`` (or of check
+        ``check_id``'s monitor); None when the account has no such monitor or check."""
+        if monitor_id is not None:
+            scheme: str | None = await self._fetchval(
+                SQL_SCHEME_OF_MONITOR, account_id, monitor_id)
+        else:
+            scheme = await self._fetchval(SQL_SCHEME_OF_CHECK, account_id, check_id)
+        return scheme
+
     async def count_monitors(self, account_id: int) -> int:
         return int(await self._fetchval(SQL_COUNT_MONITORS, account_id))
 
     async def monitor_statistics(
         self, account_id: int, monitor_id: int, *, now: datetime | None = None
     ) -> StatisticsRecord:
-        """30-day statistics of the monitor's uptime check (decisions.md "Statistics")."""
+        """30-day statistics of the monitor's uptime check (decisions.md "Statistics");
+        figures None and no outages for a monitor without one."""
         now = now or utcnow()
         since = now - STATS_WINDOW
         async with self._conn() as conn:
             row = await conn.fetchrow(
                 SQL_UPTIME_FIGURES_OF_MONITOR, account_id, monitor_id, since, now)
             if row is None:
-                raise NotFound("Monitor not found.")
+                if not await conn.fetch(SQL_CHECK_IDS_OF_MONITOR, account_id, monitor_id):
+                    raise NotFound("Monitor not found.")
+                return StatisticsRecord(now=now, figures=None, outages=[])
             rows = await conn.fetch(
                 SQL_OUTAGES_IN_WINDOW, row["check_id"], since, MAX_OUTAGES_LISTED)
         outages = [
@@ -377,12 +414,14 @@ class MonitorsMixin(StoreBase):
         monitor_limit: int,
         request: Any = None,
         assertions: Any = None,
+        kinds: Sequence[str] | None = None,
     ) -> MonitorRecord:
-        """Create a monitor with an enabled, pending uptime check (``interval``,
-        ``notification_threshold``) and a certificate check (``certificate_interval``, no
-        expiry threshold), enabled and pending for an https URL, paused for an http one
-        (``certificate_enabled_on_create``), each enabled one with an open enabled period,
-        and notify the engine.
+        """Create a monitor with its checks (``kinds``; None: those
+        ``checkset.checks_of`` gives its URL): an enabled, pending uptime check
+        (``interval``, ``notification_threshold``), the others at ``certificate_interval``
+        with no threshold, enabled (pending) or paused as ``checkset.enabled_on_create``
+        says (a certificate check: paused for an http URL), each enabled one with an open
+        enabled period, and notify the engine.
 
         Raises LimitReached when the account already has ``monitor_limit`` monitors, and
         NotFound when the account no longer exists. ``request``/``assertions``: stored
@@ -406,12 +445,14 @@ class MonitorsMixin(StoreBase):
                     break
             if monitor is None:  # 72 random bits colliding five times: something is broken
                 raise RuntimeError("could not allocate a unique monitor identifier")
+            chosen = list(checks_of(scheme, host) if kinds is None else kinds)
+            uptime = [k == UPTIME for k in chosen]
             check_rows = await conn.fetch(
-                SQL_INSERT_CHECKS, monitor["id"], interval, notification_threshold,
-                certificate_interval, certificate_enabled_on_create(scheme))
-            if has_domain_check(scheme, host):
-                check_rows += await conn.fetch(
-                    SQL_INSERT_DOMAIN_CHECK, monitor["id"], DOMAIN_INTERVAL)
+                SQL_INSERT_CHECKS, monitor["id"], chosen,
+                [interval if up else interval_on_create(k, certificate_interval)
+                 for k, up in zip(chosen, uptime, strict=True)],
+                [notification_threshold if up else 0 for up in uptime],
+                [up or enabled_on_create(k, scheme) for k, up in zip(chosen, uptime, strict=True)])
             checks = [CheckRecord.from_row(r) for r in check_rows]
             await conn.execute(SQL_OPEN_PERIODS, [c.id for c in checks if c.is_enabled])
             for c in checks:
@@ -429,8 +470,13 @@ class MonitorsMixin(StoreBase):
         host: str | None = None,
         port: str | None = None,
         config: tuple[Any, Any] | None = None,
+        new_check_interval: int = 3600,
     ) -> MonitorRecord:
         """Change the alias and/or URL (``url``, ``scheme``, ``host``, ``port`` together).
+
+        A URL whose scheme gives the monitor another set of checks (``checkset.checks_of``)
+        deletes the checks it loses with their history and creates those it gains as on
+        create (at ``new_check_interval``).
 
         A new host deletes both checks' probe results, rollups, outages and periods, puts
         enabled checks back to pending with fresh periods and clears their state. Any other
@@ -461,7 +507,6 @@ class MonitorsMixin(StoreBase):
                 SQL_UPDATE_MONITOR, monitor_id, new_alias, url, scheme, host, port,
                 *new_config)
             if url_changed and host != current["host"]:
-                check_ids += await self._domain_check_follows(conn, monitor_id, scheme, host)
                 for sql in (SQL_DELETE_PROBE_RESULTS, SQL_DELETE_ROLLUPS,
                             SQL_DELETE_OUTAGES, SQL_DELETE_PERIODS, SQL_DELETE_CERTIFICATES,
                             SQL_DELETE_PHASE_HOURS, SQL_DELETE_PHASE_DAYS):
@@ -470,20 +515,14 @@ class MonitorsMixin(StoreBase):
                 await conn.execute(SQL_OPEN_PERIODS_OF_ENABLED, monitor_id)
             elif url_changed:
                 check_rows = await conn.fetch(SQL_BUMP_CHECKS_OF_MONITOR, monitor_id)
-            checks = [CheckRecord.from_row(r) for r in check_rows]
-            for check_id in sorted(check_ids):
+            assert scheme is not None and host is not None
+            checks = await _follow_check_set(
+                conn, monitor_id, [CheckRecord.from_row(r) for r in check_rows],
+                checks_of(scheme, host), scheme, new_check_interval)
+            check_ids = sorted({*check_ids, *(c.id for c in checks)})
+            for check_id in check_ids:
                 await self._notify(conn, CHANNEL_CHECKS, str(check_id))
         return MonitorRecord.from_rows(monitor, checks)
-
-    async def _domain_check_follows(
-        self, conn: asyncpg.Connection, monitor_id: int, scheme: str | None, host: str | None,
-    ) -> list[int]:
-        """A new host: the domain check is added or removed as the host now needs; the
-        ids of the checks added or removed."""
-        if has_domain_check(scheme or "", host or ""):
-            return [r["id"] for r in await conn.fetch(
-                SQL_INSERT_DOMAIN_CHECK, monitor_id, DOMAIN_INTERVAL)]
-        return [r["id"] for r in await conn.fetch(SQL_DELETE_DOMAIN_CHECK, monitor_id)]
 
     async def delete_monitor(self, account_id: int, monitor_id: int) -> None:
         """Delete the monitor with its checks and all their history (the schema cascades,
@@ -537,7 +576,7 @@ class MonitorsMixin(StoreBase):
             )
             new_days = (
                 check.expiry_threshold_days if expiry_threshold_days is None
-                else expiry_threshold_days
+                else stored_thresholds(expiry_threshold_days)
             )
             if (new_interval, new_threshold, new_recovery, new_percent, new_days) == (
                 check.interval, check.notification_threshold, check.recovery_threshold,

@@ -65,7 +65,9 @@ import tomli
 
 from engine.monitors import requests as requestconfig
 from engine.monitors import schemes, validation
-from engine.monitors.plan import CheckSettings, CurrentMonitor, MonitorSpec
+from engine.monitors.checkset import DOMAIN, ORDER, checks_of
+from engine.monitors.domain_settings import shown_thresholds, stored_thresholds
+from engine.monitors.plan import SETTING_ATTRIBUTES, CheckSettings, CurrentMonitor, MonitorSpec
 from engine.runtime.errors import ValidationFailed
 from engine.runtime.settings import Plan
 
@@ -74,8 +76,10 @@ UPTIME = "uptime"
 CERTIFICATE = "certificate_health"
 # Top-level fields of an entry besides its check tables.
 MONITOR_FIELDS: tuple[str, ...] = ("key", "url", "alias", "request", "assertions")
+# The check tables an entry may hold (each only when the monitor has that check:
+# checkset.checks_of), and their keys.
 CHECK_FIELDS: dict[str, tuple[str, ...]] = {
-    kind: (*validation.CHECK_UPDATE_FIELDS[kind], "enabled") for kind in (UPTIME, CERTIFICATE)
+    kind: (*validation.CHECK_UPDATE_FIELDS[kind], "enabled") for kind in ORDER
 }
 # The largest file read: ten thousand monitors are about 2 MB (the API's monitor set body
 # takes the same).
@@ -182,9 +186,9 @@ def _check_settings(table: Any, kind: str, plan: Plan) -> _Checked:
         update = validation.validate_check_update(body, kind, plan)
     except ValidationFailed as exc:
         errors.update(_prefixed(exc, kind))
-    # An unstated certificate ``enabled`` is None: the plan resolves it (created as the API
-    # creates it, else left as it is).
-    enabled: bool | None = None if kind == CERTIFICATE else True
+    # An unstated ``enabled`` of a check other than uptime is None: the plan resolves it
+    # (created as the API creates it, else left as it is).
+    enabled: bool | None = True if kind == UPTIME else None
     if "enabled" in table:
         try:
             enabled = _as_bool(table["enabled"], "enabled")
@@ -197,11 +201,12 @@ def _check_settings(table: Any, kind: str, plan: Plan) -> _Checked:
         threshold = update.notification_threshold_s
         threshold_s = validation.DEFAULT_THRESHOLD if threshold is None else threshold
     else:
-        interval = update.interval or validation.certificate_interval(plan)
+        interval = update.interval or validation.check_interval(kind, plan)
         threshold_s = update.notification_threshold_s or 0
     return CheckSettings(interval=interval, threshold_s=threshold_s, enabled=enabled,
                          recovery_s=update.recovery_threshold_s or 0,
-                         expiry_percent=update.expiry_threshold_percent or 0), {}
+                         expiry_percent=update.expiry_threshold_percent or 0,
+                         expiry_days=stored_thresholds(update.expiry_threshold_days)), {}
 
 
 class _CheckCache:
@@ -265,18 +270,28 @@ def _entry(raw: Any, index: int, plan: Plan, checks: _CheckCache,
             body, True, lambda: validation.validate_monitor_create(body, plan))
     except ValidationFailed as exc:
         errors.update(_prefixed(exc, prefix))
-    settings: dict[str, CheckSettings | None] = {}
+    # The monitor's checks; before its URL is known, every kind's table is read for errors.
+    kinds = CHECK_FIELDS if create is None else checks_of(create.target.scheme,
+                                                          create.target.host)
+    settings: dict[str, CheckSettings] = {}
     for kind in CHECK_FIELDS:
-        settings[kind], table_errors = checks.read(raw.get(kind), kind)
+        if kind not in kinds:
+            if raw.get(kind) is not None:
+                scheme = create.target.scheme if create is not None else ""
+                errors.setdefault(f"{prefix}.{kind}", []).append(
+                    f"A {scheme}:// monitor has no {kind} check.")
+            continue
+        got, table_errors = checks.read(raw.get(kind), kind)
         for name, messages in table_errors.items():
             errors.setdefault(f"{prefix}.{name}", []).extend(messages)
-    uptime, certificate = settings[UPTIME], settings[CERTIFICATE]
+        if got is not None:
+            settings[kind] = got
     url = create.target.url if create is not None else None
-    if len(errors) > before or create is None or uptime is None or certificate is None:
+    if len(errors) > before or create is None or len(settings) != len(kinds):
         return _Read(None, key, url)
     t = create.target
     return _Read(MonitorSpec(key=key, url=t.url, scheme=t.scheme, host=t.host, port=t.port,
-                             alias=create.alias, uptime=uptime, certificate=certificate,
+                             alias=create.alias, checks=settings,
                              request=config.request, assertions=config.assertions),
                  key, url)
 
@@ -344,16 +359,24 @@ def entry_of(spec: MonitorSpec, *, key: str | None = None) -> dict[str, Any]:
     if spec.assertions:
         entry["assertions"] = [
             _no_nulls(a) for a in requestconfig.shown_assertions(spec.assertions) or []]
-    entry[UPTIME] = {"interval": spec.uptime.interval,
-                     "notification_threshold": spec.uptime.threshold_s,
-                     "recovery_threshold": spec.uptime.recovery_s,
-                     "enabled": spec.uptime.enabled}
-    entry[CERTIFICATE] = {"interval": spec.certificate.interval,
-                          "expiry_threshold_days":
-                              spec.certificate.threshold_s // validation.SECONDS_PER_DAY,
-                          "expiry_threshold_percent": spec.certificate.expiry_percent,
-                          "enabled": spec.certificate.enabled}
+    for kind in ORDER:
+        settings = spec.checks.get(kind)
+        if settings is not None:
+            entry[kind] = _table_of(kind, settings)
     return entry
+
+
+def _table_of(kind: str, settings: CheckSettings) -> dict[str, Any]:
+    """A check table, every key of ``plan.SETTING_ATTRIBUTES[kind]`` in its order."""
+    table: dict[str, Any] = {}
+    for name, attribute in SETTING_ATTRIBUTES[kind]:
+        value = getattr(settings, attribute)
+        if kind == DOMAIN and name == "expiry_threshold_days":
+            table[name] = shown_thresholds(value)  # a list of days, the defaults written out
+        else:
+            table[name] = (value // validation.SECONDS_PER_DAY if name.endswith("_days")
+                           else value)
+    return table
 
 
 def _no_nulls(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -388,6 +411,8 @@ def _toml_value(value: Any) -> str:
         return str(value)
     if isinstance(value, float):  # finite (validated): repr is a TOML float
         return repr(value)
+    if isinstance(value, list):  # of scalars (a domain check's days)
+        return "[" + ", ".join(map(_toml_value, value)) + "]"
     text = str(value)
     out = ['"']
     for ch in text:

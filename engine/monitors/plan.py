@@ -17,16 +17,21 @@ Matching, in this order (each monitor matches at most one entry):
 Anything left unmatched is created; a monitor no entry matched is deleted only with
 ``prune``. An entry equal to its monitor in every field is unchanged and writes nothing.
 
-A certificate check whose ``enabled`` the file does not state (None) is created as the API
-creates it (:func:`certificate_enabled_on_create`: disabled for an http URL) and, on a
-monitor the account has, left as it is: an apply never toggles a check the file is silent on.
+A monitor's checks are those :func:`engine.monitors.checkset.checks_of` gives it, each
+with its settings (``MonitorSpec.checks``, by kind). A check whose ``enabled`` the file does
+not state (None) is created as the API creates it
+(:func:`engine.monitors.checkset.enabled_on_create`: a certificate check is disabled for an
+http URL) and, on a monitor the account has, left as it is: an apply never toggles a check
+the file is silent on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from engine.monitors.checkset import ORDER, enabled_on_create
 
 # Whether a file's request (validated, engine/monitors/requests.py) leaves a monitor's stored
 # one as it is: ``(stored, desired) -> bool``. Comparing needs the secret key (secret values
@@ -36,13 +41,6 @@ SameRequest = Callable[[Any, Any], bool]
 
 def _equal(stored: Any, desired: Any) -> bool:
     return bool(stored == desired)
-
-
-def certificate_enabled_on_create(scheme: str) -> bool:
-    """Whether a new monitor's certificate check starts enabled (decisions.md): for an https
-    URL; an http URL's is created disabled (paused), as a plain-HTTP site has no certificate
-    to judge. Every way of creating a monitor follows this."""
-    return scheme == "https"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +57,8 @@ class CheckSettings:
     enabled: bool | None
     recovery_s: int = 0
     expiry_percent: int = 0
+    # Domain expiry: the renewal-due thresholds in days (None: the defaults, 30, 14, 7, 1).
+    expiry_days: tuple[int, ...] | None = None
 
 
 # Each check table's fields as a file names them, and the CheckSettings attribute holding
@@ -69,13 +69,15 @@ SETTING_ATTRIBUTES: dict[str, tuple[tuple[str, str], ...]] = {
     "certificate_health": (("interval", "interval"), ("expiry_threshold_days", "threshold_s"),
                            ("expiry_threshold_percent", "expiry_percent"),
                            ("enabled", "enabled")),
+    "domain_expiry": (("interval", "interval"), ("expiry_threshold_days", "expiry_days"),
+                      ("enabled", "enabled")),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class MonitorSpec:
     """A monitor as a file states it: the normalised URL and its parts, the alias, the key
-    (None: named by its URL) and both checks' settings."""
+    (None: named by its URL) and its checks' settings."""
 
     key: str | None
     url: str
@@ -83,8 +85,8 @@ class MonitorSpec:
     host: str
     port: str
     alias: str
-    uptime: CheckSettings
-    certificate: CheckSettings
+    # Each check's settings by kind: exactly the monitor's checks (checkset.checks_of).
+    checks: Mapping[str, CheckSettings]
     # The request and assertions (engine/monitors/requests.py), None when not set: of a
     # monitor the account has, the stored forms; of a file's entry, the validated ones (a
     # header value "********" keeps the stored value). Compared by :func:`changes`.
@@ -94,12 +96,12 @@ class MonitorSpec:
 
 @dataclass(frozen=True, slots=True)
 class CurrentMonitor:
-    """A monitor the account has, with its ids."""
+    """A monitor the account has, with its ids (``check_ids``: by kind, those of
+    ``spec.checks``)."""
 
     id: int
     identifier: str
-    uptime_id: int
-    certificate_id: int
+    check_ids: Mapping[str, int]
     spec: MonitorSpec
 
 
@@ -151,8 +153,11 @@ def changes(current: MonitorSpec, desired: MonitorSpec,
     for name in ("key", "url", "alias"):
         if getattr(current, name) != getattr(desired, name):
             out.append(name)
-    for table, cur, des in (("uptime", current.uptime, desired.uptime),
-                            ("certificate_health", current.certificate, desired.certificate)):
+    for table in kinds_of(current, desired):
+        cur, des = current.checks.get(table), desired.checks.get(table)
+        if cur is None or des is None:
+            out.append(table)  # a check the monitor gains or loses (its URL's scheme)
+            continue
         for name, attribute in SETTING_ATTRIBUTES[table]:
             if getattr(cur, attribute) != getattr(des, attribute):
                 out.append(f"{table}.{name}")
@@ -163,14 +168,24 @@ def changes(current: MonitorSpec, desired: MonitorSpec,
     return tuple(out)
 
 
+def kinds_of(*specs: MonitorSpec) -> list[str]:
+    """The kinds of check any of ``specs`` has, in the API's order."""
+    return [k for k in ORDER if any(k in s.checks for s in specs)] + sorted(
+        {k for s in specs for k in s.checks} - set(ORDER))
+
+
 def resolved(spec: MonitorSpec, current: MonitorSpec | None) -> MonitorSpec:
-    """``spec`` with a certificate ``enabled`` it leaves unstated filled in: ``current``'s
-    (the monitor it updates) or, for a monitor to create, the creation default."""
-    if spec.certificate.enabled is not None:
+    """``spec`` with each ``enabled`` it leaves unstated filled in: ``current``'s (the
+    monitor it updates, when it has that check) or the creation default."""
+    if all(c.enabled is not None for c in spec.checks.values()):
         return spec
-    enabled = (certificate_enabled_on_create(spec.scheme) if current is None
-               else current.certificate.enabled)
-    return replace(spec, certificate=replace(spec.certificate, enabled=enabled))
+    checks = dict(spec.checks)
+    for kind, settings in spec.checks.items():
+        if settings.enabled is None:
+            now = None if current is None else current.checks.get(kind)
+            enabled = enabled_on_create(kind, spec.scheme) if now is None else now.enabled
+            checks[kind] = replace(settings, enabled=enabled)
+    return replace(spec, checks=checks)
 
 
 def plan(current: Sequence[CurrentMonitor], desired: Sequence[MonitorSpec], *,

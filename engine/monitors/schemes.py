@@ -57,7 +57,7 @@ def validated(
     except ValidationFailed as exc:
         errors.update(exc.errors)
     target = getattr(result, "target", None)
-    name = target.scheme if target is not None else _scheme_in(body.get("url")) or scheme
+    name = target.scheme if target is not None else named_in(body.get("url")) or scheme
     rules = (SCHEMES.get(name) if name is not None else None) or DEFAULT
     try:
         config = rules.config_rules(body, creating)
@@ -68,7 +68,8 @@ def validated(
     return result, config
 
 
-def _scheme_in(url: Any) -> str | None:
+def named_in(url: Any) -> str | None:
+    """The scheme a URL as given names (lower-case), valid or not; None without one."""
     if not isinstance(url, str) or ":" not in url:
         return None
     return url.strip().split(":", 1)[0].lower()

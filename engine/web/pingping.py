@@ -14,6 +14,10 @@ the same objects whichever mount a request came through:
    it: a key without a value gains ``=`` (``?foo`` is stored and shown as ``?foo=``).
 4. The token may come from the query, ``?api_key=<token>``, instead of the header.
 
+Its clients know only http(s) monitors, so that is all they see (:data:`WEB_SCHEMES`): the
+list leaves out monitors of other schemes, which are not found (404) by id, nor their
+checks; a create or update naming another scheme is a 422 under ``url``.
+
 Only the api.md operations are mounted (:data:`MOUNTED`): monitors, statistics, checks.
 The Upwatch additions (account, webhook log, nodes, the OpenAPI document) exist under
 /webapi only, and ``/pingping/webapi/<anything else>`` is a JSON 404.
@@ -37,6 +41,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 from aiohttp.web_routedef import RouteDef
 from aiohttp.web_urldispatcher import (
@@ -47,7 +52,10 @@ from aiohttp.web_urldispatcher import (
 )
 from yarl import URL
 
+from engine.monitors.schemes import named_in
+from engine.runtime.errors import NotFound, ValidationFailed
 from engine.web.jsonio import BODY_REWRITE, json_response
+from engine.web.keys import ACCOUNT, STORE
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -85,11 +93,45 @@ def normalise_query(url: str) -> str:
 def _normalise_url_field(body: dict[str, Any]) -> dict[str, Any]:
     url = body.get("url")
     if isinstance(url, str):
-        return {**body, "url": normalise_query(url)}
+        return _web_url_only({**body, "url": normalise_query(url)})
     return body  # not a string: the handler's validation says so, as under /webapi
 
 
 # --- responses -----------------------------------------------------------------------------
+
+
+# The monitors the mount's clients see: those of the schemes the hosted service had.
+WEB_SCHEMES = ("http", "https")
+
+
+def _web_url_only(body: dict[str, Any]) -> dict[str, Any]:
+    """A create or update body's ``url`` of another scheme: the 422 the service gave."""
+    scheme = named_in(body.get("url"))
+    if scheme is not None and scheme not in WEB_SCHEMES:
+        raise ValidationFailed(
+            {"url": ["The url must be an absolute URL with scheme http or https."]})
+    return body
+
+
+async def _web_monitor_only(request: web.Request, by: str) -> None:
+    """404 for a monitor (``by`` "monitor") or check ("check") of another scheme."""
+    try:
+        path_id = int(request.match_info["id"])
+    except ValueError:
+        return  # the handler answers its own 404
+    store = request.app[STORE]
+    account = request[ACCOUNT].id
+    scheme = await (store.scheme_of(account, monitor_id=path_id) if by == "monitor"
+                    else store.scheme_of(account, check_id=path_id))
+    if scheme is not None and scheme not in WEB_SCHEMES:
+        raise NotFound("Monitor not found." if by == "monitor" else "Check not found.")
+
+
+def _web_monitors_of(body: bytes) -> bytes:
+    """The list body without monitors of other schemes (as it came when it has none)."""
+    monitors = orjson.loads(body)
+    shown = [m for m in monitors if m.get("scheme") in WEB_SCHEMES]
+    return body if len(shown) == len(monitors) else orjson.dumps(shown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +142,14 @@ class _Answer:
     envelope: bool = False  # {"data": <the /webapi body>}
     empty_object: bool = False  # the body {} where /webapi has none
     normalise_url: bool = False  # the request body's url gets normalise_query
+    by_id: str | None = None  # "monitor" or "check": the path id's must be http(s)
 
     def adapt(self, handler: Handler) -> Handler:
         async def pingping_handler(request: web.Request) -> web.StreamResponse:
             if self.normalise_url:
                 request[BODY_REWRITE] = _normalise_url_field
+            if self.by_id is not None:
+                await _web_monitor_only(request, self.by_id)
             # Errors are raised (the app's error middleware answers them, the same under both
             # mounts); one a handler returns is passed on as it is too. Only success changes.
             response = await handler(request)
@@ -113,7 +158,7 @@ class _Answer:
             if self.empty_object:
                 return json_response({}, status=self.status or response.status)
             if self.envelope and isinstance(response.body, bytes):  # json_response's bytes
-                response.body = b'{"data":' + response.body + b"}"
+                response.body = b'{"data":' + _web_monitors_of(response.body) + b"}"
             if self.status is not None:
                 response.set_status(self.status)
             return response
@@ -129,13 +174,14 @@ _SAME = _Answer()
 MOUNTED: dict[tuple[str, str], _Answer] = {
     ("GET", "/webapi/monitors"): _Answer(envelope=True),
     ("POST", "/webapi/monitors"): _Answer(status=200, normalise_url=True),
-    ("GET", "/webapi/monitors/{id}"): _SAME,
-    ("PUT", "/webapi/monitors/{id}"): _Answer(normalise_url=True),
-    ("DELETE", "/webapi/monitors/{id}"): _Answer(status=200, empty_object=True),
-    ("GET", "/webapi/monitors/{id}/statistics"): _SAME,
-    ("PUT", "/webapi/checks/{id}"): _SAME,
-    ("POST", "/webapi/checks/{id}/enable"): _SAME,
-    ("POST", "/webapi/checks/{id}/disable"): _SAME,
+    ("GET", "/webapi/monitors/{id}"): _Answer(by_id="monitor"),
+    ("PUT", "/webapi/monitors/{id}"): _Answer(normalise_url=True, by_id="monitor"),
+    ("DELETE", "/webapi/monitors/{id}"): _Answer(status=200, empty_object=True,
+                                                 by_id="monitor"),
+    ("GET", "/webapi/monitors/{id}/statistics"): _Answer(by_id="monitor"),
+    ("PUT", "/webapi/checks/{id}"): _Answer(by_id="check"),
+    ("POST", "/webapi/checks/{id}/enable"): _Answer(by_id="check"),
+    ("POST", "/webapi/checks/{id}/disable"): _Answer(by_id="check"),
 }
 
 

@@ -95,7 +95,8 @@ async def test_a_create_for_a_deleted_account_is_not_found(store: Store) -> None
     async with store.pool.acquire() as conn:
         await conn.execute("DELETE FROM accounts WHERE id = $1", account.id)
     spec = MonitorSpec(None, "https://x.example/", "https", "x.example", "", "x",
-                       CheckSettings(30, 0, True), CheckSettings(3600, 0, True))
+                       {"uptime": CheckSettings(30, 0, True),
+                        "certificate_health": CheckSettings(3600, 0, True)})
     from engine.runtime.errors import NotFound
 
     with pytest.raises(NotFound):

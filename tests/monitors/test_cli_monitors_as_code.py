@@ -56,7 +56,7 @@ async def test_apply_export_and_dry_run(db_dsn: str, store: Store, tmp_path: Pat
     assert "2 monitors were created, 0 were updated, 0 were deleted, 0 were unchanged" in (
         res.stdout)
     monitors = await store.monitor_set(account.id)
-    assert [(m.spec.key, m.spec.url, m.spec.uptime.interval) for m in monitors] == [
+    assert [(m.spec.key, m.spec.url, m.spec.checks["uptime"].interval) for m in monitors] == [
         ("shop", "https://shop.example.com/", 60), (None, "https://blog.example.com/", 30)]
 
     out = tmp_path / "export.toml"

@@ -26,11 +26,16 @@ CERT = CheckSettings(3600, 0, True)
 def spec(url: str, key: str | None = None, alias: str | None = None,
          uptime: CheckSettings = UP) -> MonitorSpec:
     host = url.split("/")[2]
-    return MonitorSpec(key, url, "https", host, "", alias or host, uptime, CERT)
+    return MonitorSpec(key, url, "https", host, "", alias or host,
+                       {"uptime": uptime, "certificate_health": CERT})
 
 
 def current(id_: int, url: str, key: str | None = None) -> CurrentMonitor:
-    return CurrentMonitor(id_, f"ident{id_:07d}", 100 + id_, 200 + id_, spec(url, key))
+    return CurrentMonitor(id_, f"ident{id_:07d}", ids(100 + id_, 200 + id_), spec(url, key))
+
+
+def ids(uptime: int, certificate: int) -> dict[str, int]:
+    return {"uptime": uptime, "certificate_health": certificate}
 
 
 def test_keys_match_first_then_urls_and_a_key_can_be_given_to_a_monitor() -> None:
@@ -65,8 +70,9 @@ def test_a_shared_url_matches_the_unkeyed_monitor_first_and_each_monitor_once() 
 def test_every_field_that_differs_is_named() -> None:
     before = spec("https://a.example/", key="k", alias="A")
     after = MonitorSpec("k", "https://a.example/x", "https", "a.example", "", "B",
-                        CheckSettings(60, 300, False), CheckSettings(7200, 86400, False))
-    p = plan([CurrentMonitor(1, "i", 2, 3, before)], [after], prune=False)
+                        {"uptime": CheckSettings(60, 300, False),
+                         "certificate_health": CheckSettings(7200, 86400, False)})
+    p = plan([CurrentMonitor(1, "i", ids(2, 3), before)], [after], prune=False)
     assert p.updates[0].changes == (
         "url", "alias", "uptime.interval", "uptime.notification_threshold", "uptime.enabled",
         "certificate_health.interval", "certificate_health.expiry_threshold_days",
@@ -95,8 +101,8 @@ def test_defaults_follow_the_plan_and_values_are_normalised() -> None:
     s = specs[0]
     assert (s.url, s.host, s.alias, s.key) == (
         "https://shop.example.com/", "shop.example.com", "Shop", None)
-    assert s.uptime == CheckSettings(60, 0, True)  # the plan's shortest: 30 s not allowed
-    assert s.certificate == CheckSettings(3600, 7 * 86400, False)
+    assert s.checks["uptime"] == CheckSettings(60, 0, True)  # the plan's shortest: 30 s not allowed
+    assert s.checks["certificate_health"] == CheckSettings(3600, 7 * 86400, False)
 
 
 def test_an_unstated_certificate_check_is_created_as_the_api_creates_it_then_kept() -> None:
@@ -109,15 +115,16 @@ def test_an_unstated_certificate_check_is_created_as_the_api_creates_it_then_kep
         {"url": "http://on.example/", "certificate_health": {"enabled": True}},
         {"url": "https://off.example/", "certificate_health": {"enabled": False}},
     ]}, PLAN)
-    assert silent.certificate.enabled is None
+    assert silent.checks["certificate_health"].enabled is None
     created = plan([], [silent, on, off, *validate_document(
         {"monitors": [{"url": "https://secure.example/"}]}, PLAN)], prune=False)
-    assert [s.certificate.enabled for _, s in created.creates] == [False, True, False, True]
+    assert [s.checks["certificate_health"].enabled for _, s in created.creates] == [
+        False, True, False, True]
 
     def have(url: str, enabled: bool) -> CurrentMonitor:
         [s] = validate_document({"monitors": [
             {"url": url, "certificate_health": {"enabled": enabled}}]}, PLAN)
-        return CurrentMonitor(1, "i", 2, 3, s)
+        return CurrentMonitor(1, "i", ids(2, 3), s)
 
     for current_url, enabled, file_url in (
         ("http://plain.example/", True, "http://plain.example/"),    # enabled by hand
@@ -130,7 +137,7 @@ def test_an_unstated_certificate_check_is_created_as_the_api_creates_it_then_kep
         changed = p.updates[0].changes if p.updates else ()
         assert "certificate_health.enabled" not in changed, (current_url, enabled, file_url)
         if p.updates:
-            assert p.updates[0].desired.certificate.enabled is enabled
+            assert p.updates[0].desired.checks["certificate_health"].enabled is enabled
     [stated] = validate_document({"monitors": [
         {"url": "http://plain.example/", "certificate_health": {"enabled": False}}]}, PLAN)
     p = plan([have("http://plain.example/", True)], [stated], prune=False)
@@ -179,9 +186,9 @@ def test_shared_check_tables_are_read_by_value_and_type() -> None:
 
 def test_toml_written_reads_back_and_errors_find_their_lines() -> None:
     odd = 'say "hi"\\'
-    have = [CurrentMonitor(1, "abc-_DEF123", 10, 11, spec("https://a.example/", alias=odd)),
-            CurrentMonitor(2, "-xyz_987654", 12, 13, spec("https://a.example/")),
-            CurrentMonitor(3, "qqqqqqqqqqqq", 14, 15, spec("https://b.example/", key="bee"))]
+    have = [CurrentMonitor(1, "abc-_DEF123", ids(10, 11), spec("https://a.example/", alias=odd)),
+            CurrentMonitor(2, "-xyz_987654", ids(12, 13), spec("https://a.example/")),
+            CurrentMonitor(3, "qqqqqqqqqqqq", ids(14, 15), spec("https://b.example/", key="bee"))]
     doc = export_document(have)
     text = render_toml(doc, "exported\nby a test")
     assert text.startswith("# exported\n# by a test\n")
@@ -229,7 +236,7 @@ def test_a_request_is_compared_with_its_secrets_decrypted_and_masks_kept() -> No
     assert same(stored, given) and same(stored, named)  # plain equal, or masked: kept
     assert not same(stored, masked)  # the name's case changes what is sent
     assert not same(stored, other) and not same(stored, None) and not same(None, given)
-    have = [CurrentMonitor(1, "i", 2, 3, replace(spec("https://a.example/"), request=stored))]
+    have = [CurrentMonitor(1, "i", ids(2, 3), replace(spec("https://a.example/"), request=stored))]
     assert plan(have, [replace(spec("https://a.example/"), request=named)], prune=False,
                 same_request=same).unchanged == 1
     [update] = plan(have, [replace(spec("https://a.example/"), request=other,

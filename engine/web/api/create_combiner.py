@@ -26,7 +26,8 @@ from aiohttp import web
 
 from engine.db.monitor_records import MonitorRecord
 from engine.db.store import Store
-from engine.monitors.plan import CheckSettings, MonitorSpec, certificate_enabled_on_create
+from engine.monitors.checkset import UPTIME, checks_of, enabled_on_create, interval_on_create
+from engine.monitors.plan import CheckSettings, MonitorSpec
 from engine.monitors.validation import MonitorCreate
 from engine.runtime.errors import LimitReached
 
@@ -128,16 +129,22 @@ class CreateCombiner:
 
 def spec_of(command: MonitorCreate, request: Any = None, assertions: Any = None
             ) -> MonitorSpec:
-    """A validated create body as the monitor it makes: the uptime check enabled, the
-    certificate check enabled for an https URL only (``certificate_enabled_on_create``), no
-    expiry threshold, no key; ``request``/``assertions`` in their stored forms."""
+    """A validated create body as the monitor it makes, with the checks
+    ``checkset.checks_of`` gives it: the uptime check enabled with the body's settings,
+    the others at ``certificate_interval``, enabled as ``checkset.enabled_on_create``
+    says (a certificate check: for an https URL only), no threshold, no key;
+    ``request``/``assertions`` in their stored forms."""
     t = command.target
+    checks = {
+        kind: CheckSettings(command.interval, command.notification_threshold, True)
+        if kind == UPTIME else
+        CheckSettings(interval_on_create(kind, command.certificate_interval), 0,
+                      enabled_on_create(kind, t.scheme))
+        for kind in checks_of(t.scheme, t.host)
+    }
     return MonitorSpec(
         key=None, url=t.url, scheme=t.scheme, host=t.host, port=t.port, alias=command.alias,
-        uptime=CheckSettings(command.interval, command.notification_threshold, True),
-        certificate=CheckSettings(command.certificate_interval, 0,
-                                  certificate_enabled_on_create(t.scheme)),
-        request=request, assertions=assertions)
+        checks=checks, request=request, assertions=assertions)
 
 
 CREATE_COMBINER = web.AppKey("create_combiner", CreateCombiner)

@@ -214,6 +214,8 @@ def statistics_with_maintenance(
     since = now - STATS_WINDOW
     spans = spans_of(windows, since, now)
     figures = stats.figures
+    if figures is None:  # no uptime check: nothing to net
+        return body
     outage_s, enabled_s, maintenance = net_of_maintenance(
         figures.outage_seconds, figures.enabled_seconds,
         [(o.started_at, o.ended_at or now) for o in stats.outages], spans, since, now)

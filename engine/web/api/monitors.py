@@ -15,11 +15,9 @@ from aiohttp import web
 
 from engine.db.accounts import Account
 from engine.db.monitor_records import MonitorRecord
-from engine.domain.domain_expiry import DOMAIN_EXPIRY
 from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import requests as requestconfig
 from engine.monitors import schemes, validation
-from engine.monitors.domain_settings import validate_domain_check_update
 from engine.monitors.offloop import off_loop
 from engine.monitors.requests import secret_box
 from engine.monitors.validation import TargetUrl
@@ -93,10 +91,14 @@ async def update_monitor(request: web.Request) -> web.Response:
     monitor_id = _path_id(request)
     settings = request.app[SETTINGS]
     body = await read_body(request)
-    command, config = await off_loop(lambda: schemes.validated(
-        body, False, lambda: validation.validate_monitor_update(body)))
     store = request.app[STORE]
     account = _account(request)
+    # A request or assertions without a url follow the rules of the stored URL's scheme.
+    stored_scheme = (await store.scheme_of(account.id, monitor_id=monitor_id)
+                     if not validation.present(body, "url") and (
+                         "request" in body or "assertions" in body) else None)
+    command, config = await off_loop(lambda: schemes.validated(
+        body, False, lambda: validation.validate_monitor_update(body), stored_scheme))
     t = command.target
     current = None
     if t is not None or config.request is not None or config.assertions is not None:
@@ -122,6 +124,8 @@ async def update_monitor(request: web.Request) -> web.Response:
         monitor = await store.update_monitor(
             account.id, monitor_id, alias=command.alias,
             url=t.url, scheme=t.scheme, host=t.host, port=t.port, config=stored,
+            new_check_interval=validation.certificate_interval(
+                settings.plan(account.plan)),
         )
     return json_response(views.monitor_reduced(monitor, settings.public_base_url))
 
@@ -180,12 +184,6 @@ async def update_check(request: web.Request) -> web.Response:
     # the update's transaction is safe.
     check = await store.get_check(account.id, check_id)
     plan = request.app[SETTINGS].plan(account.plan)
-    if check.kind == DOMAIN_EXPIRY:
-        domain = validate_domain_check_update(body, plan)
-        updated = await store.update_check(
-            account.id, check_id, interval=domain.interval,
-            expiry_threshold_days=domain.thresholds)
-        return json_response(views.check_updated(updated))
     command = validation.validate_check_update(body, check.kind, plan)
     updated = await store.update_check(
         account.id, check_id,
@@ -193,6 +191,7 @@ async def update_check(request: web.Request) -> web.Response:
         notification_threshold_s=command.notification_threshold_s,
         recovery_threshold_s=command.recovery_threshold_s,
         expiry_threshold_percent=command.expiry_threshold_percent,
+        expiry_threshold_days=command.expiry_threshold_days,
     )
     return json_response(views.check_updated(updated))
 

@@ -124,7 +124,10 @@ def check_toggled(check: CheckRecord) -> dict[str, Any]:
 
 def statistics(stats: StatisticsRecord) -> dict[str, Any]:
     """The Statistics object; an ongoing outage has ``ended_at`` null and its duration so
-    far."""
+    far. A monitor without an uptime check: every figure null, no outages."""
+    if stats.figures is None:
+        return {"uptime_percentage_30d": None, "average_response_time_ms": None,
+                "checks_run_30d": None, "outages": []}
     outages = []
     for o in stats.outages:
         end = o.ended_at or stats.now
