@@ -5,7 +5,8 @@ By the monitor's type and its URL's scheme and host (decisions.md): an uptime mo
 ``uptime`` check, a ``certificate_health`` check when its scheme has one
 (:attr:`engine.monitors.scheme.Scheme.has_certificate`: http and https today), and a
 ``domain_expiry`` check when its host is a name under a registrable domain (not an IP
-literal, a bare public suffix or a single label such as ``localhost``); a heartbeat monitor
+literal, a bare public suffix or a single label such as ``localhost``; not for dns://, whose
+host is the server asked); a heartbeat monitor
 only its ``heartbeat`` check. Kinds are listed in the API's order.
 """
 
@@ -31,7 +32,8 @@ def checks_of(scheme: str, host: str, monitor_type: str = UPTIME) -> tuple[str, 
     known = schemes.get(scheme)
     if known is not None and known.has_certificate:
         kinds.append(CERTIFICATE)
-    if registrable_domain(host) is not None:
+    # A dns:// URL's host is the server asked, not the name watched.
+    if scheme != "dns" and registrable_domain(host) is not None:
         kinds.append(DOMAIN)
     return tuple(kinds)
 

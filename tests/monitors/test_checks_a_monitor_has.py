@@ -31,6 +31,7 @@ def test_host_names_under_a_registrable_domain_have_a_domain_check() -> None:
     assert checks_of("http", "shop.example.co.uk") == (
         "uptime", "certificate_health", "domain_expiry")
     assert checks_of("gopher", "example.com") == ("uptime", "domain_expiry")
+    assert checks_of("dns", "ns1.example.net") == ("uptime",)  # the server, not the name
     for host in ("192.0.2.1", "2001:db8::1", "localhost", "co.uk", "intranet"):
         assert "domain_expiry" not in checks_of("https", host), host
     assert enabled_on_create("domain_expiry", "http")
