@@ -1,6 +1,6 @@
 -- The domain_expiry check: what registries said about each registrable domain (shared by
 -- every monitor and account on it), the check's thresholds, and the check on existing
--- monitors whose URL has a host name.
+-- monitors whose URL has a host name (not dns://, whose host is the server asked).
 
 -- Adds a value to the `<column> IN (...)` CHECK constraint of a table, keeping whatever
 -- values other migrations added: the constraint is rebuilt from its own definition.
@@ -55,6 +55,6 @@ ALTER TABLE checks ADD COLUMN expiry_threshold_days smallint[];
 INSERT INTO checks (monitor_id, kind, interval_s, notification_threshold_s, is_enabled, status)
 SELECT m.id, 'domain_expiry', 14400, 0, true, 'pending'
 FROM monitors m
-WHERE m.scheme IN ('http', 'https', 'tls', 'smtp', 'imap', 'pop3', 'tcp', 'dns', 'icmp')
+WHERE m.scheme IN ('http', 'https', 'tls', 'smtp', 'imap', 'pop3', 'tcp', 'icmp')
   AND m.host !~ '^[0-9.]+$' AND position(':' IN m.host) = 0 AND position('.' IN m.host) > 0
 ON CONFLICT (monitor_id, kind) DO NOTHING;
