@@ -33,8 +33,8 @@ from engine.db.monitor_records import (
     monitor_of,
 )
 from engine.domain.timefmt import utcnow
-from engine.monitors.checkset import UPTIME, checks_of, enabled_on_create, interval_on_create
-from engine.monitors.domain_settings import stored_thresholds
+from engine.monitors.checkset import UPTIME, checks_of, enabled_on_create
+from engine.monitors.domain_settings import interval_on_create, stored_thresholds
 from engine.runtime.errors import LimitReached, NotFound
 
 STATS_WINDOW = timedelta(days=30)

@@ -222,13 +222,18 @@ class UptimeKind:
 
     def api_meta(self, check: ShownCheck, figures: Any) -> dict[str, Any]:
         """Every key always present (null before the first run); ``figures`` are the
-        check's 30-day figures (``engine.db.monitor_records.UptimeFigures``)."""
-        return {
+        check's 30-day figures (``engine.db.monitor_records.UptimeFigures``); then a
+        non-HTTP probe's figures (``HttpOutcome.details``) as the last probe stored them."""
+        meta = {
             "http_status_code": status_code(check.meta),
             "average_uptime_percentage": figures.uptime_percentage,
             "average_response_time": figures.average_response_ms,
             "offline_since": fmt(figures.offline_since),
         }
+        if isinstance(check.meta, Mapping) and len(check.meta) > 1:
+            for key, value in check.meta.items():
+                meta.setdefault(key, value)
+        return meta
 
     def status_facts(self, check: ShownCheck, now: datetime) -> list[Fact]:
         facts: list[Fact] = [("Last checked", last_checked(check.last_check_at), False)]

@@ -38,16 +38,6 @@ def checks_of(scheme: str, host: str, monitor_type: str = UPTIME) -> tuple[str, 
     return tuple(kinds)
 
 
-# A new domain check's interval: the answer it reads is refreshed once a day.
-DOMAIN_INTERVAL: Final = 14400
-
-
-def interval_on_create(kind: str, other: int) -> int:
-    """The interval of a new check of ``kind`` that is not an uptime check: ``other`` (the
-    certificate check's hourly default), or :data:`DOMAIN_INTERVAL` for a domain check."""
-    return DOMAIN_INTERVAL if kind == DOMAIN else other
-
-
 def enabled_on_create(kind: str, scheme: str) -> bool:
     """Whether a new monitor's check of ``kind`` starts enabled: every check but a
     certificate check of a scheme without TLS from the start (http's starts paused: a

@@ -16,6 +16,8 @@ from typing import Any, Final
 from engine.domain.domain_expiry import DEFAULT_THRESHOLDS
 from engine.runtime.errors import ValidationFailed
 
+# A new domain check's interval: the answer it reads is refreshed once a day.
+DOMAIN_INTERVAL: Final = 14400
 FIELD: Final = "expiry_threshold_days"
 MAX_THRESHOLDS: Final = 8
 MAX_DAYS: Final = 365
@@ -64,6 +66,12 @@ def domain_fields(body: Mapping[str, Any]) -> tuple[tuple[int, ...] | None, dict
             errors[name] = [f"The {name} field applies to {kind} checks only; a "
                             f"domain_expiry check takes {FIELD} (a list of days)."]
     return days, errors
+
+
+def interval_on_create(kind: str, other: int) -> int:
+    """The interval of a new check of ``kind`` that is not an uptime check: ``other`` (the
+    certificate check's hourly default), or :data:`DOMAIN_INTERVAL` for a domain check."""
+    return DOMAIN_INTERVAL if kind == "domain_expiry" else other
 
 
 def stored_thresholds(days: tuple[int, ...] | None) -> tuple[int, ...] | None:

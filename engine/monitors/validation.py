@@ -32,8 +32,7 @@ import orjson
 
 from engine.domain import netpolicy
 from engine.monitors import schemes
-from engine.monitors.checkset import interval_on_create
-from engine.monitors.domain_settings import domain_fields
+from engine.monitors.domain_settings import domain_fields, interval_on_create
 from engine.monitors.scheme import UrlParts
 from engine.runtime.errors import BlockedAddress, NotFound, ValidationFailed
 from engine.runtime.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS, Plan

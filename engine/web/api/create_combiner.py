@@ -26,7 +26,8 @@ from aiohttp import web
 
 from engine.db.monitor_records import MonitorRecord
 from engine.db.store import Store
-from engine.monitors.checkset import UPTIME, checks_of, enabled_on_create, interval_on_create
+from engine.monitors.checkset import UPTIME, checks_of, enabled_on_create
+from engine.monitors.domain_settings import interval_on_create
 from engine.monitors.plan import CheckSettings, MonitorSpec
 from engine.monitors.validation import MonitorCreate
 from engine.runtime.errors import LimitReached

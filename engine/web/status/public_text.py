@@ -50,6 +50,8 @@ REASONS: Mapping[str, Reason] = {r.key: r for r in (
     Reason("http_status", "Error status", ANSWERS_WITH_ERRORS),
     Reason("assertion_failed", "Response check failed", CHECK_FAILING),
     Reason("slow", "Slow response"),
+    Reason("dns_answer", "The DNS server's answer was not the expected one",
+           ANSWERS_WITH_ERRORS),
     Reason("recovering", "Responding again; the recovery is being confirmed"),
     Reason("private_address", "The site's name points to a non-public address", CANNOT_CHECK),
     Reason("not_checkable", "The check could not be run", CANNOT_CHECK),
@@ -94,6 +96,15 @@ _PREFIXES: Sequence[tuple[str, str]] = (
     ("request secrets", "not_checkable"),
     ("request configuration", "not_checkable"),
     ("no response", "no_response"),
+    # dns:// probes (engine/probes/dns.py, dnsspec.py): the answer, then an assertion.
+    ("dns answer ", "dns_answer"),
+    ("malformed dns answer", "dns_answer"),
+    ("no matching dns answer", "dns_answer"),
+    ("rcode ", "assertion_failed"),
+    ("answers ", "assertion_failed"),
+    ("answer_count ", "assertion_failed"),
+    ("min_ttl ", "assertion_failed"),
+    ("response_time ", "assertion_failed"),
 )
 _RECOVERING = "responding again since"
 _SLOW = "slow response:"
@@ -130,6 +141,10 @@ _SUBJECTS: Mapping[str, str] = {
     "status_code": "the HTTP status code",
     "response_time": "the response time",
     "body": "the response body",
+    "rcode": "the DNS response code",
+    "answers": "the DNS answers",
+    "answer_count": "the number of DNS answers",
+    "min_ttl": "the DNS answers' TTL",
 }
 _FAILED: Mapping[str, str] = {
     "equals": "did not have the expected value",
@@ -141,6 +156,15 @@ _FAILED: Mapping[str, str] = {
     "is_empty": "was not empty",
     "not_empty": "was empty or missing",
     "matches": "did not match its pattern",
+    "any_equals": "did not include the expected value",
+    "all_equal": "were not all the expected value",
+    "none_equals": "included a value they must not",
+    "any_contains": "did not include the expected text",
+    "all_contain": "did not all contain the expected text",
+    "none_contains": "contained text they must not",
+    "any_matches": "did not include a match of the pattern",
+    "all_match": "did not all match the pattern",
+    "none_matches": "included a match of the pattern",
 }
 _NO_TARGET = ("is_empty", "not_empty")
 
