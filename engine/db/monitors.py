@@ -34,6 +34,7 @@ from engine.db.monitor_records import (
 )
 from engine.domain.timefmt import utcnow
 from engine.monitors.checkset import UPTIME, checks_of, enabled_on_create
+from engine.monitors.domain_settings import interval_on_create, stored_thresholds
 from engine.runtime.errors import LimitReached, NotFound
 
 STATS_WINDOW = timedelta(days=30)
@@ -49,7 +50,7 @@ _MONITOR_COLUMNS = (
 _CHECK_COLUMNS = (
     "c.id, c.monitor_id, c.kind, c.status, c.error, c.interval_s, c.is_enabled,"
     " c.notification_threshold_s, c.last_check_at, c.meta,"
-    " c.recovery_threshold_s, c.expiry_threshold_percent"
+    " c.recovery_threshold_s, c.expiry_threshold_percent, c.expiry_threshold_days"
 )
 
 # --- reads ---------------------------------------------------------------------------------
@@ -259,7 +260,7 @@ FOR UPDATE OF c
 SQL_UPDATE_CHECK_CONFIG = f"""
 UPDATE checks AS c
 SET interval_s = $2, notification_threshold_s = $3, recovery_threshold_s = $4,
-    expiry_threshold_percent = $5,
+    expiry_threshold_percent = $5, expiry_threshold_days = $6,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -314,7 +315,8 @@ async def _follow_check_set(
     added: list[CheckRecord] = []
     if new:
         added = [CheckRecord.from_row(r) for r in await conn.fetch(
-            SQL_INSERT_CHECKS, monitor_id, new, [interval] * len(new), [0] * len(new),
+            SQL_INSERT_CHECKS, monitor_id, new, [interval_on_create(k, interval) for k in new],
+            [0] * len(new),
             [enabled_on_create(k, scheme) for k in new])]
         await conn.execute(SQL_OPEN_PERIODS, [c.id for c in added if c.is_enabled])
     return [c for c in checks if c.id not in gone] + added
@@ -454,7 +456,8 @@ class MonitorsMixin(StoreBase):
             uptime = [k == UPTIME for k in chosen]
             check_rows = await conn.fetch(
                 SQL_INSERT_CHECKS, monitor["id"], chosen,
-                [interval if up else certificate_interval for up in uptime],
+                [interval if up else interval_on_create(k, certificate_interval)
+                 for k, up in zip(chosen, uptime, strict=True)],
                 [notification_threshold if up else 0 for up in uptime],
                 [up or enabled_on_create(k, scheme) for k, up in zip(chosen, uptime, strict=True)])
             checks = [CheckRecord.from_row(r) for r in check_rows]
@@ -552,11 +555,13 @@ class MonitorsMixin(StoreBase):
         notification_threshold_s: int | None = None,
         recovery_threshold_s: int | None = None,
         expiry_threshold_percent: int | None = None,
+        expiry_threshold_days: tuple[int, ...] | None = None,
     ) -> CheckRecord:
         """Set the interval and/or threshold (seconds; for a certificate check the expiry
-        threshold in days x 86400), the recovery threshold (s) or the expiry threshold in
-        percent; None leaves a value as it is. Nothing changes, and no version is bumped,
-        when the values are already those. NotFound when the check is not the account's."""
+        threshold in days x 86400), the recovery threshold (s), the expiry threshold in
+        percent or a domain check's thresholds (days); None leaves a value as it is.
+        Nothing changes, and no version is bumped, when the values are already those.
+        NotFound when the check is not the account's."""
         async with self._tx() as conn:
             row = await conn.fetchrow(SQL_LOCK_CHECK, check_id, account_id)
             if row is None:
@@ -576,14 +581,18 @@ class MonitorsMixin(StoreBase):
                 check.expiry_threshold_percent if expiry_threshold_percent is None
                 else expiry_threshold_percent
             )
-            if (new_interval, new_threshold, new_recovery, new_percent) == (
+            new_days = (
+                check.expiry_threshold_days if expiry_threshold_days is None
+                else stored_thresholds(expiry_threshold_days)
+            )
+            if (new_interval, new_threshold, new_recovery, new_percent, new_days) == (
                 check.interval, check.notification_threshold, check.recovery_threshold,
-                check.expiry_threshold_percent,
+                check.expiry_threshold_percent, check.expiry_threshold_days,
             ):
                 return check
             row = await conn.fetchrow(
                 SQL_UPDATE_CHECK_CONFIG, check_id, new_interval, new_threshold, new_recovery,
-                new_percent)
+                new_percent, None if new_days is None else list(new_days))
             await self._notify(conn, CHANNEL_CHECKS, str(check_id))
         assert row is not None
         return CheckRecord.from_row(row)

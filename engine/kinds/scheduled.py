@@ -53,6 +53,9 @@ class ScheduledCheck:
     account_id: int = 0  # its maintenance windows; its share of the costly assertions
     # Heartbeat: what the engine knows of it (engine.kinds.heartbeat.Beat); None otherwise.
     heartbeat: Any = None
+    # Domain expiry: the days before expiry a renewal-due is sent at (None: the defaults;
+    # empty: none).
+    expiry_days: tuple[int, ...] | None = None
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> ScheduledCheck:
@@ -92,6 +95,7 @@ class ScheduledCheck:
             expiry_percent=r["expiry_threshold_percent"],
             account_id=r["account_id"],
             heartbeat=_beat(r),
+            expiry_days=_days(r.get("expiry_threshold_days")),
         )
 
 
@@ -100,6 +104,10 @@ def _beat(r: Mapping[str, Any]) -> Any:
     None for other kinds."""
     raw = r.get("heartbeat") if hasattr(r, "get") else None
     return None if raw is None else beat_of_row(raw)
+
+
+def _days(value: Any) -> tuple[int, ...] | None:
+    return None if value is None else tuple(value)
 
 
 @dataclass(slots=True)

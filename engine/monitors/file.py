@@ -65,7 +65,8 @@ import tomli
 
 from engine.monitors import requests as requestconfig
 from engine.monitors import schemes, validation
-from engine.monitors.checkset import ORDER, checks_of
+from engine.monitors.checkset import DOMAIN, ORDER, checks_of
+from engine.monitors.domain_settings import shown_thresholds, stored_thresholds
 from engine.monitors.plan import SETTING_ATTRIBUTES, CheckSettings, CurrentMonitor, MonitorSpec
 from engine.runtime.errors import ValidationFailed
 from engine.runtime.settings import Plan
@@ -205,7 +206,8 @@ def _check_settings(table: Any, kind: str, plan: Plan) -> _Checked:
         threshold_s = update.notification_threshold_s or 0
     return CheckSettings(interval=interval, threshold_s=threshold_s, enabled=enabled,
                          recovery_s=update.recovery_threshold_s or 0,
-                         expiry_percent=update.expiry_threshold_percent or 0), {}
+                         expiry_percent=update.expiry_threshold_percent or 0,
+                         expiry_days=stored_thresholds(update.expiry_threshold_days)), {}
 
 
 class _CheckCache:
@@ -371,7 +373,11 @@ def _table_of(kind: str, settings: CheckSettings) -> dict[str, Any]:
     table: dict[str, Any] = {}
     for name, attribute in SETTING_ATTRIBUTES[kind]:
         value = getattr(settings, attribute)
-        table[name] = value // validation.SECONDS_PER_DAY if name.endswith("_days") else value
+        if kind == DOMAIN and name == "expiry_threshold_days":
+            table[name] = shown_thresholds(value)  # a list of days, the defaults written out
+        else:
+            table[name] = (value // validation.SECONDS_PER_DAY if name.endswith("_days")
+                           else value)
     return table
 
 
@@ -407,6 +413,8 @@ def _toml_value(value: Any) -> str:
         return str(value)
     if isinstance(value, float):  # finite (validated): repr is a TOML float
         return repr(value)
+    if isinstance(value, list):  # of scalars (a domain check's days)
+        return "[" + ", ".join(map(_toml_value, value)) + "]"
     text = str(value)
     out = ['"']
     for ch in text:

@@ -203,6 +203,7 @@ async def update_check(request: web.Request) -> web.Response:
         notification_threshold_s=command.notification_threshold_s,
         recovery_threshold_s=command.recovery_threshold_s,
         expiry_threshold_percent=command.expiry_threshold_percent,
+        expiry_threshold_days=command.expiry_threshold_days,
     )
     return json_response(views.check_updated(updated))
 

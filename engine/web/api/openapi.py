@@ -29,7 +29,7 @@ from engine.monitors.validation import (
 from engine.runtime.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS
 from engine.web.api import heartbeat_openapi
 
-STATUSES = ["ok", "degraded", "failing", "down", "pending", "paused"]
+STATUSES = ["ok", "degraded", "failing", "down", "pending", "paused", "unsupported"]
 TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$"
 # A strict subset of the URLs the API accepts, for generators: a lower-case DNS name of at
 # most three labels whose last starts with a letter (a numeric one would be read as an IPv4
@@ -101,6 +101,14 @@ _PERCENT: dict[str, Any] = {
 }
 
 
+_DOMAIN_DAYS: dict[str, Any] = {
+    "type": "array", "maxItems": 8,
+    "items": {"type": "integer", "minimum": 1, "maximum": MAX_EXPIRY_DAYS},
+    "description": "domain_expiry checks: days before the domain's expiry at which "
+                   "domain_renewal_due is sent (default [30, 14, 7, 1]; [] for none).",
+}
+
+
 def _schemas() -> dict[str, Any]:
     check_common = {
         "id": _INT64,
@@ -159,6 +167,23 @@ def _schemas() -> dict[str, Any]:
                 "error": _nullable({"type": "string"})})),
         }, required=["issuer", "signature_algorithm", "is_self_signed", "valid_from",
                      "valid_to"]),
+        "DomainMeta": _obj({
+            "domain": _nullable({"type": "string", "description": "The registrable domain."}),
+            "registrar": _nullable({"type": "string"}),
+            "expires_at": _nullable(_TIMESTAMP),
+            "days_left": _nullable({"type": "integer"}),
+            "statuses": {"type": "array", "items": {"type": "string"},
+                         "description": "EPP status codes."},
+            "nameservers": {"type": "array", "items": {"type": "string"}},
+            "source": _nullable({"type": "string", "enum": ["rdap"]}),
+            "rdap_server": _nullable({"type": "string"}),
+            "checked_at": _nullable(_TIMESTAMP),
+            "warning": _nullable({"type": "string"}),
+        }),
+        "DomainCheck": _obj({
+            **check_common, "meta": _ref("DomainMeta"),
+            "expiry_threshold_days": _DOMAIN_DAYS,
+        }),
         "UptimeCheck": _obj(
             {**check_common, "meta": _ref("UptimeMeta"), "recovery_threshold": _RECOVERY},
             required=[*check_common, "meta"]),
@@ -183,7 +208,8 @@ def _schemas() -> dict[str, Any]:
             "checks": _obj({
                 "uptime": _ref("UptimeCheck"),
                 "certificate_health": _ref("CertificateCheck"),
-            }),
+                "domain_expiry": _ref("DomainCheck"),
+            }, required=["uptime", "certificate_health"]),
         }),
         "ReducedCheck": _obj({
             "id": _INT64,
@@ -202,7 +228,8 @@ def _schemas() -> dict[str, Any]:
             "checks": _obj({
                 "uptime": _ref("ReducedCheck"),
                 "certificate_health": _ref("ReducedCheck"),
-            }),
+                "domain_expiry": _ref("ReducedCheck"),
+            }, required=["uptime", "certificate_health"]),
         }),
         "MonitorCreate": _obj({
             "url": {"type": "string", "maxLength": MAX_URL_LENGTH, "pattern": URL_PATTERN},
@@ -229,8 +256,12 @@ def _schemas() -> dict[str, Any]:
                 "description": "Uptime checks only (422 on a certificate_health check).",
             }),
             "expiry_threshold_days": _nullable({
-                "type": "integer", "minimum": 0, "maximum": MAX_EXPIRY_DAYS,
-                "description": "certificate_health checks only (422 on an uptime check).",
+                "oneOf": [
+                    {"type": "integer", "minimum": 0, "maximum": MAX_EXPIRY_DAYS},
+                    _DOMAIN_DAYS,
+                ],
+                "description": "certificate_health checks: an integer (days); domain_expiry "
+                               "checks: a list of days. 422 on an uptime check.",
             }),
             "recovery_threshold": _nullable({
                 **_RECOVERY, "description": "Uptime checks only: " + _RECOVERY["description"]}),
@@ -244,6 +275,7 @@ def _schemas() -> dict[str, Any]:
                          "notification_threshold", "last_check_at")},
             "recovery_threshold": _RECOVERY,
             "expiry_threshold_percent": _PERCENT,
+            "expiry_threshold_days": _DOMAIN_DAYS,
         }, required=["id", "status", "interval", "is_enabled", "notification_threshold",
                      "last_check_at"]),
         "CheckToggled": _obj({

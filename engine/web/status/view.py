@@ -39,6 +39,7 @@ from engine.web.status.public_text import (
 UPTIME = "uptime"
 HEARTBEAT = "heartbeat"  # a heartbeat monitor's one check stands where uptime would
 CERTIFICATE = "certificate_health"
+DOMAIN = "domain_expiry"
 
 def shown_checks(checks: Mapping[str, PublicCheck]) -> dict[str, PublicCheck]:
     """The checks a page shows: all but a disabled certificate check, which shows nothing
@@ -86,6 +87,11 @@ def overall_state(
         return OverallState(
             "degraded", "Certificate problem",
             "The site's TLS certificate failed validation.", "!")
+    domain = active.get(DOMAIN)
+    if domain is not None and domain.status == "down":
+        return OverallState(
+            "degraded", "Domain problem",
+            "The site's domain has expired or is on hold at its registry.", "!")
     if up is None:
         # Only the certificate is watched: whether the site answers is not known.
         return OverallState("paused", "Paused", "Uptime monitoring of this site is paused.",
