@@ -274,12 +274,27 @@ def _nodes(settings: Settings, args: argparse.Namespace) -> int:
         state = "stopping" if r["stopping"] else ("live" if r["live"] else "dead")
         sys.stdout.write(f"{r['id'][:34]:<34} {r['region'][:10]:<10} {state:<9} "
                          f"{r['checks_owned']:>7}  {r['last_heartbeat_at']:<19}  {r['url']}\n")
+        if r["load"] is not None:
+            sys.stdout.write(f"  {_load_words(r['load'])}\n")
     return 0
 
 
+def _load_words(load: dict[str, Any]) -> str:
+    """A node's load in one line: asked, done, capacity, ratio, and the cost per probe."""
+    costs = ", ".join(f"{k} {v:.0f} us" for k, v in load["cost_us_by_kind"].items())
+    over = "OVERLOADED: " if load["overloaded"] else ""
+    headroom = load["capacity_per_s"] - load["asked_per_s"]
+    return (f"{over}asked {load['asked_per_s']:.0f} probes/s, doing {load['done_per_s']:.0f}/s, "
+            f"capacity {load['capacity_per_s']:.0f}/s (load {load['ratio']:.2f}, "
+            f"headroom {headroom:.0f}/s); CPU per probe: {costs or 'not measured yet'}")
+
+
 def _status(settings: Settings, args: argparse.Namespace) -> int:
+    from engine.cluster.nodes import node_table
     from engine.domain.timefmt import fmt
     from engine.domain.words import plural
+
+    nodes: list[dict[str, Any]] = []
 
     async def fetch(store: Any) -> list[tuple[Any, list[Any]]]:
         accounts = [a for a, _ in await store.list_accounts()]
@@ -287,6 +302,7 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
             accounts = [a for a in accounts if a.id == args.account]
             if not accounts:
                 raise UpwatchError(f"no account with id {args.account}")
+        nodes.extend(n for n in await node_table(store, settings) if n["live"])
         return [(a, await store.list_monitors(a.id)) for a in accounts]
 
     shown = _shown(args)
@@ -296,6 +312,9 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
     data = _with_store(settings, fetch, shown=shown, detail=(
         f"Settings files: {files}\nMonitor URL schemes: {', '.join(schemes.names())}\n"))
     if args.json:
+        for n in nodes:
+            sys.stdout.write(orjson.dumps({"node": n["id"], "region": n["region"],
+                                           "load": n["load"]}).decode() + "\n")
         for account, monitors in data:
             for m in monitors:
                 up, cert = m.checks.get("uptime"), m.checks.get("certificate_health")
@@ -307,6 +326,9 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
                     "last_check_at": fmt(up and up.last_check_at),
                 }).decode() + "\n")
         return 0
+    for n in nodes:
+        load = _load_words(n["load"]) if n["load"] is not None else "no engine"
+        sys.stdout.write(f"Node {n['id']} ({n['region']}): {load}\n")
     for account, monitors in data:
         sys.stdout.write(f"Account {account.id} ({account.name}): "
                          f"{plural(len(monitors), 'monitor')}\n")
@@ -323,6 +345,30 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
                 f"{cert.status if cert else '-':<9} {pct}  "
                 f"{fmt(up and up.last_check_at) or '-':<19}  {err[:60]}\n")
     return 0
+
+
+def _apply(settings: Settings, args: argparse.Namespace, apply: Callable[..., int]) -> int:
+    """``upwatch apply``, then (in the same database session) a warning on stderr when the
+    enabled checks now ask for more than the live nodes can hold. Never refuses."""
+    from engine.cluster.nodes import capacity_check
+
+    said: list[str] = []
+
+    def with_store(settings: Settings, fn: Callable[[Any], Awaitable[T]], **kw: Any) -> T:
+        async def then_check(store: Any) -> T:
+            result = await fn(store)
+            if not args.dry_run:
+                warning = await capacity_check(store, settings)
+                if warning is not None:
+                    said.append(warning)
+            return result
+
+        return _with_store(settings, then_check, **kw)
+
+    code = apply(settings, args, with_store)
+    for warning in said:
+        sys.stderr.write(f"upwatch apply: warning: {warning}\n")
+    return code
 
 
 def _notify_test(settings: Settings, args: argparse.Namespace) -> int:
@@ -454,8 +500,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("export", "apply"):
             from engine.monitors import commands as monitorcli
 
-            command = monitorcli.export if args.command == "export" else monitorcli.apply
-            return command(settings, args, _with_store)
+            if args.command == "export":
+                return monitorcli.export(settings, args, _with_store)
+            return _apply(settings, args, monitorcli.apply)
         if args.command == "import":
             from engine.monitors.hcimport_command import import_healthchecks
 

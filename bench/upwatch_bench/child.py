@@ -38,6 +38,7 @@ ROLES = {
     "producer": "upwatch_bench.roles.loadgen",
     "deliverer": "upwatch_bench.roles.engine_run",
     "apiserver": "upwatch_bench.roles.apiserver",
+    "node": "upwatch_bench.roles.node",
     "dns": "upwatch_bench.roles.dnsserver",
     "world_backend": "upwatch_bench.roles.worldserver",
     "world_dnscache": "upwatch_bench.roles.dnscache",

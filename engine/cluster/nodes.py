@@ -161,7 +161,10 @@ class NodeRegistry:
             while not stop.is_set():
                 try:
                     if loop.time() >= next_beat:
-                        if not await self.store.heartbeat(self.membership.node_id):
+                        load = self.metrics.load
+                        if not await self.store.heartbeat(
+                                self.membership.node_id,
+                                load.as_json() if load is not None else None):
                             await self.store.register_node(
                                 self.membership.node_id, self.settings.region,
                                 self.settings.peer_url, __version__)
@@ -222,6 +225,17 @@ async def node_table(store: Store, settings: Settings) -> list[dict[str, object]
             "live": n.live,
             "stopping": n.stopping,
             "checks_owned": owned.get(n.id, 0) if n.live else 0,
+            "load": n.load if n.live else None,
         }
         for n in nodes
     ]
+
+
+async def capacity_check(store: Store, settings: Settings) -> str | None:
+    """A warning when the enabled checks ask for more probes per second than the live nodes
+    can hold (engine.scheduler.load.capacity_warning); None when within it or unknown."""
+    from engine.scheduler.load import capacity_warning
+
+    capacity = await store.live_capacity(DEAD_AFTER_HEARTBEATS * settings.heartbeat_interval)
+    asked = await store.probe_demand() / settings.time_scale
+    return capacity_warning(asked, capacity)

@@ -43,7 +43,8 @@ _CHECK_COLUMNS = """
     c.renewal_notified_fingerprints, m.account_id,
     m.url, m.host, m.port, m.request, m.assertions,
     CASE WHEN c.kind = 'heartbeat'
-         THEN (SELECT to_jsonb(h) FROM heartbeats h WHERE h.check_id = c.id) END AS heartbeat
+         THEN (SELECT to_jsonb(h) - 'last_body' FROM heartbeats h WHERE h.check_id = c.id)
+    END AS heartbeat
 """
 _CHECK_FROM = """
 FROM checks c

@@ -92,7 +92,9 @@ class HeartbeatKind:
             raise no_prober(self.name)
         beat = await self.prober.heartbeat_beat(check.id)
         if beat is not None:
-            check.heartbeat = beat  # the next decision follows the facts just read
+            # The next decision follows the facts just read; the body (up to 1,000
+            # characters, for the meta only) is not kept with the check.
+            check.heartbeat = Beat(beat.config, beat.facts)
         return HeartbeatOutcome(beat)
 
     def judge(

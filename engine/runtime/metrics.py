@@ -8,7 +8,9 @@ between them) and only ever increment (or decrement a gauge), observe or set.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -228,9 +230,40 @@ class LoopHistogram(_LoopMetric):
         yield family
 
 
+@dataclass(frozen=True, slots=True)
+class NodeLoad:
+    """The engine's load as of its last second (engine/scheduler/load.py): probes/s asked
+    (sum of 1/interval over its checks), done, the capacity at the measured cost per probe
+    (``cost_s`` by kind, CPU seconds) and the engine's ``share`` of its core; ``ratio`` is
+    asked / capacity; ``overloaded`` turns on and off with hysteresis."""
+
+    asked: float
+    done: float
+    capacity: float
+    ratio: float
+    overloaded: bool
+    share: float
+    waiting: int = 0
+    cost_s: Mapping[str, float] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """The form /healthz, the nodes table and ``upwatch status`` show."""
+        return {
+            "overloaded": self.overloaded,
+            "ratio": round(self.ratio, 3),
+            "asked_per_s": round(self.asked, 1),
+            "done_per_s": round(self.done, 1),
+            "capacity_per_s": round(self.capacity, 1),
+            "engine_share": round(self.share, 2),
+            "cost_us_by_kind": {k: round(v * 1e6, 1) for k, v in sorted(self.cost_s.items())},
+        }
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
+        # The engine's load (None until an engine ran a second in this process).
+        self.load: NodeLoad | None = None
         # Engine
         # The engine's per-probe series: plain counters without locks (see LoopCounter).
         self.probes = LoopCounter(
@@ -252,6 +285,32 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        # Load and capacity (engine/scheduler/load.py)
+        self.probes_asked_rate = Gauge(
+            "upwatch_probes_asked_per_second",
+            "Probes per second the node's enabled checks ask for (sum of 1/interval).",
+            registry=r)
+        self.probes_done_rate = Gauge(
+            "upwatch_probes_done_per_second", "Probes finished in the last second.",
+            registry=r)
+        self.probe_capacity = Gauge(
+            "upwatch_probe_capacity_per_second",
+            "Probes per second the node can hold at its measured cost per probe.", registry=r)
+        self.load_ratio = Gauge(
+            "upwatch_probe_load_ratio",
+            "Probes asked per second over capacity (above 1: over capacity).", registry=r)
+        self.overloaded = Gauge(
+            "upwatch_overloaded", "1 while the node is over its probing capacity.", registry=r)
+        self.engine_share = Gauge(
+            "upwatch_engine_cpu_share",
+            "Share of its core the engine may spend starting probes (shrinks while the "
+            "loop lags).", registry=r)
+        self.probes_waiting = Gauge(
+            "upwatch_probes_waiting", "Due checks waiting to start (held back).", registry=r)
+        self.probe_cost = Gauge(
+            "upwatch_probe_cost_seconds",
+            "Measured CPU seconds per probe, by check kind (moving average).", ["kind"],
+            registry=r)
         # Probe name lookups (engine/probes/resolver.py)
         self.dns_lookups = LoopCounter(
             "upwatch_dns_lookups_total", "DNS lookups sent (cache misses and refreshes).",

@@ -13,6 +13,15 @@ interval are spread evenly over it; a new, re-enabled or reset check is probed w
 a second (``soon``, paced by ``SOON_RATE``), then joins its phase. Due times are
 ``time.monotonic()`` values; phases are computed on the wall clock so a check keeps its
 rhythm across restarts. Per-probe code: compiled (engine/runtime/compiled.py).
+
+Admission: each probe started spends its kind's cost (CPU seconds, ``costs``, learned by the
+engine: engine/scheduler/load.py) from a budget that grows by ``share`` each second, so the
+engine takes at most that share of its core and the rest (the API, the database) is never
+starved. Due checks the budget cannot start yet wait in the ready queue, in the order they
+came due (a check of a failing or down monitor goes first: its decision keeps its place); a
+late check then joins its next phase, so when demand exceeds capacity every check is probed,
+each about demand / capacity intervals apart. Each sweep counts whether checks were held
+back and how late the loop woke it (:meth:`Dispatcher.take_second`).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any, Final
 
+from engine.domain.evaluate import DOWN, FAILING
 from engine.kinds.base import Cancellable, CheckKind, Judging
 from engine.kinds.scheduled import ScheduledCheck
 from engine.scheduler.wheel import TimingWheel, next_due
@@ -39,6 +49,8 @@ RETRY_IN_FLIGHT: Final = 0.25  # a check due while its previous probe still runs
 MIN_INTERVAL: Final = 0.05  # floor of a scaled interval, so a tiny time scale cannot spin
 THRESHOLD_SLACK: Final = 0.005  # re-probe this long after a threshold expires (clock rounding)
 DRAIN_PROBES = 3.0  # seconds in-flight probes get to finish on stop
+BURST_S: Final = 0.04  # the budget holds at most this much of a second's share (s of CPU)
+UNKNOWN_COST: Final = 0.0004  # a kind the engine learned no cost for (s of CPU)
 
 
 def _no_done(c: ScheduledCheck, outcome: Any) -> None:
@@ -62,6 +74,7 @@ class Dispatcher:
         max_in_flight: int,
         per_host_limit: int,
         observe_lateness: Callable[[float], Any],
+        costs: dict[str, float] | None = None,
     ) -> None:
         self._checks = checks
         # Kinds whose probes start without a task (their prober offers it).
@@ -98,6 +111,17 @@ class Dispatcher:
         self._ready: deque[ScheduledCheck] = deque()
         self._soon_next = 0.0
         self._stopping = False
+        # Admission (module docstring): the engine's share of its core, the budget it
+        # grows (CPU seconds), each kind's cost per probe (the engine's CostModel updates
+        # this dict in place), probes finished by kind, and the sweeps' figures.
+        self.share = 1.0
+        self._budget = BURST_S
+        self._costs: dict[str, float] = costs if costs is not None else {}
+        self._unknown_cost = UNKNOWN_COST if costs is not None else 0.0  # None: no admission
+        self._done_by_kind: dict[str, int] = {}
+        self._sweeps = 0
+        self._held = 0
+        self._worst_lag = 0.0
 
     def attach(
         self,
@@ -154,16 +178,57 @@ class Dispatcher:
         """Sweep the wheel every ``tick`` until ``stop``; ``every_second`` updates gauges."""
         wheel, ready = self._wheel, self._ready
         gauge_at = 0.0
+        last = time.monotonic()
         while not stop.is_set():
             now = time.monotonic()
-            ready.extend(wheel.pop_due(now))  # dropped ones were cancelled
+            lag = now - last - tick
+            if lag > self._worst_lag:
+                self._worst_lag = lag
+            budget = self._budget + (now - last) * self.share
+            self._budget = budget if budget < BURST_S else BURST_S
+            last = now
+            due = wheel.pop_due(now)  # dropped ones were cancelled
+            if ready and due:
+                self._queue_due(due)
+            else:
+                ready.extend(due)
             if ready:
                 self._start_ready(now)
+            self._sweeps += 1
+            if ready:
+                self._held += 1
             if now >= gauge_at:
                 # Gauges once a second rather than per probe: a Prometheus set() takes a lock.
                 every_second()
                 gauge_at = now + 1.0
             await asyncio.sleep(tick)
+
+    def _queue_due(self, due: list[ScheduledCheck]) -> None:
+        """Checks come due while others still wait: those of a failing or down monitor (a
+        decision waits on their probe) go ahead of the queue, the rest behind it."""
+        ready = self._ready
+        for c in due:
+            status = c.state.status
+            if status == FAILING or status == DOWN:
+                ready.appendleft(c)
+            else:
+                ready.append(c)
+
+    def take_second(self) -> tuple[dict[str, int], float, float]:
+        """What happened since the last call, and reset: probes finished by kind, the share
+        of sweeps that ended with due checks held back, the latest a sweep woke (s)."""
+        done = self._done_by_kind
+        self._done_by_kind = {}
+        held = self._held / self._sweeps if self._sweeps else 0.0
+        lag = self._worst_lag
+        self._sweeps = self._held = 0
+        self._worst_lag = 0.0
+        return done, held, lag
+
+    @property
+    def waiting(self) -> int:
+        """Due checks waiting to start (held back by the budget or ``max_in_flight``)."""
+        return len(self._ready)
 
     def _start_ready(self, now: float) -> None:
         """Start ready checks (in order) while the limits allow; a check whose host is busy
@@ -173,7 +238,7 @@ class Dispatcher:
         busy, per_host, limit = self._host_busy, self._per_host, self._max_in_flight
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
-        while ready and len(in_flight) < limit:
+        while ready and len(in_flight) < limit and self._budget > 0:
             c = ready.popleft()
             check_id = c.id
             if checks.get(check_id) is not c:
@@ -197,11 +262,13 @@ class Dispatcher:
         room under ``max_in_flight``, and its host has ``busy_now`` probes running, fewer
         than ``per_host_limit``. Without a task when its kind can (``start``)."""
         self._host_busy[c.host] = busy_now + 1
+        kind = c.kind
+        self._budget -= self._costs.get(kind, self._unknown_cost)
         late = now - c.due
         self._observe_lateness(late if late > 0 else 0.0)
         loop = self.loop
         assert loop is not None  # set by the first _start_ready
-        start = self._starts.get(c.kind)
+        start = self._starts.get(kind)
         if start is not None:
             if c.request is None:
                 self.in_flight[c.id] = start(loop, c.url, self._done, c)
@@ -216,6 +283,8 @@ class Dispatcher:
         check_id = c.id
         in_flight = self.in_flight
         in_flight.pop(check_id, None)
+        by_kind = self._done_by_kind
+        by_kind[c.kind] = by_kind.get(c.kind, 0) + 1
         host = c.host
         busy = self._host_busy
         n = busy.get(host, 1) - 1
@@ -244,6 +313,7 @@ class Dispatcher:
                 self._checks.get(nxt.id) is nxt
                 and nxt.id not in in_flight
                 and len(in_flight) < self._max_in_flight
+                and self._budget > 0
             ):
                 # What _start_ready would do with it first, without the round trip through
                 # the ready queue: at capacity (every host busy) that is every probe.

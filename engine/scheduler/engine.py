@@ -11,6 +11,11 @@
 - :class:`~engine.scheduler.results.ResultsWriter`: result rows and steady touches, in
   batches.
 
+Once a second the engine judges its load (:mod:`engine.scheduler.load`): the cost per probe
+by kind from its thread's CPU, the share of its core it may take (the dispatcher's budget),
+probes asked and done, the capacity, and whether it is over it (one log line each way;
+``metrics.load`` for /healthz and the node's heartbeat).
+
 ``run(stop)`` returns once stopped and drained: in-flight probes get ``dispatch.DRAIN_PROBES``
 to finish, the backlog and the results a last write. The engine also keeps the long-lived
 checks out of the cyclic GC's reach (:meth:`Engine._freeze`). State timestamps are aware
@@ -23,6 +28,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -31,14 +37,15 @@ from engine.kinds.base import CheckKind, Judging
 from engine.kinds.registry import Kinds
 from engine.kinds.scheduled import ScheduledCheck
 from engine.monitors.requestspecs import SpecBuilder
-from engine.runtime.metrics import Metrics
+from engine.runtime.metrics import Metrics, NodeLoad
 from engine.runtime.secretbox import SecretBox
 from engine.runtime.settings import Settings
 from engine.scheduler.calendar import MaintenanceCalendar
 from engine.scheduler.catalog import Catalog, CatalogStore
 from engine.scheduler.confirm import Confirmer, LocalConfirmer
-from engine.scheduler.dispatch import Dispatcher
+from engine.scheduler.dispatch import MIN_INTERVAL, Dispatcher
 from engine.scheduler.flow import Flow
+from engine.scheduler.load import CostModel, Figures, OverloadJudge, Share, capacity
 from engine.scheduler.results import ResultsSink, ResultsWriter
 from engine.scheduler.transitions import TransitionStore, TransitionWriter
 
@@ -105,13 +112,22 @@ class Engine:
             owns=owns, resync_interval=settings.resync_interval, freeze=self._freeze,
         )
         self._checks = checks = catalog.checks
+        self._scale = settings.time_scale
+        self._cost = CostModel(kind_of)
+        self._share = Share()
+        self._judge = OverloadJudge()
+        self._asked: dict[str, float] = {k: 0.0 for k in kind_of}  # probes/s by kind
+        self._cpu_at = time.thread_time()
+        self._second_at = time.monotonic()
         self._dispatcher = dispatcher = Dispatcher(
             checks, kind_of, judging,
             max_in_flight=settings.max_in_flight, per_host_limit=settings.per_host_limit,
             # Bound now: whatever stands in metrics.lateness (the bench installs its
             # recorder before building the engine) sees every observation.
             observe_lateness=metrics.lateness.observe,
+            costs=self._cost.costs,
         )
+        dispatcher.share = self._share.value
         self._transitions = transitions = TransitionWriter(
             store, self.results, checks, dispatcher.in_flight, metrics=metrics,
             stale=catalog.stale,
@@ -155,9 +171,16 @@ class Engine:
 
     # -- wiring ----------------------------------------------------------------------------------
 
+    def _rate(self, c: ScheduledCheck) -> float:
+        """Probes per second ``c`` asks for (its scaled interval, as the dispatcher's)."""
+        return 1.0 / max(MIN_INTERVAL, c.interval_s * self._scale)
+
     def _adopted(self, new: ScheduledCheck, old: ScheduledCheck | None) -> None:
         by_status = self._metrics.checks_by_status
+        asked = self._asked
+        asked[new.kind] = asked.get(new.kind, 0.0) + self._rate(new)
         if old is not None:
+            asked[old.kind] = max(0.0, asked.get(old.kind, 0.0) - self._rate(old))
             self._dispatcher.cancel(old)
             self.results.forget(new.id)
             by_status.child(old.kind, old.state.status).dec()
@@ -170,6 +193,11 @@ class Engine:
         self._dispatcher.cancel(old)
         self.results.forget(old.id)
         self._metrics.checks_by_status.child(old.kind, old.state.status).dec()
+        asked = self._asked
+        asked[old.kind] = max(0.0, asked.get(old.kind, 0.0) - self._rate(old))
+        if not self._checks:
+            for kind in asked:
+                asked[kind] = 0.0  # no float residue once the last check is gone
 
     def _every_second(self) -> None:
         # The histograms' pending observations are counted then too.
@@ -178,6 +206,58 @@ class Engine:
         metrics.scheduled.set(len(self._checks))
         metrics.in_flight.set(len(self._dispatcher.in_flight))
         metrics.probe_polling.set(1 if self.kinds.polling else 0)
+        self._judge_load()
+
+    def _judge_load(self) -> None:
+        """The second's load (engine/scheduler/load.py), its gauges, and one log line when
+        the node goes over its capacity or comes back under it."""
+        metrics, dispatcher = self._metrics, self._dispatcher
+        now, cpu = time.monotonic(), time.thread_time()
+        elapsed, spent = now - self._second_at, cpu - self._cpu_at
+        self._second_at, self._cpu_at = now, cpu
+        if elapsed <= 0:
+            return
+        done, held, lag = dispatcher.take_second()
+        # Per second of wall time, so a sweep that came late does not read as a dearer probe.
+        self._cost.learn(spent / elapsed, {k: round(n / elapsed) for k, n in done.items()})
+        share = dispatcher.share = self._share.step(lag, held > 0)
+        asked = sum(self._asked.values())
+        figures = Figures(
+            asked=asked, done=sum(done.values()) / elapsed,
+            capacity=capacity(share, self._cost.mean_cost(self._asked)),
+        )
+        change = self._judge.step(held, figures)
+        if change is not None:
+            words = "over its capacity" if change.overloaded else "back within its capacity"
+            log.warning(
+                "node %s: asked %.0f probes/s, doing %.0f/s, capacity %.0f/s (ratio %.2f)",
+                words, figures.asked, figures.done, figures.capacity, figures.ratio,
+                extra={"overloaded": change.overloaded, "asked_per_s": round(figures.asked, 1),
+                       "done_per_s": round(figures.done, 1),
+                       "capacity_per_s": round(figures.capacity, 1),
+                       "ratio": round(figures.ratio, 3)},
+            )
+        overloaded = self._judge.overloaded
+        metrics.probes_asked_rate.set(figures.asked)
+        metrics.probes_done_rate.set(figures.done)
+        metrics.probe_capacity.set(figures.capacity)
+        metrics.load_ratio.set(figures.ratio)
+        metrics.overloaded.set(1 if overloaded else 0)
+        metrics.engine_share.set(share)
+        metrics.probes_waiting.set(dispatcher.waiting)
+        costs = dict(self._cost.costs)
+        for kind, cost in costs.items():
+            metrics.probe_cost.labels(kind=kind).set(cost)
+        metrics.load = NodeLoad(
+            asked=figures.asked, done=figures.done, capacity=figures.capacity,
+            ratio=figures.ratio, overloaded=overloaded, share=share,
+            waiting=dispatcher.waiting, cost_s=costs,
+        )
+
+    @property
+    def overloaded(self) -> bool:
+        """Whether the node says it is over its capacity now."""
+        return self._judge.overloaded
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -265,10 +265,17 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """Liveness: 200 when the database answers, 503 otherwise."""
+    """Liveness: 200 when the database answers, 503 otherwise. An engine that is over its
+    capacity still works: 200, with ``"overloaded": true`` and its ``load`` (the ratio of
+    probes asked to capacity and the figures behind it); without an engine in this process
+    ``overloaded`` is false and there is no ``load``."""
+    load = request.app[METRICS].load
+    body: dict[str, object] = {"overloaded": load.overloaded if load is not None else False}
+    if load is not None:
+        body["load"] = load.as_json()
     if await request.app[STORE].ping():
-        return json_response({"status": "ok"})
-    return json_response({"status": "unavailable"}, status=503)
+        return json_response({"status": "ok", **body})
+    return json_response({"status": "unavailable", **body}, status=503)
 
 
 async def metrics_text(request: web.Request) -> web.Response:

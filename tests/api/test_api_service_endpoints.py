@@ -29,7 +29,7 @@ async def test_healthz_is_ok_while_the_database_answers(api: str) -> None:
     async with aiohttp.ClientSession(base_url=api) as s, s.get("/healthz") as r:
         assert r.status == 200
         assert r.headers["Content-Type"] == "application/json"
-        assert await r.json() == {"status": "ok"}
+        assert await r.json() == {"status": "ok", "overloaded": False}
 
 
 async def test_metrics_count_requests_by_route_template(
@@ -71,7 +71,7 @@ async def test_without_a_database_the_api_answers_503(
         async with aiohttp.ClientSession(base_url=base) as s:
             async with s.get("/healthz") as r:
                 assert r.status == 503
-                assert await r.json() == {"status": "unavailable"}
+                assert await r.json() == {"status": "unavailable", "overloaded": False}
             async with s.get("/webapi/monitors", headers={"Authorization": "Bearer x"}) as r:
                 assert r.status == 503
                 assert r.headers["Content-Type"] == "application/json"
@@ -111,7 +111,7 @@ async def test_the_status_page_is_mounted_public_and_behind_fixed_paths(
         async with s.get(f"/{identifier}.json") as r:
             assert r.status == 200
         async with s.get("/healthz") as r:  # fixed paths win over /{identifier}
-            assert await r.json() == {"status": "ok"}
+            assert await r.json() == {"status": "ok", "overloaded": False}
 
 
 async def test_a_transaction_conflict_is_a_503_to_retry(

@@ -202,3 +202,25 @@ async def test_each_heartbeat_keeps_its_newest_pings(
         await store.record_pings([IncomingPing(pid, p, "POST", None, f"line {i}", False)],
                                  keep=3)
     assert [r["body"] for r in await pings(store, cid)] == ["line 2", "line 3", "line 4"]
+
+
+async def test_body_assertions_judge_the_ping_body_in_the_url_monitors_words(
+    client: aiohttp.ClientSession, anon: aiohttp.ClientSession, store: Store,
+) -> None:
+    m = await create(client, alias="backup", period=86400, grace=3600, assertions=[
+        {"source": "json", "property": "$.errors", "comparison": "equals", "target": "0"}])
+    assert m["assertions"][0]["property"] == "$.errors"
+    cid = m["checks"]["heartbeat"]["id"]
+    for body in (b'{"errors": 0, "files": 1200}', b'{"errors": 3}', b"not json"):
+        async with anon.post(_path(m), data=body) as r:
+            assert r.status == 200
+    failures = [p["failure"] for p in await pings(store, cid)]
+    assert failures[0] is None
+    assert failures[1] is not None and "$.errors" in failures[1]
+    assert failures[2] is not None and "not JSON" in failures[2]
+    # A heartbeat's assertions read the body only.
+    async with client.post("/webapi/monitors", json={
+            "type": "heartbeat", "alias": "x", "period": 3600, "assertions": [
+                {"source": "status_code", "comparison": "equals", "target": "200"}]}) as r:
+        assert r.status == 422
+        assert "assertions.0.source" in (await r.json())["errors"]

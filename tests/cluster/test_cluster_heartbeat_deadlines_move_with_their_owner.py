@@ -4,6 +4,8 @@ holds the deadline and alerts, once."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -98,3 +100,9 @@ async def test_the_owner_dies_between_a_start_and_its_deadline_and_the_other_ale
         sent = orjson.loads(events[0]["body"])
         assert sent["check"]["name"] == "heartbeat"
         assert sent["check"]["meta"]["detected_by"] == survivor
+        # Delivered to the account's receiver, signed with its token, once.
+        await wait_until(lambda: bool(receiver.hits), timeout=20, what="the webhook")
+        [hit] = receiver.hits
+        assert orjson.loads(hit.body) == sent
+        signature = hmac.new(token.encode(), hit.body, hashlib.sha1).hexdigest()
+        assert hit.headers["X-Service-Signature"] == signature

@@ -84,7 +84,7 @@ async def _api_refuses_politely(http: aiohttp.ClientSession, inst: Instance) -> 
         text = await r.text()
         assert r.status == 503, text
         assert r.content_type == "application/json"
-        assert json.loads(text) == {"status": "unavailable"}
+        assert json.loads(text) == {"status": "unavailable", "overloaded": False}
     assert "Traceback" not in text
 
 

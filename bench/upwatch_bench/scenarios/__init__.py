@@ -9,6 +9,7 @@
 ``api``         :mod:`.api`
 ``notify``      :mod:`.notify`
 ``internet``    :mod:`.internet`
+``overload``    :mod:`.overload`
 ==============  ===============================================================================
 """
 
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from upwatch_bench.harness import Bench
 
-SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify", "internet")
+SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify", "internet", "overload")
 
 
 async def run(b: Bench) -> dict[str, Any]:
@@ -45,6 +46,10 @@ async def run(b: Bench) -> dict[str, Any]:
         from upwatch_bench.scenarios.internet import scenario_internet
 
         return await scenario_internet(b)
+    if opts.scenario == "overload":
+        from upwatch_bench.scenarios.overload import scenario_overload
+
+        return await scenario_overload(b)
     from upwatch_bench.scenarios.probes import scenario_engine
 
     return await scenario_engine(b)
@@ -60,6 +65,10 @@ def table(rec: dict[str, Any]) -> str:
         from upwatch_bench.scenarios.internet_table import table as internet_table
 
         return internet_table(rec)
+    if rec.get("scenario") == "overload":
+        from upwatch_bench.scenarios.overload import table as overload_table
+
+        return overload_table(rec)
     from upwatch_bench.report import table as common_table
 
     return common_table(rec)

@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from engine.cluster.nodes import capacity_check
 from engine.db.accounts import Account
 from engine.domain.timefmt import fmt, utcnow
 from engine.monitors.apply import apply_document, export_document
@@ -82,7 +83,13 @@ async def apply_monitors(request: web.Request) -> web.Response:
     result = await apply_document(
         request.app[STORE], request.app[SETTINGS], account.id, account.plan, doc,
         prune=prune, dry_run=dry_run)
-    return json_response(result.as_json())
+    body = result.as_json()
+    if not dry_run and result.plan.creates:
+        # Past the live nodes' capacity: said, never refused (docs/operations.md).
+        warning = await capacity_check(request.app[STORE], request.app[SETTINGS])
+        if warning is not None:
+            body["warnings"] = [warning]
+    return json_response(body)
 
 
 @routes.get(EXPORT_PATH)
@@ -163,6 +170,8 @@ _APPLY_RESULT = {
             "required": ["id", "key", "url"]}},
         "unchanged": {"type": "integer", "minimum": 0},
         "kept": {"type": "integer", "minimum": 0},
+        # Present when the creates take the live nodes past their measured capacity.
+        "warnings": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["dry_run", "created", "updated", "deleted", "unchanged", "kept"],
 }

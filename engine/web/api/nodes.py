@@ -1,7 +1,9 @@
 """``GET /webapi/nodes``: the cluster's nodes, for operator accounts only.
 
 Each node: id, region, url, version, started_at, last_heartbeat_at (UTC
-``YYYY-MM-DD HH:MM:SS``), live, stopping, checks_owned (enabled checks it owns now). An
+``YYYY-MM-DD HH:MM:SS``), live, stopping, checks_owned (enabled checks it owns now), load
+(its engine's load as of its last heartbeat, as /healthz shows it; null for a node that is
+not live or runs no engine). An
 account that is not an operator gets a 403 ``{"message": ...}``.
 """
 
@@ -36,7 +38,7 @@ _TS = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$"}
 _NODE: dict[str, Any] = {
     "type": "object",
     "required": ["id", "region", "url", "version", "started_at", "last_heartbeat_at", "live",
-                 "stopping", "checks_owned"],
+                 "stopping", "checks_owned", "load"],
     "properties": {
         "id": {"type": "string"},
         "region": {"type": "string"},
@@ -47,6 +49,7 @@ _NODE: dict[str, Any] = {
         "live": {"type": "boolean"},
         "stopping": {"type": "boolean"},
         "checks_owned": {"type": "integer", "minimum": 0},
+        "load": {"oneOf": [{"$ref": "#/components/schemas/NodeLoad"}, {"type": "null"}]},
     },
 }
 

@@ -267,7 +267,17 @@ def _schemas() -> dict[str, Any]:
             "webhook_url": _nullable(
                 {"type": "string", "maxLength": MAX_URL_LENGTH, "pattern": URL_PATTERN}),
         }, required=[]),
-        "Health": _obj({"status": {"type": "string", "enum": ["ok", "unavailable"]}}),
+        "Health": _obj({"status": {"type": "string", "enum": ["ok", "unavailable"]},
+                        "overloaded": {"type": "boolean"},
+                        "load": {"$ref": "#/components/schemas/NodeLoad"}},
+                       ["status", "overloaded"]),
+        "NodeLoad": _obj({
+            "overloaded": {"type": "boolean"}, "ratio": {"type": "number"},
+            "asked_per_s": {"type": "number"}, "done_per_s": {"type": "number"},
+            "capacity_per_s": {"type": "number"}, "engine_share": {"type": "number"},
+            "cost_us_by_kind": {"type": "object",
+                                "additionalProperties": {"type": "number"}},
+        }),
         **_request_schemas(),
     }
 

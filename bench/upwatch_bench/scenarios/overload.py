@@ -1,0 +1,290 @@
+"""``upwatch bench overload``: a whole node (``upwatch run``'s default: the engine and the API
+on one loop, one core) asked for twice what it can probe, and for half, in the ``internet``
+world (upwatch_bench/scenarios/internet.py says what the world is).
+
+What runs, in order (N monitors, default 6,000; ``--quick``: 1,500 for 10 s windows):
+
+1. Unloaded: every check disabled; ``POST /webapi/monitors`` at concurrency 8 and ``GET
+   /webapi/monitors/{id}`` one at a time, each for 10 s (the reference rates).
+2. Capacity: every check at an interval of 1 s (the node asked for N probes/s, far past one
+   core) until the node's own capacity gauge (``upwatch_probe_capacity_per_second``: its
+   share of the core over its measured cost per probe) settles; the median of its last
+   readings is the measured capacity C.
+3. Twice the capacity, then half: every check at a 5 s interval (by the time scale), and as
+   many of them enabled as ask 2 C and then C / 2 probes per second; after a warm-up of two
+   intervals, a window of ``--duration`` seconds (default 60) with the GETs running
+   throughout and the POSTs for its first 10 s. Readings: GET p50/p99, POST rate against
+   the unloaded one, the node's load gauges, and from the result rows of the window: the
+   fraction of the healthy sites' checks probed at least once per two intervals (every gap
+   between two probes, and from the window's edges, at most two intervals), and the spread
+   of lateness (each check's mean gap over its interval, least and most late). Failing
+   sites (hanging, slow) take their probe timeout, longer than an interval; they count
+   apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from upwatch_bench import layout
+from upwatch_bench.certs import make_world_certs
+from upwatch_bench.database import seed_monitors
+from upwatch_bench.harness import Bench, BenchError
+from upwatch_bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
+from upwatch_bench.scenarios.internet import _is_root, _seed, wait_listening
+from upwatch_bench.world import ADDRESS, INTERVAL_S, KEY_TYPE, SERVER_KINDS, ZONE, World
+
+SIDE_S = 10.0  # the unloaded references and the POSTs of each window
+CAPACITY_INTERVAL_S = 1.0  # the capacity phase's interval: N probes/s asked
+CAPACITY_SETTLE_S = 20.0
+WINDOW_INTERVAL_S = 5.0  # the windows' interval (a healthy site thinks up to 300 ms)
+FACTORS = (2.0, 0.5)
+
+
+async def scenario_overload(b: Bench) -> dict[str, Any]:
+    try:
+        exe = await ensure_nginx()
+    except NginxUnavailable as exc:
+        raise BenchError(str(exc)) from None
+    timeout = float(b.settings()["probe_timeout"])
+    https_port = layout.free_port(ADDRESS["tls13-ecdsa"])
+    http_port = https_port
+    for _ in range(20):
+        http_port = layout.free_port(ADDRESS["tls13-ecdsa"])
+        if http_port != https_port:
+            break
+    world = World(b.opts.monitors, https_port, http_port, slow_ms=int((timeout + 2) * 1000))
+    certs = make_world_certs(b.workdir / "world-certs", ZONE, ADDRESS,
+                             {k: KEY_TYPE[k] for k in (*SERVER_KINDS, "badcert")},
+                             expired=("badcert",))
+    b.progress.phase("starting the world: backend, nginx, DNS", 3)
+    backend_port = layout.free_port("127.0.0.1")
+    backend = await b.procs.spawn(
+        "world-backend", "world_backend",
+        {"host": "127.0.0.1", "port": backend_port, "hang": [ADDRESS["hang"], https_port],
+         "hang_cap_s": 900.0}, b.other_cpus)
+    await backend.expect("ready", 30)
+    server = Nginx(exe, b.workdir / "nginx")
+    try:
+        await server.start(nginx_conf(
+            prefix=server.prefix, https_port=https_port, http_port=http_port,
+            backend=f"127.0.0.1:{backend_port}", certs=certs.pairs,
+            run_as_root=_is_root()), b.other_cpus)
+        await wait_listening(server, world)
+        server.pin()
+        await b.start_dns([], ZONE, world=world.to_dict())
+        return await _measure(b, world)
+    finally:
+        await server.stop()
+
+
+async def _measure(b: Bench, world: World) -> dict[str, Any]:
+    m = b.opts.monitors
+    b.progress.phase(f"seeding {m:,} monitors", max(2.0, m / 2000))
+    await _seed(b, world)
+    account, token = await b.store.create_account("bench-overload")
+    async with b.store.pool.acquire() as conn:
+        await seed_monitors(conn, account.id, [world.urls()[0]], uptime=True,
+                            certificate=False, interval=INTERVAL_S)
+        watched = await conn.fetchval(
+            "SELECT id FROM monitors WHERE account_id = $1", account.id)
+        enabled = [r["id"] for r in await conn.fetch(
+            "SELECT id FROM checks WHERE is_enabled")]
+    healthy_hosts = [s.host for s in world.sites() if s.kind in ("https", "http", "redirect")]
+    async with b.store.pool.acquire() as conn:
+        healthy = [r["id"] for r in await conn.fetch(
+            """SELECT c.id FROM checks c JOIN monitors m ON m.id = c.monitor_id
+               WHERE c.is_enabled AND c.kind = 'uptime' AND m.host = ANY($1::text[])""",
+            healthy_hosts)]
+    window = b.opts.duration
+    rec: dict[str, Any] = {"scenario": "overload", "monitors": m, "window_s": window}
+
+    # 1. Unloaded.
+    await _set_enabled(b, enabled, False)
+    async with _node(b, time_scale=1.0) as base:
+        get, post = await asyncio.gather(
+            _gets(b, base, token, watched, SIDE_S), _posts(b, base, token, SIDE_S))
+    rec["unloaded"] = {"get": get, "post": post}
+    await _set_enabled(b, enabled, True)
+
+    # 2. Capacity.
+    scale = CAPACITY_INTERVAL_S / INTERVAL_S
+    async with _node(b, time_scale=scale) as base:
+        b.progress.phase("capacity: the node asked for far more than it can do",
+                         CAPACITY_SETTLE_S)
+        readings = []
+        deadline = time.monotonic() + CAPACITY_SETTLE_S
+        while time.monotonic() < deadline:
+            await asyncio.sleep(1.0)
+            readings.append(await _load(base))
+    late = [r["load"]["capacity_per_s"] for r in readings[len(readings) // 2:] if "load" in r]
+    if not late:
+        raise BenchError("the node reported no capacity")
+    capacity = statistics.median(late)
+    rec["capacity"] = {"probes_per_s": round(capacity, 1), "last": readings[-1].get("load")}
+
+    # 3. Twice and half the capacity: a fixed interval, as many checks enabled as that asks.
+    scale = WINDOW_INTERVAL_S / INTERVAL_S
+    for factor in FACTORS:
+        n = max(1, min(len(enabled), round(factor * capacity * WINDOW_INTERVAL_S)))
+        await _set_enabled(b, enabled[n:], False)
+        await _set_enabled(b, enabled[:n], True)
+        on = set(enabled[:n])
+        asked = n / WINDOW_INTERVAL_S
+        label = f"{factor:g}x capacity"
+        async with _node(b, time_scale=scale) as base:
+            b.progress.phase(f"{label}: warming up", 2 * WINDOW_INTERVAL_S)
+            await asyncio.sleep(2 * WINDOW_INTERVAL_S)
+            w0 = time.time()
+            get_task = asyncio.create_task(_gets(b, base, token, watched, window))
+            post = await _posts(b, base, token, min(SIDE_S, window))
+            get = await get_task
+            w1 = time.time()
+            load = await _load(base)
+        fair = await _fairness(b, [c for c in healthy if c in on], w0, w1, WINDOW_INTERVAL_S)
+        rec[f"x{factor:g}"] = {
+            "checks": n, "asked_per_s": round(asked, 1), "interval_s": WINDOW_INTERVAL_S,
+            "get": get, "post": post,
+            "post_vs_unloaded": _ratio(post.get("rps"), rec["unloaded"]["post"].get("rps")),
+            "load": load.get("load"), **fair,
+        }
+        if n == len(enabled) and factor > 1:
+            b.notes.append(f"{label}: every seeded monitor enabled ({n:,}); more --monitors "
+                           "would ask more")
+    await _set_enabled(b, enabled, True)
+    return rec
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+async def _set_enabled(b: Bench, ids: list[int], on: bool) -> None:
+    async with b.store.pool.acquire() as conn:
+        await conn.execute("UPDATE checks SET is_enabled = $2 WHERE id = ANY($1::bigint[])",
+                           ids, on)
+
+
+@contextlib.asynccontextmanager
+async def _node(b: Bench, *, time_scale: float) -> Any:
+    port = layout.free_port(layout.API_HOST)
+    base = f"http://{layout.API_HOST}:{port}"
+    settings = b.settings(time_scale=time_scale, host=layout.API_HOST, port=port,
+                          base_url=base, rate_limit_per_second=0,
+                          plans={"default": {"monitor_limit": 1_000_000}})
+    child = await b.procs.spawn("node", "node", {"dsn": b.db.dsn, "settings": settings},
+                                b.engine_cpus)
+    try:
+        await b.wait(child, "ready", "the node: loading its checks", 5, slack=300)
+        yield base
+    finally:
+        await b.procs.stop(child)
+
+
+async def _load(base: str) -> dict[str, Any]:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http, http.get(base + "/healthz") as r:
+        body: dict[str, Any] = await r.json()
+        return body
+
+
+async def _gets(b: Bench, base: str, token: str, monitor: int, seconds: float) -> dict[str, Any]:
+    gen = await b.procs.spawn(
+        "gets", "loadgen",
+        {"urls": [f"{base}/webapi/monitors/{monitor}"],
+         "headers": {"Authorization": f"Bearer {token}"},
+         "concurrency": 1, "duration_s": seconds}, b.other_cpus)
+    try:
+        res = await gen.expect("result", seconds + 60)
+    finally:
+        await b.procs.stop(gen)
+    lat = res["latency_ms"]
+    return {"rps": round(res["rps"] or 0.0, 1), "p50_ms": lat["p50"], "p99_ms": lat["p99"],
+            "errors": res["errors"]}
+
+
+async def _posts(b: Bench, base: str, token: str, seconds: float) -> dict[str, Any]:
+    gen = await b.procs.spawn(
+        "posts", "loadgen",
+        {"urls": [base + "/webapi/monitors"],
+         "headers": {"Authorization": f"Bearer {token}"},
+         "create_url_prefix": f"http://127.0.0.1:9/c{int(time.time() * 1000)}/",
+         "create_fields": {"interval": 3600},
+         "concurrency": 8, "duration_s": seconds}, b.other_cpus)
+    try:
+        res = await gen.expect("result", seconds + 60)
+    finally:
+        await b.procs.stop(gen)
+    lat = res["latency_ms"]
+    return {"rps": round(res["rps"] or 0.0, 1), "p50_ms": lat["p50"], "p99_ms": lat["p99"],
+            "errors": res["errors"]}
+
+
+async def _fairness(b: Bench, ids: list[int], w0: float, w1: float,
+                    interval: float) -> dict[str, Any]:
+    """From the window's result rows: the share of ``ids`` whose every gap (between probes,
+    and from the window's edges) is at most two intervals, and each check's mean gap over
+    its interval (least, median, most)."""
+    t0, t1 = datetime.fromtimestamp(w0, UTC), datetime.fromtimestamp(w1, UTC)
+    rows = await b.store.pool.fetch(
+        """
+        WITH p AS (
+            SELECT c.id AS check_id, r.at FROM unnest($1::bigint[]) AS c(id)
+            JOIN probe_results r ON r.check_id = c.id AND r.at >= $2 AND r.at < $3
+            UNION ALL SELECT id, $2 FROM unnest($1::bigint[]) AS c(id)
+            UNION ALL SELECT id, $3 FROM unnest($1::bigint[]) AS c(id)
+        ), g AS (
+            SELECT check_id, extract(epoch FROM at - lag(at) OVER w) AS gap
+            FROM p WINDOW w AS (PARTITION BY check_id ORDER BY at)
+        )
+        SELECT check_id, max(gap) AS worst, count(gap) - 1 AS probes FROM g GROUP BY check_id
+        """, ids, t0, t1)
+    span = w1 - w0
+    within = sum(1 for r in rows if float(r["worst"] or span) <= 2 * interval)
+    probed = [int(r["probes"]) for r in rows]
+    mean_gap = sorted(span / n / interval for n in probed if n > 0)
+    never = sum(1 for n in probed if n <= 0)
+    return {
+        "checks": len(rows),
+        "probed_within_2x_interval": round(within / len(rows), 4) if rows else None,
+        "never_probed": never,
+        "mean_gap_intervals": {
+            "least_late": round(mean_gap[0], 2) if mean_gap else None,
+            "median": round(statistics.median(mean_gap), 2) if mean_gap else None,
+            "most_late": round(mean_gap[-1], 2) if mean_gap else None,
+        },
+        "lateness_spread_intervals": round(mean_gap[-1] - mean_gap[0], 2) if mean_gap else None,
+    }
+
+
+def table(rec: dict[str, Any]) -> str:
+    """The record as a few readable lines."""
+    lines = [f"overload: {rec['monitors']:,} monitors of the internet world, one node "
+             f"(engine and API on one core); windows of {rec['window_s']:g} s"]
+    un = rec["unloaded"]
+    lines.append(f"  unloaded     GET p50 {un['get']['p50_ms']} ms p99 {un['get']['p99_ms']} ms;"
+                 f" POST {un['post']['rps']}/s")
+    lines.append(f"  capacity     {rec['capacity']['probes_per_s']:,.0f} probes/s (measured by "
+                 "the node)")
+    for factor in FACTORS:
+        r = rec.get(f"x{factor:g}")
+        if r is None:
+            continue
+        load = r.get("load") or {}
+        gaps = r["mean_gap_intervals"]
+        lines.append(
+            f"  {factor:g}x ({r['checks']:,} checks, {r['asked_per_s']:,.0f}/s asked, interval "
+            f"{r['interval_s']:g} s): "
+            f"GET p50 {r['get']['p50_ms']} ms p99 {r['get']['p99_ms']} ms; POST "
+            f"{r['post']['rps']}/s ({r['post_vs_unloaded']}x unloaded); done "
+            f"{load.get('done_per_s')}/s, overloaded {load.get('overloaded')}; probed within "
+            f"2x interval {r['probed_within_2x_interval']}, never {r['never_probed']}; mean "
+            f"gap {gaps['least_late']}-{gaps['most_late']} intervals "
+            f"(spread {r['lateness_spread_intervals']})")
+    return "\n".join(lines)

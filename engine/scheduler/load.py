@@ -1,0 +1,183 @@
+"""The node's load, judged once a second: what probing costs, what the node can hold, how
+much of its loop the engine may take, and whether it is over capacity. Pure: each step
+takes the second's figures and ``now``; the engine reads the clocks and counters.
+
+- :class:`CostModel`: CPU seconds per probe by kind, learned from each second's CPU of the
+  loop's thread and the probes that finished in it, by kind (least squares with forgetting:
+  with one kind it is the moving average of CPU / probes; with several, seconds of different
+  mixes tell the kinds apart).
+- :class:`Share`: the fraction of its core the engine may spend starting probes. It shrinks
+  while the loop lags (the API, the database and the loop's own work need the rest) and grows
+  back while it does not; the dispatcher turns it into a start rate (share / cost per probe).
+- :class:`OverloadJudge`: over capacity once more was asked than the node can hold, or due
+  checks were held back, for ``ON_AFTER`` seconds in a row; back under once neither was for
+  ``OFF_AFTER``; one :class:`Change` at each turn, so the log says it once each way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+# Before any second was measured: an uptime probe (HTTP or resumed HTTPS) costs ~50-400 us
+# (docs/performance.md), a certificate check makes a full, verified handshake.
+DEFAULT_COST_S: Final = 0.0004
+PRIOR_COST_S: Final[Mapping[str, float]] = {"uptime": 0.0003, "certificate_health": 0.002}
+MIN_COST_S: Final = 0.00001  # a learned cost never goes below 10 us (nor to zero)
+MAX_COST_S: Final = 0.5
+FORGET: Final = 0.95  # each second's weight against the past: ~20 s of memory
+PRIOR_VARIANCE: Final = 1e-4  # (10 ms)^2: how unsure the prior is, and the bound of it
+MIN_PROBES_TO_LEARN: Final = 20  # a second with fewer finished probes says too little
+
+MAX_SHARE: Final = 0.9  # the engine never plans to take more of the core than this
+MIN_SHARE: Final = 0.2  # nor less, however the loop lags: every check is still probed
+LAG_HIGH: Final = 0.02  # a sweep woken this late (s): the loop is too busy, shrink
+LAG_LOW: Final = 0.005  # at most this late for a whole second: room, grow
+SHRINK: Final = 0.8
+GROW: Final = 0.05
+
+HELD_SECOND: Final = 0.5  # a second is "held" when due checks waited in this share of sweeps
+ON_AFTER: Final = 3  # held seconds in a row before the node says it is overloaded
+OFF_AFTER: Final = 5  # free seconds in a row before it says it no longer is
+RATIO_ON: Final = 1.0  # asked over capacity above this: a held second
+RATIO_OFF: Final = 0.95  # and below this (with nothing waiting): a free one
+
+
+def cost_of(costs: Mapping[str, float], kind: str) -> float:
+    """The cost of one probe of ``kind``: learned, else its prior, else the default."""
+    c = costs.get(kind)
+    if c is None:
+        c = PRIOR_COST_S.get(kind, DEFAULT_COST_S)
+    return c
+
+
+class CostModel:
+    """CPU seconds per probe by kind (see the module docstring): recursive least squares
+    with forgetting over seconds of (CPU, probes finished by kind), so one kind's cost is
+    the moving average of CPU / probes and several kinds' costs are told apart as soon as
+    seconds of different mixes come."""
+
+    def __init__(self, kinds: Iterable[str]) -> None:
+        self.kinds = list(kinds)
+        self.costs: dict[str, float] = {k: cost_of({}, k) for k in self.kinds}
+        n = len(self.kinds)
+        # The estimate's covariance (CPU seconds squared per probe), one row per kind.
+        self._p = [[PRIOR_VARIANCE if i == j else 0.0 for j in range(n)] for i in range(n)]
+
+    def learn(self, cpu_s: float, done: Mapping[str, int]) -> None:
+        """One second: ``cpu_s`` spent by the loop's thread, ``done[kind]`` probes finished
+        (kinds not given at construction are ignored)."""
+        kinds, costs, p = self.kinds, self.costs, self._p
+        x = [float(done.get(k, 0)) for k in kinds]
+        if sum(x) < MIN_PROBES_TO_LEARN or cpu_s <= 0:
+            return
+        n = len(kinds)
+        px = [sum(p[i][j] * x[j] for j in range(n)) for i in range(n)]
+        denom = FORGET + sum(x[i] * px[i] for i in range(n))
+        gain = [v / denom for v in px]
+        error = cpu_s - sum(costs[k] * x[i] for i, k in enumerate(kinds))
+        for i, k in enumerate(kinds):
+            costs[k] = min(MAX_COST_S, max(MIN_COST_S, costs[k] + gain[i] * error))
+        # P = (P - gain (x^T P)) / FORGET; x^T P is px^T, P being symmetric.
+        for i in range(n):
+            row = p[i]
+            for j in range(n):
+                row[j] = (row[j] - gain[i] * px[j]) / FORGET
+        # A kind unseen for long must not grow without bound (it would jump at its return).
+        for i in range(n):
+            if p[i][i] > PRIOR_VARIANCE:
+                f = (PRIOR_VARIANCE / p[i][i]) ** 0.5
+                for j in range(n):
+                    p[i][j] *= f
+                    p[j][i] *= f
+
+    def mean_cost(self, asked: Mapping[str, float]) -> float:
+        """Cost of an average probe of the ``asked`` mix (probes/s by kind)."""
+        total = sum(asked.values())
+        if total <= 0:
+            return cost_of(self.costs, "uptime")
+        return sum(r * cost_of(self.costs, k) for k, r in asked.items()) / total
+
+
+class Share:
+    """The engine's share of its core, steered by the loop's lag (module docstring)."""
+
+    def __init__(self) -> None:
+        self.value = MAX_SHARE
+
+    def step(self, worst_lag_s: float, held: bool) -> float:
+        """One second: ``worst_lag_s`` the latest sweep wake-up, ``held`` whether due checks
+        waited for the budget. Returns the new share. Only a share in use shrinks: while
+        nothing waits, the engine runs below its budget and the lag is not its starts'."""
+        if not held or worst_lag_s <= LAG_LOW:
+            self.value = min(MAX_SHARE, self.value + GROW)
+        elif worst_lag_s > LAG_HIGH:
+            self.value = max(MIN_SHARE, self.value * SHRINK)
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """One second's load: probes/s asked (sum of 1/interval over the checks), done,
+    and the capacity at the current cost and share."""
+
+    asked: float
+    done: float
+    capacity: float
+
+    @property
+    def ratio(self) -> float:
+        """Demand over capacity: above 1, the node cannot keep every check on time."""
+        return self.asked / self.capacity if self.capacity > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    overloaded: bool
+    figures: Figures
+
+
+class OverloadJudge:
+    """Hysteresis over held seconds (module docstring). A second is held when due checks
+    waited in at least ``HELD_SECOND`` of its sweeps or more is asked than the node can hold
+    (ratio above ``RATIO_ON``); free when neither, with the ratio under ``RATIO_OFF``."""
+
+    def __init__(self) -> None:
+        self.overloaded = False
+        self._run = 0  # seconds in a row that point the other way
+
+    def step(self, held_share: float, figures: Figures) -> Change | None:
+        """One second: ``held_share`` of its sweeps ended with due checks waiting."""
+        waited = held_share >= HELD_SECOND
+        if self.overloaded:
+            turn = not waited and figures.ratio < RATIO_OFF
+        else:
+            turn = waited or figures.ratio > RATIO_ON
+        if not turn:
+            self._run = 0
+            return None
+        self._run += 1
+        if self._run < (OFF_AFTER if self.overloaded else ON_AFTER):
+            return None
+        self.overloaded = not self.overloaded
+        self._run = 0
+        return Change(self.overloaded, figures)
+
+
+def capacity(share: float, mean_cost_s: float) -> float:
+    """Probes/s the node can hold: the engine's share of its core over an average probe's
+    cost."""
+    return share / mean_cost_s if mean_cost_s > 0 else 0.0
+
+
+def capacity_warning(asked: float, capacity: float | None) -> str | None:
+    """Words for an operator when ``asked`` probes/s (every enabled check) exceed the live
+    nodes' ``capacity`` (None: no node has measured one yet); None when within it."""
+    if capacity is None or capacity <= 0 or asked <= capacity:
+        return None
+    return (f"The enabled checks ask for {asked:,.0f} probes/s; the live nodes can hold "
+            f"{capacity:,.0f}/s at their measured cost per probe (load {asked / capacity:.2f}). "
+            "Every check is still probed, but later than its interval: add a node, run the "
+            "API apart (--role api / --role engine), or lengthen intervals (docs/operations.md,"
+            " Capacity and overload).")

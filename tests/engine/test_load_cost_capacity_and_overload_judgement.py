@@ -1,0 +1,106 @@
+"""The node's load judgement (engine/scheduler/load.py), second by second: the cost per probe
+by kind it learns from CPU and finished probes, the share of its core the engine takes as
+the loop lags, and the overloaded flag that turns on and off once each way."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from engine.scheduler.load import (
+    MAX_SHARE,
+    MIN_SHARE,
+    OFF_AFTER,
+    ON_AFTER,
+    CostModel,
+    Figures,
+    OverloadJudge,
+    Share,
+    capacity,
+)
+
+
+def test_one_kind_learns_its_cpu_per_probe() -> None:
+    model = CostModel(["uptime"])
+    for _ in range(30):
+        model.learn(0.5, {"uptime": 5000})  # 100 us a probe
+    assert model.costs["uptime"] == pytest.approx(100e-6, rel=0.01)
+
+
+def test_two_kinds_are_told_apart_by_seconds_of_different_mixes() -> None:
+    model = CostModel(["uptime", "certificate_health"])
+    rng = random.Random(7)
+    for _ in range(400):
+        up, cert = rng.randint(500, 3000), rng.randint(10, 200)
+        model.learn(up * 80e-6 + cert * 1.5e-3, {"uptime": up, "certificate_health": cert})
+    assert model.costs["uptime"] == pytest.approx(80e-6, rel=0.05)
+    assert model.costs["certificate_health"] == pytest.approx(1.5e-3, rel=0.05)
+
+
+def test_a_quiet_second_teaches_nothing() -> None:
+    model = CostModel(["uptime"])
+    before = dict(model.costs)
+    model.learn(0.3, {"uptime": 3})  # idle overhead over three probes is no probe's cost
+    assert model.costs == before
+
+
+def test_capacity_is_the_share_over_the_cost_of_the_asked_mix() -> None:
+    model = CostModel(["uptime", "certificate_health"])
+    model.costs.update(uptime=100e-6, certificate_health=1e-3)
+    mean = model.mean_cost({"uptime": 900.0, "certificate_health": 100.0})
+    assert mean == pytest.approx(190e-6)
+    assert capacity(0.9, mean) == pytest.approx(0.9 / 190e-6)
+
+
+def test_the_engine_share_shrinks_while_the_loop_lags_and_grows_back() -> None:
+    share = Share()
+    assert share.value == MAX_SHARE
+    for _ in range(50):
+        share.step(0.2, held=True)
+    assert share.value == MIN_SHARE  # never below: every check is still probed
+    share.step(0.01, held=True)
+    assert share.value == MIN_SHARE  # a lag between the bounds holds it where it is
+    for _ in range(50):
+        share.step(0.001, held=True)
+    assert share.value == MAX_SHARE
+
+
+def test_a_lag_while_nothing_waits_is_not_the_engines_doing() -> None:
+    share = Share()
+    for _ in range(10):
+        share.step(0.2, held=False)  # a slow API request, say: the budget was not in use
+    assert share.value == MAX_SHARE
+
+
+def test_overloaded_turns_on_and_off_once_each_way_not_every_second() -> None:
+    judge = OverloadJudge()
+    busy, calm = Figures(2000.0, 900.0, 1000.0), Figures(400.0, 400.0, 1000.0)
+    changes = []
+    timeline = [0.2] * 4 + [1.0] * (ON_AFTER + 20) + [0.9, 0.0, 1.0] * 3 + [0.0] * (OFF_AFTER + 5)
+    for held in timeline:
+        change = judge.step(held, busy if held >= 0.5 else calm)
+        if change is not None:
+            changes.append(change)
+    assert [c.overloaded for c in changes] == [True, False]
+    assert changes[0].figures.ratio == pytest.approx(2.0)
+    assert changes[1].figures.ratio == pytest.approx(0.4)
+    assert not judge.overloaded
+
+
+def test_asking_more_than_the_capacity_is_an_overload_even_with_nothing_waiting() -> None:
+    judge = OverloadJudge()
+    over = Figures(3000.0, 1000.0, 1000.0)  # every check in flight, each probe slow
+    changes = [judge.step(0.0, over) for _ in range(ON_AFTER)]
+    assert changes[-1] is not None and changes[-1].overloaded
+    near = Figures(980.0, 980.0, 1000.0)  # under 1 but not under RATIO_OFF: still over
+    assert all(judge.step(0.0, near) is None for _ in range(3 * OFF_AFTER))
+    assert judge.overloaded
+
+
+def test_a_short_burst_is_not_an_overload() -> None:
+    judge = OverloadJudge()
+    calm = Figures(100.0, 100.0, 1000.0)
+    for held in [1.0] * (ON_AFTER - 1) + [0.0] + [1.0] * (ON_AFTER - 1) + [0.0]:
+        assert judge.step(held, calm) is None
+    assert not judge.overloaded
