@@ -10,6 +10,8 @@
 ``notify``      :mod:`.notify`
 ``internet``    :mod:`.internet`
 ``overload``    :mod:`.overload`
+``pings``       :mod:`.pings`
+``heartbeats``  :mod:`.heartbeats`
 ==============  ===============================================================================
 """
 
@@ -20,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from upwatch_bench.harness import Bench
 
-SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify", "internet", "overload")
+SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify", "internet", "overload",
+             "pings", "heartbeats")
 
 
 async def run(b: Bench) -> dict[str, Any]:
@@ -50,6 +53,14 @@ async def run(b: Bench) -> dict[str, Any]:
         from upwatch_bench.scenarios.overload import scenario_overload
 
         return await scenario_overload(b)
+    if opts.scenario == "pings":
+        from upwatch_bench.scenarios.pings import scenario_pings
+
+        return await scenario_pings(b)
+    if opts.scenario == "heartbeats":
+        from upwatch_bench.scenarios.heartbeats import scenario_heartbeats
+
+        return await scenario_heartbeats(b)
     from upwatch_bench.scenarios.probes import scenario_engine
 
     return await scenario_engine(b)
@@ -69,6 +80,14 @@ def table(rec: dict[str, Any]) -> str:
         from upwatch_bench.scenarios.overload import table as overload_table
 
         return overload_table(rec)
+    if rec.get("scenario") == "pings":
+        from upwatch_bench.scenarios.pings import table as pings_table
+
+        return pings_table(rec)
+    if rec.get("scenario") == "heartbeats":
+        from upwatch_bench.scenarios.heartbeats import table as heartbeats_table
+
+        return heartbeats_table(rec)
     from upwatch_bench.report import table as common_table
 
     return common_table(rec)
