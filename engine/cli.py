@@ -329,6 +329,9 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
     for n in nodes:
         load = _load_words(n["load"]) if n["load"] is not None else "no engine"
         sys.stdout.write(f"Node {n['id']} ({n['region']}): {load}\n")
+    from engine.probes.icmp import ping_access
+
+    sys.stdout.write(f"Ping (icmp:// monitors) from this node: {ping_access().words()}\n")
     for account, monitors in data:
         sys.stdout.write(f"Account {account.id} ({account.name}): "
                          f"{plural(len(monitors), 'monitor')}\n")

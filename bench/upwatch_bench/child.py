@@ -42,6 +42,8 @@ ROLES = {
     "dns": "upwatch_bench.roles.dnsserver",
     "world_backend": "upwatch_bench.roles.worldserver",
     "world_dnscache": "upwatch_bench.roles.dnscache",
+    "tcpprobe": "upwatch_bench.roles.tcpprobe",
+    "icmpprobe": "upwatch_bench.roles.icmpprobe",
 }
 
 _PR_SET_PDEATHSIG = 1

@@ -32,6 +32,7 @@ class Options:
     # http --names: only this many interleaved pairs of capacity windows, names against
     # IP literals (no load window, baseline or limit tool); None: the full run.
     names_cost: int | None = None
+    diagnoses: int | None = None  # tls: pairs of windows, certificate diagnoses against none
     rate: float | None = None  # http, tls: probes a second asked at capacity (None: default)
     probe_timeout: float | None = None  # the engine's probe timeout (None: 10 s, quick 2 s)
     # The engine's probe_batch_ms (engine/probes/reactor.py); None: the engine's default.
@@ -91,6 +92,7 @@ class Options:
             warmup_intervals=_warmup_intervals(getattr(args, "warmup_intervals", None),
                                                scenario),
             names_cost=_names_cost_pairs(getattr(args, "names_cost", None), names),
+            diagnoses=_diagnoses_pairs(getattr(args, "diagnoses", None), scenario),
             rate=_positive(getattr(args, "rate", None), "--rate", 1_000_000.0),
             probe_timeout=_positive(getattr(args, "probe_timeout", None), "--probe-timeout",
                                     300.0),
@@ -126,6 +128,16 @@ def _names_cost_pairs(value: int | None, names: bool) -> int | None:
     if not 1 <= value <= 20:
         raise BenchError("--names-cost must be between 1 and 20 pairs")
     return int(value)
+
+
+def _diagnoses_pairs(value: int | None, scenario: str) -> int | None:
+    if value is None:
+        return None
+    if scenario != "tls":
+        raise BenchError("--diagnoses is for the tls scenario")
+    if value < 1 or value > 50:
+        raise BenchError("--diagnoses is a number of pairs, 1 to 50")
+    return value
 
 
 def _positive(value: float | None, flag: str, most: float) -> float | None:

@@ -43,7 +43,11 @@ _DAY = 86400
 
 # One row per check of the monitor (two). Deleted monitors have no row: the caller's 404.
 SQL_MONITOR_BY_IDENTIFIER = """
-SELECT m.id, m.identifier, m.alias, m.scheme, m.host, m.assertions,
+SELECT m.id, m.identifier, m.alias, m.scheme,
+       -- A dns:// monitor shows the name it asks about, never its server's address.
+       CASE WHEN m.scheme = 'dns' THEN split_part(split_part(m.url, '/', 4), '?', 1)
+            ELSE m.host END AS host,
+       m.assertions,
        c.id AS check_id, c.kind, c.status, c.error, c.interval_s, c.is_enabled,
        c.last_check_at, c.meta
 FROM monitors m

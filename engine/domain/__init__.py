@@ -1,6 +1,7 @@
 """The rules, without I/O: the checks' state machines (``evaluate``), probe outcomes, event
-names and webhook payloads, maintenance windows, uptime statistics, timing sketches, time
-formats, counts in words and the address policy (which addresses a probe may reach).
+names and webhook payloads, maintenance windows, uptime statistics, ping figures and their
+assertions (``ping``), timing sketches, time formats, counts in words and the address
+policy (which addresses a probe may reach).
 
 Pure functions and plain data that take ``now`` as an argument; testable without a
 database, a socket or a clock. May import only :mod:`engine.runtime`.

@@ -212,6 +212,9 @@ def certificate_meta(outcome: CertOutcome) -> dict[str, Any]:
         meta["serial"] = outcome.serial
         meta["key_type"] = outcome.key_type
         meta["lifetime_days"] = lifetime_days(outcome)
+    if outcome.chain is not None:
+        meta.update(diagnosis=outcome.diagnosis, warnings=outcome.warnings,
+                    chain=outcome.chain, revocation=outcome.revocation)
     return meta
 
 
@@ -352,13 +355,13 @@ def evaluate_uptime(
             # down | ok/degraded -> ok/degraded; outage closed; uptime_restored.
             new = _cleared(status, error, now, prev)
             tr = Transition(new, meta, cls, close_outage_id=prev.outage_id, durable=True)
-            if prev.incident_event_id is not None and code is not None:
+            if prev.incident_event_id is not None:
                 since = prev.failing_since or now
                 tr.events.append(EventSpec(
                     payloads.UPTIME_RESTORED,
                     {
                         "last_check_at": now,
-                        "http_status_code": code,
+                        "http_status_code": code or 0,  # 0: a probe without HTTP, as downtime
                         "downtime_seconds": max(0.0, _seconds(now, since)),
                     },
                     parent_id=prev.incident_event_id,

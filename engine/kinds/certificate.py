@@ -29,6 +29,7 @@ from engine.kinds.base import (
 )
 from engine.kinds.scheduled import ScheduledCheck
 from engine.kinds.shown import api_timestamp, last_checked, meta_text, parse_timestamp
+from engine.probes.starttls import starttls_scheme
 from engine.probes.tls import certificate_port
 
 CODE: Final = 2  # probe_results.kind
@@ -44,7 +45,9 @@ _WORDS: Final = {
 
 
 class CertProbe(Protocol):
-    async def probe(self, host: str, port: int) -> CertOutcome: ...
+    async def probe(
+        self, host: str, port: int, starttls: str | None = None
+    ) -> CertOutcome: ...
     async def aclose(self) -> None: ...
 
 
@@ -63,7 +66,9 @@ class CertificateKind:
     async def probe(self, check: ScheduledCheck) -> CertOutcome:
         if self.prober is None:
             raise no_prober(self.name)
-        return await self.prober.probe(check.host, certificate_port(check.url, check.port))
+        url = check.url
+        return await self.prober.probe(
+            check.host, certificate_port(url, check.port), starttls_scheme(url))
 
     def judge(
         self, check: ScheduledCheck, outcome: CertOutcome, now: datetime, judging: Judging
@@ -95,8 +100,9 @@ class CertificateKind:
         phases.total.observe(outcome.total_ms / 1000.0)
 
     def api_meta(self, check: ShownCheck, figures: Any) -> dict[str, Any]:
-        """api.md's keys, every one always present (null before the first run), and the
-        leaf's identity once a probe has read it."""
+        """api.md's keys, every one always present (null before the first run), the
+        leaf's identity once a probe has read it, and the diagnosis, warnings, chain and
+        revocation verdict once a probe has read the chain."""
         meta = check.meta
         self_signed = meta.get("is_self_signed")
         out = {
@@ -108,6 +114,9 @@ class CertificateKind:
         }
         if isinstance(meta.get("fingerprint_sha256"), str):
             for k in ("fingerprint_sha256", "serial", "key_type", "lifetime_days"):
+                out[k] = meta.get(k)
+        if isinstance(meta.get("chain"), list):
+            for k in ("diagnosis", "warnings", "chain", "revocation"):
                 out[k] = meta.get(k)
         return out
 

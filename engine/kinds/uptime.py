@@ -222,19 +222,30 @@ class UptimeKind:
 
     def api_meta(self, check: ShownCheck, figures: Any) -> dict[str, Any]:
         """Every key always present (null before the first run); ``figures`` are the
-        check's 30-day figures (``engine.db.monitor_records.UptimeFigures``)."""
-        return {
+        check's 30-day figures (``engine.db.monitor_records.UptimeFigures``); then a
+        non-HTTP probe's figures (``HttpOutcome.details``) as the last probe stored them."""
+        meta = {
             "http_status_code": status_code(check.meta),
             "average_uptime_percentage": figures.uptime_percentage,
             "average_response_time": figures.average_response_ms,
             "offline_since": fmt(figures.offline_since),
         }
+        if isinstance(check.meta, Mapping) and len(check.meta) > 1:
+            for key, value in check.meta.items():
+                meta.setdefault(key, value)
+        return meta
 
     def status_facts(self, check: ShownCheck, now: datetime) -> list[Fact]:
         facts: list[Fact] = [("Last checked", last_checked(check.last_check_at), False)]
         code = status_code(check.meta)
         if code is not None:
             facts.append(("HTTP status", str(code), False))
+        loss = check.meta.get("packet_loss")
+        if isinstance(loss, int | float):  # a ping (icmp://) monitor's last probe
+            facts.append(("Packet loss", f"{loss:g} %", False))
+            rtt = check.meta.get("rtt_avg")
+            if isinstance(rtt, int | float):
+                facts.append(("Round trip", f"{rtt:.1f} ms on average", False))
         facts.append(("Checked every", duration_text(check.interval), False))
         return facts
 

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 from engine.domain.outcomes import HttpOutcome
+from engine.probes import dns as dns_probe
+from engine.probes import icmp, tcp
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
 
@@ -29,6 +31,9 @@ class UptimeProbe(Protocol):
 Factory = Callable[[Settings, Metrics, Any], UptimeProbe]
 
 FACTORIES: Final[tuple[tuple[tuple[str, ...], Factory], ...]] = (
+    (("dns",), dns_probe.build),
+    (tcp.SCHEMES, tcp.from_settings),
+    (("icmp",), icmp.factory),
 )
 
 

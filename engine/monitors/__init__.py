@@ -1,7 +1,7 @@
 """What a user configures, validated once: the API's input rules (``validation``), the URL
 schemes of uptime monitors (``scheme``, the contract; ``schemes``, the registry; one module
-of rules per scheme, ``http_scheme``), custom requests and assertions (``requests``,
-``requestspecs``), and monitors as code: a file's
+of rules per scheme, ``http_scheme``, ``icmp_scheme``), custom requests and assertions
+(``requests``, ``requestspecs``), and monitors as code: a file's
 document (``file``), the plan against an account's monitors (``plan``), applying it
 (``apply``) and its commands (``commands``).
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from engine.monitors import http_scheme
+from engine.monitors import dns_scheme, http_scheme, icmp_scheme, stream_scheme
 from engine.monitors.requests import Config
 from engine.monitors.scheme import Scheme
 from engine.runtime.errors import ValidationFailed
@@ -21,6 +21,10 @@ from engine.runtime.secretbox import SecretBox
 SCHEMES: Final[Mapping[str, Scheme]] = {s.name: s for s in (
     http_scheme.HTTP,
     http_scheme.HTTPS,
+    dns_scheme.DNS,
+    *(stream_scheme.TCP, stream_scheme.TLS, stream_scheme.SMTP, stream_scheme.IMAP,
+      stream_scheme.POP3),
+    icmp_scheme.ICMP,
 )}
 
 # The rules of a body whose scheme is not known (an update that keeps its URL).

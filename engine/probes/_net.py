@@ -475,6 +475,22 @@ class ClientConn:
             self._ssl.write(data)
             self._flush()
 
+    def start_tls(self, ctx: Any, server_hostname: str | None) -> None:
+        """Begin TLS over this plain connection (STARTTLS), as if it had been made with
+        ``ctx``: :meth:`on_ready` comes again once the handshake is done (``handshaken``
+        is then True), :meth:`on_tls_failed` if it fails. Call it from ``on_data`` once the
+        server has agreed; plaintext it sent after that is dropped."""
+        if self.transport is None or self._ssl is not None or self._tls is not None:
+            return
+        if isinstance(ctx, ssl.SSLContext):
+            inc = self._in = ssl.MemoryBIO()
+            out = self._out = ssl.MemoryBIO()
+            self._ssl = ctx.wrap_bio(inc, out, server_side=False, server_hostname=server_hostname)
+            self._handshake()
+        else:
+            self._tls = openssl_layer.connection(ctx, server_hostname, None)
+            self._o_handshake()
+
     @property
     def ssl_object(self) -> ssl.SSLObject | None:
         return self._ssl

@@ -29,10 +29,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # Compiled together. A class of one of them may only be subclassed in another of them
-# (mypyc refuses interpreted subclasses of compiled classes): tls.py's connection
-# subclasses _net's, so both are here. Such a subclass must not add ``__call__``: mypyc
-# then gives it a vectorcall slot ahead of the inherited fields, and the base class's
-# compiled methods read the wrong fields (a crash in the garbage collector, seen here).
+# (mypyc refuses interpreted subclasses of compiled classes): tls.py's and tcp.py's
+# connections subclass _net's, so all three are here. Such a subclass must not add
+# ``__call__``: mypyc then gives it a vectorcall slot ahead of the inherited fields, and
+# the base class's compiled methods read the wrong fields (a crash in the garbage
+# collector, seen here).
 # Nor may one of them subclass a class of an interpreted library: compiled, a subclass of
 # python-jsonpath's JSONPathEnvironment lost the attributes its base's __init__ sets, so such
 # subclasses live in modules that are not compiled (engine/probes/patterns.py).
@@ -42,6 +43,7 @@ MODULES: tuple[str, ...] = (
     "engine.probes.openssl_layer",
     "engine.probes.http",
     "engine.probes.tls",
+    "engine.probes.tcp",
     "engine.probes.sessions",
     "engine.domain.outcomes",
     "engine.probes.request",

@@ -100,3 +100,21 @@ async def test_webhook_urls_must_reach_public_addresses(
     async with client.put("/webapi/account", json={"webhook_url": "https://hooks.example/"}) as r:
         assert r.status == 200
         assert (await r.json())["webhook_url"] == "https://hooks.example/"
+
+
+async def test_tcp_and_mail_monitors_follow_the_same_rule(
+    client: aiohttp.ClientSession, store: Store, fake_dns: dict[str, list[str]],
+) -> None:
+    fake_dns.update({"db.intranet.example": ["10.0.0.7"],
+                     "mx.mixed.example": ["93.184.216.34", "192.168.1.25"],
+                     "mx.public.example": ["93.184.216.34"]})
+    for url in ("tcp://127.0.0.1:5432", "tls://[::1]:853", "tcp://db.intranet.example:6379",
+                "smtp://mx.mixed.example", "imap://10.0.0.1"):
+        async with client.post("/webapi/monitors", json={"url": url}) as r:
+            assert r.status == 422, url
+            body = await r.json()
+        assert list(body["errors"]) == ["url"], url
+        assert "non-public address" in body["errors"]["url"][0], url
+    assert await monitors_count(store) == 0
+    async with client.post("/webapi/monitors", json={"url": "smtp://mx.public.example:587"}) as r:
+        assert r.status == 201, await r.text()

@@ -15,9 +15,11 @@ def upwatch(
     timeout: float = 60,
     cwd: Path | None = None,
     unset: tuple[str, ...] = (),
+    prefix: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     """``upwatch <args>`` in ``cwd`` (default: this one) with no ``UPWATCH_*`` variable but
-    the installation's key, ``dsn`` and ``env``; ``unset`` removes some of those again."""
+    the installation's key, ``dsn`` and ``env``; ``unset`` removes some of those again;
+    ``prefix`` runs it under another program (``setpriv ...``)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("UPWATCH_")}
     # The installation's key for secrets at rest (conftest's), as an operator's shell has it.
     full_env["UPWATCH_SECRET_KEY"] = os.environ["UPWATCH_SECRET_KEY"]
@@ -27,7 +29,7 @@ def upwatch(
     for name in unset:
         full_env.pop(name, None)
     return subprocess.run(
-        [sys.executable, "-m", "engine", *args],
+        [*prefix, sys.executable, "-m", "engine", *args],
         capture_output=True,
         text=True,
         env=full_env,

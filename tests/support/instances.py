@@ -45,6 +45,8 @@ class Instance:
     output: list[str] = field(default_factory=list)
     _reader: asyncio.Task[None] | None = None
     data_dir: Path | None = None
+    # Runs it under another program (``setpriv ...``).
+    prefix: tuple[str, ...] = ()
 
     @property
     def base_url(self) -> str:
@@ -80,6 +82,7 @@ class Instance:
     async def start(self, timeout: float = 30.0) -> Instance:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.proc = await asyncio.create_subprocess_exec(
+            *self.prefix,
             sys.executable,
             "-m",
             "engine",

@@ -1,29 +1,43 @@
 """The registry of scenarios: ``upwatch bench SCENARIO`` runs :func:`run`, prints
 :func:`table`. The harness never imports a scenario; a scenario imports the harness.
 
-==============  ===============================================================================
-``http``        :mod:`.probes` (``--names``: :mod:`.names`; ``--assertions``: :mod:`.assertions`)
-``tls``         :mod:`.probes`
-``mixed``       :mod:`.probes`
-``webhooks``    :mod:`.webhooks`
-``api``         :mod:`.api`
-``notify``      :mod:`.notify`
-``internet``    :mod:`.internet`
-``overload``    :mod:`.overload`
-``pings``       :mod:`.pings`
-``heartbeats``  :mod:`.heartbeats`
-==============  ===============================================================================
+:data:`MODULES` names, per scenario, the module whose ``scenario_<name>(bench)`` runs it and
+whose ``table(record)``, when it has one, prints its record (else the common layout of
+:mod:`upwatch_bench.report`). ``http``, ``tls`` and ``mixed`` share :mod:`.probes`
+(``--names``: :mod:`.names`; ``http --assertions``: :mod:`.assertions`; ``tls
+--diagnoses``: :mod:`.certdiag`).
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from upwatch_bench.harness import Bench
 
-SCENARIOS = ("http", "tls", "mixed", "webhooks", "api", "notify", "internet", "overload",
-             "pings", "heartbeats")
+# scenario -> (module under upwatch_bench.scenarios, its run function, its table module or "")
+MODULES: dict[str, tuple[str, str, str]] = {
+    "http": ("probes", "scenario_engine", ""),
+    "tls": ("probes", "scenario_engine", ""),
+    "mixed": ("probes", "scenario_engine", ""),
+    "webhooks": ("webhooks", "scenario_webhooks", ""),
+    "api": ("api", "scenario_api", ""),
+    "notify": ("notify", "scenario_notify", ""),
+    "internet": ("internet", "scenario_internet", "internet_table"),
+    "overload": ("overload", "scenario_overload", "overload"),
+    "dns": ("dnsprobes", "scenario_dns", "dnsprobes"),
+    "tcp": ("tcp", "scenario_tcp", "tcp"),
+    "icmp": ("icmp", "scenario_icmp", "icmp"),
+    "pings": ("pings", "scenario_pings", "pings"),
+    "heartbeats": ("heartbeats", "scenario_heartbeats", "heartbeats"),
+}
+
+SCENARIOS = tuple(MODULES)
+
+
+def _module(name: str) -> Any:
+    return import_module(f"upwatch_bench.scenarios.{name}")
 
 
 async def run(b: Bench) -> dict[str, Any]:
@@ -33,37 +47,13 @@ async def run(b: Bench) -> dict[str, Any]:
         from upwatch_bench.scenarios.assertions import scenario_assertions
 
         return await scenario_assertions(b, opts.assertions)
-    if opts.scenario == "webhooks":
-        from upwatch_bench.scenarios.webhooks import scenario_webhooks
+    if opts.scenario == "tls" and opts.diagnoses:
+        from upwatch_bench.scenarios.certdiag import scenario_diagnoses
 
-        return await scenario_webhooks(b)
-    if opts.scenario == "notify":
-        from upwatch_bench.scenarios.notify import scenario_notify
-
-        return await scenario_notify(b)
-    if opts.scenario == "api":
-        from upwatch_bench.scenarios.api import scenario_api
-
-        return await scenario_api(b)
-    if opts.scenario == "internet":
-        from upwatch_bench.scenarios.internet import scenario_internet
-
-        return await scenario_internet(b)
-    if opts.scenario == "overload":
-        from upwatch_bench.scenarios.overload import scenario_overload
-
-        return await scenario_overload(b)
-    if opts.scenario == "pings":
-        from upwatch_bench.scenarios.pings import scenario_pings
-
-        return await scenario_pings(b)
-    if opts.scenario == "heartbeats":
-        from upwatch_bench.scenarios.heartbeats import scenario_heartbeats
-
-        return await scenario_heartbeats(b)
-    from upwatch_bench.scenarios.probes import scenario_engine
-
-    return await scenario_engine(b)
+        return await scenario_diagnoses(b, opts.diagnoses)
+    module, function, _ = MODULES.get(opts.scenario, MODULES["http"])
+    result: dict[str, Any] = await getattr(_module(module), function)(b)
+    return result
 
 
 def table(rec: dict[str, Any]) -> str:
@@ -72,22 +62,13 @@ def table(rec: dict[str, Any]) -> str:
         from upwatch_bench.scenarios.assertions import table as assertions_table
 
         return assertions_table(rec)
-    if rec.get("scenario") == "internet":
-        from upwatch_bench.scenarios.internet_table import table as internet_table
+    if rec.get("diagnoses"):
+        from upwatch_bench.scenarios.certdiag import table as diagnoses_table
 
-        return internet_table(rec)
-    if rec.get("scenario") == "overload":
-        from upwatch_bench.scenarios.overload import table as overload_table
-
-        return overload_table(rec)
-    if rec.get("scenario") == "pings":
-        from upwatch_bench.scenarios.pings import table as pings_table
-
-        return pings_table(rec)
-    if rec.get("scenario") == "heartbeats":
-        from upwatch_bench.scenarios.heartbeats import table as heartbeats_table
-
-        return heartbeats_table(rec)
+        return diagnoses_table(rec)
+    shown = MODULES.get(str(rec.get("scenario", "")), ("", "", ""))[2]
+    if shown:
+        return str(_module(shown).table(rec))
     from upwatch_bench.report import table as common_table
 
     return common_table(rec)

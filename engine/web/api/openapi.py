@@ -143,6 +143,20 @@ def _schemas() -> dict[str, Any]:
             "key_type": {"type": "string", "example": "EC-secp256r1"},
             "lifetime_days": {"type": "number", "minimum": 0,
                               "description": "valid_to - valid_from, in days."},
+            # Present once the check has read a chain (docs/certificates.md).
+            "diagnosis": _nullable({"type": "string", "example": "incomplete_chain"}),
+            "warnings": _nullable({"type": "array", "items": _obj(
+                {"code": {"type": "string"}, "message": {"type": "string"}})}),
+            "chain": _nullable({"type": "array", "items": _obj({
+                "subject": {"type": "string"}, "issuer": {"type": "string"},
+                "not_after": _nullable({"type": "string"}),
+                "key_type": {"type": "string"}, "key_bits": {"type": "integer"},
+                "signature_algorithm": {"type": "string"}})}),
+            "revocation": _nullable(_obj({
+                "method": {"type": "string"}, "status": {"type": "string"},
+                "url": {"type": "string"}, "revoked_at": _nullable({"type": "string"}),
+                "reason": _nullable({"type": "string"}),
+                "error": _nullable({"type": "string"})})),
         }, required=["issuer", "signature_algorithm", "is_self_signed", "valid_from",
                      "valid_to"]),
         "UptimeCheck": _obj(

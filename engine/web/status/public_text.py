@@ -52,6 +52,8 @@ REASONS: Mapping[str, Reason] = {r.key: r for r in (
     Reason("http_status", "Error status", ANSWERS_WITH_ERRORS),
     Reason("assertion_failed", "Response check failed", CHECK_FAILING),
     Reason("slow", "Slow response"),
+    Reason("dns_answer", "The DNS server's answer was not the expected one",
+           ANSWERS_WITH_ERRORS),
     Reason("recovering", "Responding again; the recovery is being confirmed"),
     Reason("private_address", "The site's name points to a non-public address", CANNOT_CHECK),
     Reason("not_checkable", "The check could not be run", CANNOT_CHECK),
@@ -64,15 +66,29 @@ REASONS: Mapping[str, Reason] = {r.key: r for r in (
     Reason("too_often", "Pings came more often than expected", JOB_FAILING),
 )}
 
-# The certificate verdicts the probes word exactly (decisions.md), in the page's words.
+# The certificate diagnoses by the fixed opening of their words (docs/certificates.md; the
+# details and the fix after it are the owner's), in the page's words.
 _CERTIFICATE_WORDS: Mapping[str, str] = {
     "certificate expired": "The TLS certificate has expired",
     "certificate not yet valid": "The TLS certificate is not valid yet",
     "self-signed certificate": "The TLS certificate is self-signed",
     "untrusted issuer": "The TLS certificate's issuer is not trusted",
+    "untrusted root": "The TLS certificate's issuer is not trusted",
+    "incomplete chain": "The site does not send its whole certificate chain",
+    "intermediate certificate expired": "An intermediate certificate has expired",
     "host name mismatch": "The TLS certificate is for another name",
+    "weak key": "The TLS certificate's key is too weak",
+    "weak signature": "The TLS certificate's signature is too weak",
+    "certificate revoked": "The TLS certificate has been revoked",
     "certificate invalid": "The TLS certificate is not valid",
 }
+
+
+def _certificate_opening(low: str) -> str | None:
+    for opening in _CERTIFICATE_WORDS:
+        if low == opening or low.startswith((opening + ":", opening + " on ")):
+            return opening
+    return None
 
 # The probes' fixed openings (engine/probes/_net.py, http.py, tls.py, resolver.py), first
 # match wins. Only the reason is taken from a match, never any text.
@@ -108,6 +124,15 @@ _PREFIXES: Sequence[tuple[str, str]] = (
     ("run started", "overrun"),
     ("finished in", "too_fast"),
     ("pinged ", "too_often"),
+    # dns:// probes (engine/probes/dns.py, dnsspec.py): the answer, then an assertion.
+    ("dns answer ", "dns_answer"),
+    ("malformed dns answer", "dns_answer"),
+    ("no matching dns answer", "dns_answer"),
+    ("rcode ", "assertion_failed"),
+    ("answers ", "assertion_failed"),
+    ("answer_count ", "assertion_failed"),
+    ("min_ttl ", "assertion_failed"),
+    ("response_time ", "assertion_failed"),
 )
 _RECOVERING = "responding again since"
 _SLOW = "slow response:"
@@ -130,7 +155,7 @@ def reason_of(error: str | None, status_code: int | None) -> Reason | None:
         return REASONS["assertion_failed"]
     if not error:
         return None
-    if low in _CERTIFICATE_WORDS:
+    if _certificate_opening(low) is not None:
         return REASONS["certificate"]
     for prefix, key in _PREFIXES:
         if low.startswith(prefix):
@@ -144,6 +169,10 @@ _SUBJECTS: Mapping[str, str] = {
     "status_code": "the HTTP status code",
     "response_time": "the response time",
     "body": "the response body",
+    "rcode": "the DNS response code",
+    "answers": "the DNS answers",
+    "answer_count": "the number of DNS answers",
+    "min_ttl": "the DNS answers' TTL",
 }
 _FAILED: Mapping[str, str] = {
     "equals": "did not have the expected value",
@@ -155,6 +184,15 @@ _FAILED: Mapping[str, str] = {
     "is_empty": "was not empty",
     "not_empty": "was empty or missing",
     "matches": "did not match its pattern",
+    "any_equals": "did not include the expected value",
+    "all_equal": "were not all the expected value",
+    "none_equals": "included a value they must not",
+    "any_contains": "did not include the expected text",
+    "all_contain": "did not all contain the expected text",
+    "none_contains": "contained text they must not",
+    "any_matches": "did not include a match of the pattern",
+    "all_match": "did not all match the pattern",
+    "none_matches": "included a match of the pattern",
 }
 _NO_TARGET = ("is_empty", "not_empty")
 
@@ -210,7 +248,8 @@ def reason_words(
     if reason.key == "assertion_failed":
         return assertion_words(error, assertions)
     if reason.key == "certificate":
-        return _CERTIFICATE_WORDS.get((error or "").lower(), reason.words)
+        opening = _certificate_opening((error or "").lower())
+        return reason.words if opening is None else _CERTIFICATE_WORDS[opening]
     return reason.words
 
 

@@ -1,0 +1,238 @@
+"""``upwatch bench icmp``: CPU per icmp:// probe, Upwatch's prober side by side with icmplib
+and with Prometheus blackbox_exporter's ``icmp`` prober, on the same loopback targets in one
+run.
+
+1. **upwatch**: a child (role ``icmpprobe``) runs :class:`engine.probes.icmp.IcmpProber` on
+   uvloop: ``--monitors`` probes (default 10,000) of one echo request each, 64 at a time,
+   over four loopback addresses; then the same probes with three requests each (the
+   monitors' default), for the cost per request.
+2. **icmplib** (when installed: ``pip install icmplib``): the same child with
+   ``icmplib.async_ping`` (privileged, a raw socket per probe), one request per probe.
+3. **blackbox_exporter**: the Debian ``prometheus-blackbox-exporter`` with one module
+   (``prober: icmp``, IPv4), asked for the same number of probes through its ``/probe``
+   endpoint over keep-alive connections, 64 at a time; every answer must say
+   ``probe_success 1``. It sends one echo request per probe.
+
+4. **the engine at load**: 1,000 icmp:// monitors at 30 s (``--quick``: 100), three requests
+   each, in the engine as it runs in production (``--duration`` seconds after the warm-up):
+   probes held, scheduler lateness, resident memory per monitor.
+
+Runs 1-3 are each pinned to the engine's core after a warm-up of 500 probes. The figure is each
+process's CPU time (user + system, from ``/proc/PID/stat``) over its probes, per probe; the
+target is upwatch (one request per probe, as blackbox_exporter sends) at most 0.5x
+blackbox_exporter. blackbox_exporter's figure includes its HTTP handling of each ``/probe``
+request: that is how Prometheus drives it, one scrape per probe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import shutil
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from upwatch_bench import layout
+from upwatch_bench.database import seed_monitors
+from upwatch_bench.harness import INTERVAL_S, Bench, engine_figures, load_window, run_engine
+from upwatch_bench.stats import per
+
+CONCURRENCY = 64
+WARMUP = 500
+TARGET_RATIO = 0.5
+TIMEOUT_S = 2.0
+BLACKBOX = "prometheus-blackbox-exporter"
+_CONFIG = ("modules:\n  icmp_v4:\n    prober: icmp\n    timeout: 2s\n    icmp:\n"
+           "      preferred_ip_protocol: ip4\n      ip_protocol_fallback: false\n")
+TARGETS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
+LOAD_MONITORS = 1000
+LOAD_LATENESS_P99_MS = 100.0
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _figures(n: int, cpu: float, wall: float, errors: dict[str, int],
+             requests: int = 1) -> dict[str, Any]:
+    return {"probes": n, "requests_per_probe": requests, "cpu_s": round(cpu, 3),
+            "cpu_us_per_probe": round(cpu / n * 1e6, 1),
+            "cpu_us_per_request": round(cpu / n / requests * 1e6, 1),
+            "wall_s": round(wall, 3), "errors": errors}
+
+
+async def _child(b: Bench, impl: str, n: int, count: int) -> dict[str, Any]:
+    child = await b.procs.spawn(f"icmp-{impl}", "icmpprobe", {
+        "impl": impl, "targets": list(TARGETS), "probes": n, "count": count,
+        "interval": 0.0, "timeout": TIMEOUT_S, "concurrency": CONCURRENCY}, b.engine_cpus)
+    try:
+        await child.expect("ready", 30)
+        child.send(cmd="go", probes=WARMUP)
+        await child.expect("done", 120)
+        pid = child.proc.pid
+        cpu0 = process_cpu_s(pid)
+        child.send(cmd="go", probes=n)
+        done = await child.expect("done", 900, b.progress.tick)
+        cpu = process_cpu_s(pid) - cpu0
+    finally:
+        await b.procs.stop(child)
+    return _figures(n, cpu, float(done["wall_s"]), done["errors"], count)
+
+
+async def _blackbox_probes(port: int, n: int) -> dict[str, int]:
+    """``n`` probes through blackbox_exporter's /probe; failures by kind."""
+    import aiohttp
+
+    failures: dict[str, int] = {}
+    next_i = 0
+    base = f"http://127.0.0.1:{port}/probe?module=icmp_v4&target="
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal next_i
+            while next_i < n:
+                host = TARGETS[next_i % len(TARGETS)]
+                next_i += 1
+                async with session.get(base + host) as resp:
+                    text = await resp.text()
+                if resp.status != 200 or "\nprobe_success 1" not in text:
+                    key = f"status {resp.status}" if resp.status != 200 else "probe_success 0"
+                    failures[key] = failures.get(key, 0) + 1
+
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return failures
+
+
+async def _until_up(port: int) -> None:
+    """Wait (at most 20 s) until the exporter accepts connections."""
+    for _ in range(200):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        writer.close()
+        return
+    raise RuntimeError("blackbox_exporter did not start listening within 20 s")
+
+
+async def _blackbox(b: Bench, n: int) -> dict[str, Any]:
+    exe = shutil.which(BLACKBOX)
+    if exe is None:
+        return {"missing": f"{BLACKBOX} is not installed (Debian package of that name)"}
+    config = b.workdir / "blackbox-icmp.yml"
+    config.write_text(_CONFIG)
+    port = layout.free_port("127.0.0.1")
+    log = (b.workdir / "blackbox-icmp.log").open("wb")
+    proc = await asyncio.create_subprocess_exec(
+        exe, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
+        stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
+    try:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(proc.pid, b.engine_cpus)
+        await _until_up(port)
+        await _blackbox_probes(port, WARMUP)
+        cpu0 = process_cpu_s(proc.pid)
+        t0 = time.perf_counter()
+        failures = await _blackbox_probes(port, n)
+        wall = time.perf_counter() - t0
+        cpu = process_cpu_s(proc.pid) - cpu0
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        log.close()
+    return _figures(n, cpu, wall, failures)
+
+
+async def _load(b: Bench) -> dict[str, Any]:
+    """The engine with ``LOAD_MONITORS`` icmp:// monitors at 30 s (uptime checks only)."""
+    n = 100 if b.opts.quick else LOAD_MONITORS
+    account, _ = await b.store.create_account("bench-icmp")
+    await b.store.ensure_result_partitions(date.today() - timedelta(days=1), 3)
+    hosts = layout.HEALTHY_HOSTS
+    async with b.store.pool.acquire() as conn:
+        await seed_monitors(conn, account.id,
+                            [f"icmp://{hosts[i % len(hosts)]}" for i in range(n)],
+                            uptime=True, certificate=False, interval=INTERVAL_S)
+    window = load_window(b, "engine, icmp monitors")
+    res = await run_engine(b, window)
+    fig = engine_figures(res, "uptime")
+    lateness = fig["lateness_ms"] or {}
+    async with b.store.pool.acquire() as conn:
+        errors = {r["error"]: r["n"] for r in await conn.fetch(
+            "SELECT error, count(*) AS n FROM probe_results WHERE error IS NOT NULL"
+            " GROUP BY error ORDER BY n DESC LIMIT 3")}
+    return {"monitors": n, "errors": errors, "interval_s": window.interval, "probes": fig["probes"],
+            "held": per(fig["probes"], n * res["seconds"] / window.interval, 4),
+            "error_rate": fig["error_rate"], "lateness_ms": lateness,
+            "cpu_s_per_probe": fig["cpu_s_per_probe"],
+            "rss_per_monitor_bytes": fig["rss_per_monitor_bytes"],
+            "target_met": (lateness.get("p99") is not None
+                           and lateness["p99"] < LOAD_LATENESS_P99_MS)}
+
+
+async def scenario_icmp(b: Bench) -> dict[str, Any]:
+    n = b.opts.monitors
+    b.progress.phase(f"upwatch: {n:,} ping probes of 1 request", 20)
+    ours = await _child(b, "upwatch", n, 1)
+    b.progress.phase(f"upwatch: {n:,} ping probes of 3 requests", 20)
+    ours3 = await _child(b, "upwatch", n, 3)
+    if importlib.util.find_spec("icmplib") is not None:
+        b.progress.phase(f"icmplib: {n:,} ping probes of 1 request", 20)
+        lib = await _child(b, "icmplib", n, 1)
+    else:
+        lib = {"missing": "icmplib is not installed (pip install icmplib)"}
+    b.progress.phase(f"blackbox_exporter: {n:,} ping probes", 20)
+    theirs = await _blackbox(b, n)
+    b.progress.phase("the engine with icmp:// monitors at 30 s", b.opts.warmup
+                     + b.opts.duration + 10)
+    load = await _load(b)
+    ratio = (round(ours["cpu_s"] / theirs["cpu_s"], 3) if theirs.get("cpu_s") else None)
+    return {"scenario": "icmp", "monitors": n, "concurrency": CONCURRENCY, "load": load,
+            "upwatch": ours, "upwatch_3": ours3, "icmplib": lib, "blackbox_exporter": theirs,
+            "cpu_ratio": ratio, "target_ratio": TARGET_RATIO,
+            "target_met": ratio is not None and ratio <= TARGET_RATIO}
+
+
+def table(rec: dict[str, Any]) -> str:
+    cols = (("upwatch", "upwatch"), ("upwatch x3", "upwatch_3"), ("icmplib", "icmplib"),
+            ("blackbox_exporter", "blackbox_exporter"))
+    lines = [f"== upwatch bench icmp: {rec['monitors']:,} probes each, "
+             f"{rec['concurrency']} at a time, loopback targets =="]
+    for name, key in cols:
+        if "missing" in rec[key]:
+            lines.append(f"  {name}: {rec[key]['missing']}")
+    lines.append(f"  {'':<22}" + "".join(f"{name:>19}" for name, _ in cols))
+    for label, field in (("requests per probe", "requests_per_probe"),
+                         ("CPU us per probe", "cpu_us_per_probe"),
+                         ("CPU us per request", "cpu_us_per_request"),
+                         ("CPU seconds", "cpu_s"), ("wall seconds", "wall_s")):
+        lines.append(f"  {label:<22}" + "".join(
+            f"{rec[key].get(field, '-')!s:>19}" for _, key in cols))
+    lines.append(f"  {'failed probes':<22}" + "".join(
+        f"{sum((rec[key].get('errors') or {}).values()):>19}" for _, key in cols))
+    met = "met" if rec["target_met"] else "MISSED"
+    lines.append(f"  CPU ratio upwatch / blackbox_exporter: {rec['cpu_ratio']} "
+                 f"(target <= {rec['target_ratio']}: {met})")
+    load = rec.get("load")
+    if load:
+        lat = load.get("lateness_ms") or {}
+        lines.append(f"  engine, {load['monitors']:,} icmp:// monitors at {load['interval_s']:g} s:"
+                     f" held {load['held']}, errors {load['error_rate']}, lateness p50/p99/max "
+                     f"{lat.get('p50')}/{lat.get('p99')}/{lat.get('max')} ms, "
+                     f"{load['rss_per_monitor_bytes']} B per monitor "
+                     f"(p99 < {LOAD_LATENESS_P99_MS:g} ms: "
+                     f"{'met' if load['target_met'] else 'MISSED'})")
+    return "\n".join(lines)
