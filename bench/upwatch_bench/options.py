@@ -53,10 +53,12 @@ class Options:
         quick = bool(args.quick)
         scenario = args.scenario
         default_monitors = {"webhooks": 1000, "api": 1000, "notify": 1000,
-                            "internet": 50_000, "overload": 6000}.get(scenario, 10_000)
+                            "internet": 50_000, "overload": 6000,
+                            "pings": 5000, "heartbeats": 100_000}.get(scenario, 10_000)
         if quick:
             default_monitors = {"webhooks": 100, "api": 100, "notify": 200,
-                                "internet": 2000, "overload": 1500}.get(scenario, 300)
+                                "internet": 2000, "overload": 1500,
+                                "heartbeats": 2000}.get(scenario, 300)
         monitors = args.monitors if args.monitors is not None else default_monitors
         default_duration = (2.0 if quick else 30.0) if scenario != "overload" else (
             10.0 if quick else 60.0)

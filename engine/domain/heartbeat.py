@@ -15,6 +15,7 @@ correctly across daylight-saving changes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -251,15 +252,29 @@ def _ts(v: Any) -> datetime | None:
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
+# The runs of a heartbeat with none open: one shared dict (runs are replaced, never changed
+# in place), as 100,000 idle heartbeats would otherwise hold 100,000 empty ones.
+_NO_RUNS: dict[str, datetime] = {}
+
+
+@functools.lru_cache(maxsize=4096)
+def _config(grace_s: int, period_s: int | None, schedule: str | None, time_zone: str,
+            max_runtime_s: int | None, min_runtime_s: int | None,
+            min_interval_s: int | None) -> Config:
+    """One Config object per distinct configuration: heartbeats sharing a schedule share
+    it (and its values) in the engine's memory."""
+    return Config(grace_s=grace_s, period_s=period_s, schedule=schedule, time_zone=time_zone,
+                  max_runtime_s=max_runtime_s, min_runtime_s=min_runtime_s,
+                  min_interval_s=min_interval_s)
+
+
 def beat_of_row(r: Mapping[str, Any]) -> Beat:
     """A :class:`Beat` from a heartbeats row (a record, or its ``to_jsonb``)."""
     runs = r.get("runs") or {}
     return Beat(
-        config=Config(
-            grace_s=r["grace_s"], period_s=r.get("period_s"), schedule=r.get("schedule"),
-            time_zone=r.get("time_zone") or "UTC", max_runtime_s=r.get("max_runtime_s"),
-            min_runtime_s=r.get("min_runtime_s"), min_interval_s=r.get("min_interval_s"),
-        ),
+        config=_config(r["grace_s"], r.get("period_s"), r.get("schedule"),
+                       r.get("time_zone") or "UTC", r.get("max_runtime_s"),
+                       r.get("min_runtime_s"), r.get("min_interval_s")),
         facts=Facts(
             last_ping_at=_ts(r.get("last_ping_at")),
             last_success_at=_ts(r.get("last_success_at")),
@@ -268,9 +283,11 @@ def beat_of_row(r: Mapping[str, Any]) -> Beat:
             last_start_at=_ts(r.get("last_start_at")),
             last_duration_s=r.get("last_duration_s"),
             last_exit_status=r.get("last_exit_status"),
-            runs={k: datetime.fromtimestamp(float(v), UTC) for k, v in runs.items()},
+            runs=({k: datetime.fromtimestamp(float(v), UTC) for k, v in runs.items()}
+                  if runs else _NO_RUNS),
         ),
         body=r.get("last_body"),
     )
+
 
 
