@@ -18,14 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.monitors.requests import MAX_ASSERTIONS, MAX_TARGET, Config
+from engine.monitors.assertrules import as_number, check_text, stored_number, walk
+from engine.monitors.assertrules import fail as _fail
+from engine.monitors.requests import Config
 from engine.probes import dnsspec
-from engine.probes.patterns import PatternRefused, check_regex
 from engine.runtime.errors import ValidationFailed
-
-
-def _fail(errors: dict[str, list[str]], field: str, message: str) -> None:
-    errors.setdefault(field, []).append(message)
 
 
 def normalized_url(url: str) -> str:
@@ -74,18 +71,7 @@ def validate(body: Mapping[str, Any], *, creating: bool) -> Config:
 def validate_assertions(raw: Any, errors: dict[str, list[str]]) -> list[dict[str, Any]]:
     """The stored form of a dns:// monitor's assertions; problems go to ``errors`` by
     field path (``assertions.1.comparison``)."""
-    if not isinstance(raw, list):
-        _fail(errors, "assertions", "The assertions field must be a list.")
-        return []
-    if len(raw) > MAX_ASSERTIONS:
-        _fail(errors, "assertions", f"At most {MAX_ASSERTIONS} assertions are allowed.")
-        return []
-    out = []
-    for i, a in enumerate(raw):
-        got = _assertion(a, f"assertions.{i}", errors)
-        if got is not None:
-            out.append(got)
-    return out
+    return walk(raw, errors, _assertion)
 
 
 def _assertion(a: Any, at: str, errors: dict[str, list[str]]) -> dict[str, Any] | None:
@@ -120,46 +106,19 @@ def _assertion(a: Any, at: str, errors: dict[str, list[str]]) -> dict[str, Any] 
                   "An rcode is one of " + ", ".join(dnsspec.RCODES) + ".")
         target = text
     elif source in ("answer_count", "min_ttl", "response_time"):
-        number = _as_number(target)
+        number = as_number(target)
         if number is None or number < 0:
             _fail(errors, f"{at}.target",
                   f"The {source} {comparison} target must be a number, 0 or more.")
         else:
-            target = int(number) if number == int(number) else number
+            target = stored_number(number)
     else:
         target = str(target)
         if not target:
             _fail(errors, f"{at}.target", "The target may not be empty.")
-        elif len(target) > MAX_TARGET:
-            _fail(errors, f"{at}.target", f"The target may be at most {MAX_TARGET} characters.")
-        elif "\0" in target:
-            _fail(errors, f"{at}.target", "The target may not contain NUL.")
-        elif comparison.endswith(("_matches", "_match")):
-            try:
-                check_regex(target)
-            except PatternRefused as exc:
-                _fail(errors, f"{at}.target",
-                      f"Not a regular expression RE2 accepts: {_short(exc)}.")
+        else:
+            check_text(errors, f"{at}.target", target,
+                       pattern=comparison.endswith(("_matches", "_match")))
     if len(errors) != n:
         return None
     return {"source": source, "property": None, "comparison": comparison, "target": target}
-
-
-def _as_number(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int | float):
-        f = float(v)
-    elif isinstance(v, str):
-        try:
-            f = float(v.strip())
-        except ValueError:
-            return None
-    else:
-        return None
-    return f if f == f and abs(f) != float("inf") else None
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:200].rstrip(".")

@@ -16,14 +16,15 @@ stored assertions as a :class:`~engine.domain.ping.PingSpec` (None without). Pro
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
 from engine.domain import ping
-from engine.monitors.requests import MAX_ASSERTIONS, Config
+from engine.monitors.assertrules import as_number, stored_number, walk
+from engine.monitors.assertrules import fail as _fail
+from engine.monitors.requests import Config
 from engine.monitors.scheme import Scheme, UrlParts, refuse
 from engine.probes.icmp import PingAccess, ping_access
 from engine.runtime.errors import ValidationFailed
@@ -90,49 +91,34 @@ def url_rules(parts: UrlParts, field: str) -> UrlParts:
     return UrlParts(parts.scheme, parts.host, parts.url_host, "", "", query)
 
 
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, str):
-        try:
-            v = float(v.strip())
-        except ValueError:
-            return None
-    if isinstance(v, int | float) and math.isfinite(v):
-        return float(v)
-    return None
-
-
 def _assertion(a: Any, at: str, errors: dict[str, list[str]]) -> dict[str, Any] | None:
     if not isinstance(a, dict):
-        errors.setdefault(at, []).append("An assertion must be an object.")
+        _fail(errors, at, "An assertion must be an object.")
         return None
     source = a.get("source")
     if source not in ping.SOURCES:
-        errors.setdefault(f"{at}.source", []).append(
-            "The source of an icmp:// assertion must be one of " + ", ".join(ping.SOURCES) + ".")
+        _fail(errors, f"{at}.source",
+              "The source of an icmp:// assertion must be one of " + ", ".join(ping.SOURCES) + ".")
         return None
     comparison = a.get("comparison")
     if comparison not in ping.COMPARISONS:
-        errors.setdefault(f"{at}.comparison", []).append(
-            f"A {source} assertion takes one of " + ", ".join(ping.COMPARISONS) + ".")
+        _fail(errors, f"{at}.comparison",
+              f"A {source} assertion takes one of " + ", ".join(ping.COMPARISONS) + ".")
         return None
     if a.get("property") not in (None, ""):
-        errors.setdefault(f"{at}.property", []).append(
-            f"A {source} assertion takes no property.")
+        _fail(errors, f"{at}.property", f"A {source} assertion takes no property.")
         return None
-    number = _number(a.get("target"))
+    number = as_number(a.get("target"))
     if number is None or number < 0:
-        errors.setdefault(f"{at}.target", []).append(
-            f"The {source} {comparison} target must be a number, 0 or more "
-            f"({'percent' if source == 'packet_loss' else 'milliseconds'}).")
+        _fail(errors, f"{at}.target",
+              f"The {source} {comparison} target must be a number, 0 or more "
+              f"({'percent' if source == 'packet_loss' else 'milliseconds'}).")
         return None
     if source == "packet_loss" and number > 100:
-        errors.setdefault(f"{at}.target", []).append("A packet_loss target is a percent, "
-                                                     "0 to 100.")
+        _fail(errors, f"{at}.target", "A packet_loss target is a percent, 0 to 100.")
         return None
-    target = int(number) if number == int(number) else number
-    return {"source": source, "property": None, "comparison": comparison, "target": target}
+    return {"source": source, "property": None, "comparison": comparison,
+            "target": stored_number(number)}
 
 
 def config_rules(body: Mapping[str, Any], creating: bool) -> Config:
@@ -145,13 +131,8 @@ def config_rules(body: Mapping[str, Any], creating: bool) -> Config:
         raw = body["assertions"]
         if raw is None or raw == []:
             assertions = None if creating else Config.REMOVE
-        elif not isinstance(raw, list):
-            errors["assertions"] = ["The assertions field must be a list."]
-        elif len(raw) > MAX_ASSERTIONS:
-            errors["assertions"] = [f"At most {MAX_ASSERTIONS} assertions are allowed."]
         else:
-            got = [_assertion(a, f"assertions.{i}", errors) for i, a in enumerate(raw)]
-            assertions = [a for a in got if a is not None]
+            assertions = walk(raw, errors, _assertion)
     if errors:
         raise ValidationFailed(errors)
     return Config(None if creating else Config.REMOVE, assertions)

@@ -22,21 +22,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.domain.secretheaders import is_secret_header
+from engine.monitors.assertrules import as_number, check_text, stored_number, walk
+from engine.monitors.assertrules import fail as _fail
 from engine.probes import request as spec
 from engine.probes.jsonpaths import JsonPathRefused, compile_jsonpath
-from engine.probes.patterns import PatternRefused, check_regex
 from engine.runtime.errors import ValidationFailed
 from engine.runtime.secretbox import SecretBox, SecretUnreadable
 from engine.runtime.settings import Settings
 
 MASK = "********"
 MAX_HEADERS = 20
-MAX_ASSERTIONS = 20
 MAX_BODY_BYTES = 16 * 1024
 # Most servers refuse header blocks over 8-16 KiB. The API reads bodies of at most 64 KiB,
 # so not every limit here can be reached in one request (a 16 KiB body fits).
 MAX_HEADER_VALUE = 4096
-MAX_TARGET = 1024
 MAX_PROPERTY = 1024
 FORBIDDEN_HEADERS = frozenset(("host", "content-length", "transfer-encoding", "connection"))
 # RFC 9110 token: the characters a header name may hold.
@@ -65,10 +64,6 @@ class Config:
     assertions: Any
 
     REMOVE = "remove"
-
-
-def _fail(errors: dict[str, list[str]], field: str, message: str) -> None:
-    errors.setdefault(field, []).append(message)
 
 
 def validate(body: Mapping[str, Any], *, creating: bool) -> Config:
@@ -168,18 +163,7 @@ def _request(raw: Any, errors: dict[str, list[str]]) -> dict[str, Any] | None:
 
 
 def _assertions(raw: Any, method: str, errors: dict[str, list[str]]) -> list[dict[str, Any]]:
-    if not isinstance(raw, list):
-        _fail(errors, "assertions", "The assertions field must be a list.")
-        return []
-    if len(raw) > MAX_ASSERTIONS:
-        _fail(errors, "assertions", f"At most {MAX_ASSERTIONS} assertions are allowed.")
-        return []
-    out = []
-    for i, a in enumerate(raw):
-        got = _assertion(a, f"assertions.{i}", method, errors)
-        if got is not None:
-            out.append(got)
-    return out
+    return walk(raw, errors, lambda a, at, errs: _assertion(a, at, method, errs))
 
 
 def _assertion(
@@ -231,48 +215,20 @@ def _assertion(
         numeric = comparison in spec.NUMBER_COMPARISONS or source in (
             "status_code", "response_time")
         if numeric:
-            number = _as_number(target)
+            number = as_number(target)
             if number is None:
                 _fail(errors, f"{at}.target", f"The {source} {comparison} target must be a number.")
             elif source == "status_code" and comparison in ("equals", "not_equals") and not (
                     number == int(number) and 100 <= number <= 599):
                 _fail(errors, f"{at}.target", "A status code is an integer from 100 to 599.")
             else:
-                target = int(number) if number == int(number) else number
+                target = stored_number(number)
         elif isinstance(target, str):
-            if len(target) > MAX_TARGET:
-                _fail(errors, f"{at}.target", f"The target may be at most {MAX_TARGET} characters.")
-            elif "\0" in target:
-                _fail(errors, f"{at}.target", "The target may not contain NUL.")
-            elif comparison == "matches":
-                try:
-                    check_regex(target)
-                except PatternRefused as exc:
-                    _fail(errors, f"{at}.target",
-                          f"Not a regular expression RE2 accepts: {_short(exc)}.")
+            check_text(errors, f"{at}.target", target, pattern=comparison == "matches")
     if len(errors) != n:
         return None
     return {"source": source, "property": prop or None, "comparison": comparison,
             "target": target}
-
-
-def _as_number(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int | float):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            f = float(v.strip())
-        except ValueError:
-            return None
-        return f if f == f and abs(f) != float("inf") else None
-    return None
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:200].rstrip(".")
 
 
 # --- stored form ----------------------------------------------------------------------------

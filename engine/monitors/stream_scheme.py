@@ -24,9 +24,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from engine.monitors.requests import MAX_ASSERTIONS, MAX_BODY_BYTES, MAX_TARGET, Config
+from engine.monitors.assertrules import as_number, check_text, stored_number, walk
+from engine.monitors.assertrules import fail as _fail
+from engine.monitors.requests import MAX_BODY_BYTES, Config
 from engine.monitors.scheme import Scheme, UrlParts
-from engine.probes.patterns import PatternRefused, check_regex
 from engine.probes.starttls import DEFAULT_PORTS
 from engine.probes.streamspec import SOURCE_COMPARISONS, SOURCES, StreamSpec
 from engine.runtime.errors import ValidationFailed
@@ -111,10 +112,6 @@ def validate(body: Mapping[str, Any], scheme: str, *, creating: bool) -> Config:
     return Config(request, assertions)
 
 
-def _fail(errors: dict[str, list[str]], field: str, message: str) -> None:
-    errors.setdefault(field, []).append(message)
-
-
 def _request(raw: Any, scheme: str, errors: dict[str, list[str]]) -> dict[str, Any] | None:
     if not isinstance(raw, dict):
         _fail(errors, "request", "The request field must be an object.")
@@ -145,18 +142,7 @@ def _request(raw: Any, scheme: str, errors: dict[str, list[str]]) -> dict[str, A
 
 
 def _assertions(raw: Any, scheme: str, errors: dict[str, list[str]]) -> list[dict[str, Any]]:
-    if not isinstance(raw, list):
-        _fail(errors, "assertions", "The assertions field must be a list.")
-        return []
-    if len(raw) > MAX_ASSERTIONS:
-        _fail(errors, "assertions", f"At most {MAX_ASSERTIONS} assertions are allowed.")
-        return []
-    out = []
-    for i, a in enumerate(raw):
-        got = _assertion(a, f"assertions.{i}", scheme, errors)
-        if got is not None:
-            out.append(got)
-    return out
+    return walk(raw, errors, lambda a, at, errs: _assertion(a, at, scheme, errs))
 
 
 def _assertion(
@@ -186,42 +172,19 @@ def _assertion(
     elif target is None:
         _fail(errors, f"{at}.target", f"The {comparison} comparison needs a target.")
     elif source in _NUMERIC:
-        number = _as_number(target)
+        number = as_number(target)
         if number is None or number < 0:
             _fail(errors, f"{at}.target",
                   f"The {source} {comparison} target must be a number of ms, 0 or more.")
         else:
-            target = int(number) if number == int(number) else number
+            target = stored_number(number)
     elif not isinstance(target, str):
         _fail(errors, f"{at}.target", "The target must be a string.")
-    elif len(target) > MAX_TARGET:
-        _fail(errors, f"{at}.target", f"The target may be at most {MAX_TARGET} characters.")
-    elif "\0" in target:
-        _fail(errors, f"{at}.target", "The target may not contain NUL.")
-    elif comparison == "matches":
-        try:
-            check_regex(target)
-        except PatternRefused as exc:
-            text = (str(exc).splitlines() or [type(exc).__name__])[0][:200].rstrip(".")
-            _fail(errors, f"{at}.target", f"Not a regular expression RE2 accepts: {text}.")
+    else:
+        check_text(errors, f"{at}.target", target, pattern=comparison == "matches")
     if len(errors) != n:
         return None
     return {"source": source, "property": None, "comparison": comparison, "target": target}
-
-
-def _as_number(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int | float):
-        f = float(v)
-    elif isinstance(v, str):
-        try:
-            f = float(v.strip())
-        except ValueError:
-            return None
-    else:
-        return None
-    return f if f == f and abs(f) != float("inf") else None
 
 
 def spec_rules(

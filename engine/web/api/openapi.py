@@ -330,7 +330,8 @@ def _schemas() -> dict[str, Any]:
 
 def _request_schemas() -> dict[str, Any]:
     """A monitor's own request and its assertions (docs/api.md, "What up means")."""
-    from engine.monitors.requests import MAX_ASSERTIONS, MAX_BODY_BYTES, MAX_HEADERS
+    from engine.monitors.assertrules import MAX_ASSERTIONS
+    from engine.monitors.requests import MAX_BODY_BYTES, MAX_HEADERS
     from engine.probes import request as spec
 
     return {
