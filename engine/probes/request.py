@@ -350,31 +350,39 @@ def _compare(a: Assertion, value: str | None, number: float | None, unit: str) -
     if c == "not_contains":
         return None if a.text not in value else got
     # matches
-    too_costly = _search_cost_words(a, value)
+    too_costly = _search_cost_words(a, value, REGEX_BUDGET)
     if too_costly is not None:
         return too_costly
     return None if a.pattern.search(value) is not None else got
 
 
-def _search_cost_words(a: Assertion, text: str) -> str | None:
-    """Why searching ``text`` with ``a``'s pattern would cost too much (None: it may)."""
+def _search_cost_words(a: Assertion, text: str, budget: int) -> str | None:
+    """Why searching ``text`` with ``a``'s pattern would cost more than ``budget`` (length
+    times instructions; None: it may)."""
     program = max(REGEX_MIN_INSTRUCTIONS, a.pattern.programsize)
-    if len(text) * program <= REGEX_BUDGET:
+    if len(text) * program <= budget:
         return None
     return (f"the pattern ({a.pattern.programsize} RE2 instructions) is too costly to search"
-            f" {size_words(len(text))}: a search may cost {REGEX_BUDGET >> 20} Mi"
+            f" {size_words(len(text))}: a search may cost {budget >> 20} Mi"
             " characters times instructions")
 
 
 def _body_compare(a: Assertion, text: str, cut: bool, limit: int) -> str | None:
-    c = a.comparison
     where = f"the first {size_words(limit)}" if cut else "the body"
+    return text_compare(a, text, where, REGEX_BUDGET)
+
+
+def text_compare(a: Assertion, text: str, where: str, budget: int) -> str | None:
+    """Why a whole text (a body, a server's reply: ``where`` in the words) fails the text
+    assertion ``a`` (None: it holds); a ``matches`` search costing more than ``budget``
+    (length times instructions) fails in words without searching."""
+    c = a.comparison
     if c == "contains":
         return None if a.text in text else f"not in {where}"
     if c == "not_contains":
         return None if a.text not in text else f"found in {where}"
     if c == "matches":
-        too_costly = _search_cost_words(a, text)
+        too_costly = _search_cost_words(a, text, budget)
         if too_costly is not None:
             return too_costly
         return None if a.pattern.search(text) is not None else f"no match in {where}"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from engine.probes.request import Assertion, _compare, size_words
+from engine.probes.request import Assertion, _compare, size_words, text_compare
 
 # Bytes of a reply read at most.
 MAX_REPLY: Final = 64 * 1024
@@ -35,7 +35,6 @@ SOURCE_COMPARISONS: Final = {
 _SETTLING: Final = frozenset(("contains", "matches", "not_empty"))
 # Length times RE2 instructions a search on the loop may cost (a few ms at worst).
 REGEX_BUDGET: Final = 16 << 20
-_MIN_INSTRUCTIONS: Final = 64
 
 
 class StreamSpec:
@@ -96,23 +95,7 @@ class StreamSpec:
 
 def _response(a: Assertion, text: str, cut: bool) -> str | None:
     where = f"the first {size_words(MAX_REPLY)} of the response" if cut else "the response"
-    c = a.comparison
-    if c == "contains":
-        return None if a.text in text else f"not in {where}"
-    if c == "not_contains":
-        return None if a.text not in text else f"found in {where}"
-    if c == "matches":
-        program = max(_MIN_INSTRUCTIONS, a.pattern.programsize)
-        if len(text) * program > REGEX_BUDGET:
-            return (f"the pattern ({a.pattern.programsize} RE2 instructions) is too costly"
-                    f" to search {size_words(len(text))}")
-        return None if a.pattern.search(text) is not None else f"no match in {where}"
-    if c == "is_empty":
-        return None if not text else f"got {len(text)} characters"
-    if c == "not_empty":
-        return None if text else "empty"
-    same = text == a.text
-    return None if same == (c == "equals") else _compare(a, text, None, "") or "differs"
+    return text_compare(a, text, where, REGEX_BUDGET)
 
 
 __all__ = ["MAX_REPLY", "SOURCES", "SOURCE_COMPARISONS", "StreamSpec"]
