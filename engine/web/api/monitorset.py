@@ -140,9 +140,31 @@ _ENTRY = {
     "required": ["url"],
     "additionalProperties": False,
 }
+# A heartbeat of a set (engine/monitors/heartbeat_file.py): its create body's fields, named by
+# key; the heartbeat rules say what each holds (422 naming the field).
+_HEARTBEAT_ENTRY = {
+    "type": "object",
+    "description": "One heartbeat, named by key; the fields of a heartbeat's create body.",
+    "properties": {
+        "key": _KEY,
+        "alias": {"type": "string", "maxLength": MAX_ALIAS_LENGTH},
+        **{name: {"type": "integer", "minimum": 0}
+           for name in ("period", "grace", "max_runtime", "min_runtime", "min_interval",
+                        "recovery_threshold")},
+        "schedule": {"type": "string"},
+        "time_zone": {"type": "string"},
+        "slug": {"type": "string"},
+        "ping_uuid": {"type": "string", "format": "uuid"},
+        "assertions": {"type": "array", "items": {"type": "object"}},
+        "enabled": {"type": "boolean"},
+    },
+    "required": ["key"],
+    "additionalProperties": False,
+}
 _MONITOR_SET = {
     "type": "object",
-    "properties": {"monitors": {"type": "array", "items": _ENTRY}},
+    "properties": {"monitors": {"type": "array", "items": _ENTRY},
+                   "heartbeats": {"type": "array", "items": _HEARTBEAT_ENTRY}},
     "required": ["monitors"],
     "additionalProperties": False,
 }
