@@ -31,7 +31,8 @@ async def errors_of(client: aiohttp.ClientSession, method: str, path: str,
 def test_a_heartbeat_monitor_has_its_heartbeat_check_alone() -> None:
     assert checks_of("", "", "heartbeat") == ("heartbeat",)
     assert checks_of("heartbeat", "") == ("heartbeat",)  # as a heartbeat's row is stored
-    assert checks_of("https", "example.com") == ("uptime", "certificate_health")
+    assert checks_of("https", "example.com") == (
+        "uptime", "certificate_health", "domain_expiry")
 
 
 async def test_create_with_a_period_answers_the_monitor_with_its_ping_url(
@@ -78,7 +79,7 @@ async def test_url_monitors_keep_their_shape_beside_heartbeats(
         assert r.status == 201
         url_monitor = await r.json()
     assert "type" not in url_monitor
-    assert set(url_monitor["checks"]) == {"uptime", "certificate_health"}
+    assert set(url_monitor["checks"]) == {"uptime", "certificate_health", "domain_expiry"}
 
 
 async def test_bad_bodies_are_422_naming_the_field(client: aiohttp.ClientSession) -> None:

@@ -32,8 +32,9 @@ async def test_tcp_and_smtp_monitors_survive_export_and_apply(
         async with client.post("/webapi/monitors", json=body) as r:
             assert r.status == 201, await r.text()
             made.append(await r.json())
-    # A tcp monitor has no certificate check; a mail server's starts enabled.
-    assert set(made[0]["checks"]) == {"uptime"}
+    # A tcp monitor has no certificate check (its host name gives it a domain check); a
+    # mail server's starts enabled.
+    assert set(made[0]["checks"]) == {"uptime", "domain_expiry"}
     assert made[1]["checks"]["certificate_health"]["is_enabled"] is True
     doc = await _export(client, "json")
     by_url = {m["url"]: m for m in doc["monitors"]}
