@@ -34,6 +34,7 @@ from engine.db.heartbeats import IncomingPing
 from engine.domain import heartbeat as hb
 from engine.probes.request import RequestSpec
 from engine.runtime.errors import LimitReached
+from engine.web.concurrency import SLOT, body_wait
 from engine.web.keys import SETTINGS, STORE
 from engine.web.ratelimit import RateLimiter
 
@@ -193,12 +194,19 @@ async def _accept(
     flood = request.app[FLOOD]
     if flood.take((ping_uuid, kind), time.monotonic()) > 0:
         return _text("rate limited", 429)
-    body, cut = await _body(request)
+    async with body_wait(request):
+        body, cut = await _body(request)
     ping = hb.Ping(kind=kind, at=datetime.now(UTC), rid=rid.lower(), exit_status=exit_status,
                    reason=reason)
     incoming = IncomingPing(ping_uuid=ping_uuid.lower(), ping=ping, method=request.method,
                             remote_addr=request.remote, body=body, body_cut=cut)
-    return await request.app[PING_BATCHER].offer(incoming)
+    written = request.app[PING_BATCHER].offer(incoming)
+    # Waiting for the commit is no work: the API slot goes back (engine.web.concurrency),
+    # so the batch being gathered is not capped at the number of slots.
+    slot = request.get(SLOT)
+    if slot is not None:
+        slot.release()
+    return await written
 
 
 async def _by_uuid(request: web.Request, ping_uuid: str, action: str | None) -> web.Response:
