@@ -334,7 +334,8 @@ class HeartbeatsMixin(StoreBase):
         async with self._tx() as conn:
             rows = await conn.fetch(SQL_LOCK_TARGETS, ids)
             by_uuid = {r["ping_uuid"]: r for r in rows}
-            facts = {u: beat_of_row(r).facts for u, r in by_uuid.items()}
+            beats = {u: beat_of_row(r) for u, r in by_uuid.items()}
+            facts = {u: b.facts for u, b in beats.items()}
             bodies: dict[str, str | None] = {u: r["last_body"] for u, r in by_uuid.items()}
             found: list[bool] = []
             out: list[tuple[Any, ...]] = []
@@ -349,7 +350,7 @@ class HeartbeatsMixin(StoreBase):
                         and ping.kind == hb.SUCCESS):
                     ping = hb.Ping(ping.kind, ping.at, ping.rid, ping.exit_status, ping.reason,
                                    judge_body(r["assertions"], p.body or ""))
-                new, reason = hb.apply_ping(facts[p.ping_uuid], ping, config_of(r))
+                new, reason = hb.apply_ping(facts[p.ping_uuid], ping, beats[p.ping_uuid].config)
                 facts[p.ping_uuid] = new
                 if p.body:
                     bodies[p.ping_uuid] = p.body[:BODY_EXCERPT]
