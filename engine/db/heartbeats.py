@@ -3,12 +3,13 @@
 A heartbeat monitor is a ``monitors`` row (scheme ``heartbeat``, no URL) with one check of
 kind ``heartbeat`` and its ``heartbeats`` row (configuration and the facts its pings left,
 engine/domain/heartbeat.py). :meth:`HeartbeatsMixin.record_pings` writes a whole batch of
-pings in one transaction: the heartbeats' rows locked, each ping folded into its facts in
-order, one UPDATE of the facts, one INSERT of the pings, and for the checks whose verdict a
-ping may change (a failure, a start, a success of a check not up) a ``config_version``
-bump and one ``NOTIFY upwatch_checks`` per check, so the owning node judges it at once (the
-resync finds a lost notification). A plain success of a check that is up notifies nobody:
-the owner reads the facts when the deadline it holds comes.
+pings in one transaction of two statements: the heartbeats' rows locked (which also tells
+unknown ids), each ping folded into its facts in order, then one statement that inserts the
+pings, updates the facts, trims each heartbeat to its newest pings and, for the checks whose
+verdict a ping may change (a failure, a start, a success of a check not up), bumps
+``config_version`` and sends one ``NOTIFY upwatch_checks`` per check, so the owning node
+judges it at once (the resync finds a lost notification). A plain success of a check that
+is up notifies nobody: the owner reads the facts when the deadline it holds comes.
 """
 
 from __future__ import annotations
@@ -86,7 +87,6 @@ UPDATE checks SET config_version = config_version + 1, interval_s = COALESCE($2,
     updated_at = now()
 WHERE id = ANY($1::bigint[])
 """
-SQL_NOTIFY_CHECKS = "SELECT pg_notify($1, t.id::text) FROM unnest($2::bigint[]) AS t(id)"
 
 SQL_HEARTBEAT_SET = f"""
 SELECT {_HB_COLUMNS}, COALESCE(m.key, m.identifier) AS key, m.id AS monitor_id, m.alias,
@@ -113,35 +113,44 @@ WHERE h.ping_uuid = ANY($1::uuid[])
 ORDER BY h.check_id
 FOR UPDATE OF h
 """
-SQL_WRITE_FACTS = """
-UPDATE heartbeats h SET
-    last_ping_at = u.last_ping_at, last_success_at = u.last_success_at,
-    last_failure_at = u.last_failure_at, failure_reason = u.failure_reason,
-    last_start_at = u.last_start_at, last_duration_s = u.last_duration_s,
-    last_exit_status = u.last_exit_status, runs = u.runs::jsonb, last_body = u.last_body
-FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::text[],
-            $6::timestamptz[], $7::float8[], $8::smallint[], $9::text[], $10::text[])
-     AS u(check_id, last_ping_at, last_success_at, last_failure_at, failure_reason,
-          last_start_at, last_duration_s, last_exit_status, runs, last_body)
-WHERE h.check_id = u.check_id
-"""
-SQL_INSERT_PINGS = """
-INSERT INTO heartbeat_pings (check_id, at, kind, exit_status, rid, method, remote_addr, body,
-                             body_cut, failure)
-SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::smallint[], $5::text[],
-                     $6::text[], $7::text[], $8::text[], $9::bool[], $10::text[])
-"""
-# Pings of checks $1 older than their newest $2 (the index on (check_id, id DESC) finds
-# each check's bound in one probe).
-SQL_TRIM_PINGS = """
-DELETE FROM heartbeat_pings p
-USING (
-    SELECT t.id AS check_id,
-           (SELECT id FROM heartbeat_pings WHERE check_id = t.id
-            ORDER BY id DESC OFFSET $2 LIMIT 1) AS bound
-    FROM unnest($1::bigint[]) AS t(id)
-) b
-WHERE p.check_id = b.check_id AND p.id <= b.bound
+# A batch's writes in one statement: its pings inserted; the heartbeats' facts updated; each
+# heartbeat's pings trimmed to its newest $22 (the statement's snapshot does not see the
+# rows it inserts, so a heartbeat with $23 new pings keeps $22 - $23 of the older ones;
+# the index on (check_id, id DESC) finds each bound in one probe); and the checks whose
+# verdict may change bumped and notified ($24; the NOTIFYs are sent on commit).
+SQL_WRITE_BATCH = """
+WITH ins AS (
+    INSERT INTO heartbeat_pings (check_id, at, kind, exit_status, rid, method, remote_addr,
+                                 body, body_cut, failure)
+    SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::smallint[],
+                         $5::text[], $6::text[], $7::text[], $8::text[], $9::bool[],
+                         $10::text[])
+), facts AS (
+    UPDATE heartbeats h SET
+        last_ping_at = u.last_ping_at, last_success_at = u.last_success_at,
+        last_failure_at = u.last_failure_at, failure_reason = u.failure_reason,
+        last_start_at = u.last_start_at, last_duration_s = u.last_duration_s,
+        last_exit_status = u.last_exit_status, runs = u.runs::jsonb, last_body = u.last_body
+    FROM unnest($11::bigint[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[],
+                $15::text[], $16::timestamptz[], $17::float8[], $18::smallint[], $19::text[],
+                $20::text[])
+         AS u(check_id, last_ping_at, last_success_at, last_failure_at, failure_reason,
+              last_start_at, last_duration_s, last_exit_status, runs, last_body)
+    WHERE h.check_id = u.check_id
+), cut AS (
+    DELETE FROM heartbeat_pings p
+    USING (
+        SELECT t.id AS check_id,
+               (SELECT id FROM heartbeat_pings WHERE check_id = t.id
+                ORDER BY id DESC OFFSET greatest($22::int - t.n, 0) LIMIT 1) AS bound
+        FROM unnest($21::bigint[], $23::int[]) AS t(id, n)
+    ) b
+    WHERE p.check_id = b.check_id AND p.id <= b.bound
+), bump AS (
+    UPDATE checks SET config_version = config_version + 1, updated_at = now()
+    WHERE id = ANY($24::bigint[])
+)
+SELECT count(pg_notify($25, t.id::text)) FROM unnest($24::bigint[]) AS t(id)
 """
 SQL_RECENT_PINGS = """
 SELECT p.at, p.kind, p.exit_status, p.rid, p.method, p.body, p.body_cut, p.failure
@@ -325,7 +334,8 @@ class HeartbeatsMixin(StoreBase):
         async with self._tx() as conn:
             rows = await conn.fetch(SQL_LOCK_TARGETS, ids)
             by_uuid = {r["ping_uuid"]: r for r in rows}
-            facts = {u: beat_of_row(r).facts for u, r in by_uuid.items()}
+            beats = {u: beat_of_row(r) for u, r in by_uuid.items()}
+            facts = {u: b.facts for u, b in beats.items()}
             bodies: dict[str, str | None] = {u: r["last_body"] for u, r in by_uuid.items()}
             found: list[bool] = []
             out: list[tuple[Any, ...]] = []
@@ -340,36 +350,54 @@ class HeartbeatsMixin(StoreBase):
                         and ping.kind == hb.SUCCESS):
                     ping = hb.Ping(ping.kind, ping.at, ping.rid, ping.exit_status, ping.reason,
                                    judge_body(r["assertions"], p.body or ""))
-                new, reason = hb.apply_ping(facts[p.ping_uuid], ping, config_of(r))
+                new, reason = hb.apply_ping(facts[p.ping_uuid], ping, beats[p.ping_uuid].config)
                 facts[p.ping_uuid] = new
                 if p.body:
                     bodies[p.ping_uuid] = p.body[:BODY_EXCERPT]
                 if r["is_enabled"] and _changes_verdict(r["status"], ping, reason):
                     notify.add(r["check_id"])
                 out.append((r["check_id"], ping, p, reason))
-            if out:
-                await conn.execute(SQL_INSERT_PINGS, *_columns([
+            if not out:
+                return found
+            pinged: dict[int, int] = {}
+            for o in out:
+                pinged[o[0]] = pinged.get(o[0], 0) + 1
+            if max(pinged.values()) > keep:  # more than kept in one batch: the newest only
+                out = _newest(out, keep)
+                pinged = {cid: min(n, keep) for cid, n in pinged.items()}
+            written = [(by_uuid[u]["check_id"], f, bodies[u]) for u, f in facts.items()]
+            await conn.execute(
+                SQL_WRITE_BATCH,
+                *_columns([
                     (cid, ping.at, ping.kind, ping.exit_status, ping.rid or None, p.method,
                      p.remote_addr, p.body, p.body_cut, reason)
-                    for cid, ping, p, reason in out], 10))
-                written = [(by_uuid[u]["check_id"], f, bodies[u]) for u, f in facts.items()]
-                await conn.execute(SQL_WRITE_FACTS, *_columns([
+                    for cid, ping, p, reason in out], 10),
+                *_columns([
                     (cid, f.last_ping_at, f.last_success_at, f.last_failure_at,
                      f.failure_reason, f.last_start_at, f.last_duration_s, f.last_exit_status,
                      orjson.dumps({k: v.timestamp() for k, v in f.runs.items()}).decode(),
                      body)
-                    for cid, f, body in written], 10))
-                await conn.execute(SQL_TRIM_PINGS, sorted({o[0] for o in out}), keep)
-            if notify:
-                ordered = sorted(notify)
-                await conn.execute(SQL_BUMP_CHECKS, ordered, None)
-                await conn.execute(SQL_NOTIFY_CHECKS, CHANNEL_CHECKS, ordered)
+                    for cid, f, body in written], 10),
+                list(pinged), keep, list(pinged.values()), sorted(notify), CHANNEL_CHECKS)
         return found
 
     async def heartbeat_beat(self, check_id: int) -> Beat | None:
         """A heartbeat's current configuration and facts (the engine's read at a deadline)."""
         rows = await self._fetch(SQL_HEARTBEATS_OF_CHECKS, [check_id])
         return beat_of_row(rows[0]) if rows else None
+
+
+def _newest(out: list[tuple[Any, ...]], keep: int) -> list[tuple[Any, ...]]:
+    """The rows of ``out`` (check id first, in arrival order) without those that have
+    ``keep`` newer rows of their check after them."""
+    seen: dict[int, int] = {}
+    kept = []
+    for row in reversed(out):
+        n = seen[row[0]] = seen.get(row[0], 0) + 1
+        if n <= keep:
+            kept.append(row)
+    kept.reverse()
+    return kept
 
 
 def _columns(rows: list[tuple[Any, ...]], n: int) -> list[list[Any]]:

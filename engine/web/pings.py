@@ -10,10 +10,11 @@
 
 A body (the job's output) is kept up to :data:`BODY_LIMIT` bytes; more is read no further
 and marked cut (``Ping-Body-Limit`` says the limit). A ping answered 200 is in the database
-before the answer: the :class:`PingBatcher` gathers the pings of a few milliseconds into one
-transaction (``Store.record_pings``) and answers them all when it commits. A flood on one
-ping URL is limited per heartbeat and kind of ping (429), so a flood of successes never
-holds back a start or a failure. Nothing here reads or reveals an account token.
+before the answer: the :class:`PingBatcher` writes the pings that came while its previous
+write ran as one transaction (``Store.record_pings``) and answers them all when it
+commits. A flood on one ping URL is limited per heartbeat and kind of ping (429), so a
+flood of successes never holds back a start or a failure. Nothing here reads or reveals an
+account token.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from engine.db.heartbeats import IncomingPing
 from engine.domain import heartbeat as hb
 from engine.probes.request import RequestSpec
 from engine.runtime.errors import LimitReached
+from engine.web.concurrency import SLOT, body_wait
 from engine.web.keys import SETTINGS, STORE
 from engine.web.ratelimit import RateLimiter
 
@@ -40,7 +42,6 @@ log = logging.getLogger(__name__)
 
 BODY_LIMIT = 10_000  # bytes of a ping's body kept
 DRAIN_LIMIT = 1_000_000  # bytes of a longer body read and dropped before closing instead
-BATCH_WINDOW = 0.002  # seconds the first ping of a batch waits for others
 BATCH_MAX = 500
 # Pings a heartbeat may send of one kind: a burst of 120, then 10 a second.
 FLOOD_RATE, FLOOD_BURST = 10.0, 120
@@ -61,45 +62,40 @@ def is_ping_path(path: str) -> bool:
 
 
 class PingBatcher:
-    """Group commit: pings offered within :data:`BATCH_WINDOW` of the first are written by
-    one ``record(pings)`` call; each offer returns whether its id was found, once written."""
+    """Group commit with one write in flight: a ping offered while no write runs is written
+    at the loop's next turn (with every ping offered in the same turn); pings offered while a
+    write runs wait for it and go together in the next one, at most ``max_batch`` a write.
+    So a batch grows with the load and no ping waits for a timer. Each offer returns
+    whether its id was found, once its batch is committed (or raises the write's error)."""
 
-    def __init__(self, record: Recorder, *, window: float = BATCH_WINDOW,
-                 max_batch: int = BATCH_MAX) -> None:
+    def __init__(self, record: Recorder, *, max_batch: int = BATCH_MAX) -> None:
         self._record = record
-        self._window = window
         self._max = max_batch
         self._pending: list[tuple[IncomingPing, asyncio.Future[bool]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
 
-    async def offer(self, ping: IncomingPing) -> bool:
+    def offer(self, ping: IncomingPing) -> asyncio.Future[bool]:
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending.append((ping, fut))
-        if len(self._pending) >= self._max:
-            self._flush_now()
-        elif self._flusher is None:
-            self._flusher = asyncio.create_task(self._after_window())
-        return await fut
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._drain())
+        return fut
 
-    async def _after_window(self) -> None:
-        await asyncio.sleep(self._window)
-        self._flusher = None
-        await self._write(self._take())
-
-    def _flush_now(self) -> None:
-        if self._flusher is not None:
-            self._flusher.cancel()
-            self._flusher = None
-        batch = self._take()
-        asyncio.create_task(self._write(batch))  # noqa: RUF006 - awaited through its futures
-
-    def _take(self) -> list[tuple[IncomingPing, asyncio.Future[bool]]]:
-        batch, self._pending = self._pending, []
-        return batch
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                batch = self._pending[:self._max]
+                del self._pending[:self._max]
+                await self._write(batch)
+        finally:
+            self._writer = None
+            if self._pending:  # cancelled (shutdown): nothing waits unanswered
+                batch, self._pending = self._pending, []
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.cancel()
 
     async def _write(self, batch: list[tuple[IncomingPing, asyncio.Future[bool]]]) -> None:
-        if not batch:
-            return
         try:
             found = await self._record([p for p, _ in batch])
         except BaseException as exc:  # each waiting ping answers with the same error
@@ -192,18 +188,25 @@ async def _accept(
     reason: str | None = None,
 ) -> bool | web.Response:
     """Record one ping; True when written, False for an unknown id, or a 400/429 answer."""
-    rid = request.query.get("rid", "")
+    rid = request.query.get("rid", "") if request.query_string else ""
     if rid and not _UUID.match(rid):
         return _text("rid must be a UUID", 400)
     flood = request.app[FLOOD]
     if flood.take((ping_uuid, kind), time.monotonic()) > 0:
         return _text("rate limited", 429)
-    body, cut = await _body(request)
+    async with body_wait(request):
+        body, cut = await _body(request)
     ping = hb.Ping(kind=kind, at=datetime.now(UTC), rid=rid.lower(), exit_status=exit_status,
                    reason=reason)
     incoming = IncomingPing(ping_uuid=ping_uuid.lower(), ping=ping, method=request.method,
                             remote_addr=request.remote, body=body, body_cut=cut)
-    return await request.app[PING_BATCHER].offer(incoming)
+    written = request.app[PING_BATCHER].offer(incoming)
+    # Waiting for the commit is no work: the API slot goes back (engine.web.concurrency),
+    # so the batch being gathered is not capped at the number of slots.
+    slot = request.get(SLOT)
+    if slot is not None:
+        slot.release()
+    return await written
 
 
 async def _by_uuid(request: web.Request, ping_uuid: str, action: str | None) -> web.Response:
