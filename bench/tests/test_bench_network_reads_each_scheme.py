@@ -11,8 +11,9 @@ import sys
 import pytest
 
 from engine.probes.icmp import ping_access
+from upwatch_bench.harness import start_lateness
 from upwatch_bench.scenarios import table
-from upwatch_bench.scenarios.network import probe_span_s
+from upwatch_bench.scenarios.network import probe_span_s, row_lateness_s
 
 
 def _scheme(n: int, interval: float, p99: float) -> dict[str, object]:
@@ -42,6 +43,13 @@ def test_a_pings_span_counts_its_requests_apart() -> None:
     assert probe_span_s("tcp", 12.0) == pytest.approx(0.012)
     assert probe_span_s("icmp", 0.1) == pytest.approx(1.0001)  # 3 requests, 500 ms apart
     assert probe_span_s("dns", None) == 0.0
+    # A ping whose estimated start falls 20 ms before its slot is on time; a tcp probe's
+    # start is measured, so the same reading is an interval late.
+    slot = 100 * 30.0 - (start_lateness(7, 100 * 30.0, 30.0))  # check 7's slot
+    at = slot - 0.020 + 1.0001
+    assert row_lateness_s("icmp", 7, at, 0.1, 30.0) == 0.0
+    assert row_lateness_s("tcp", 7, slot - 0.020 + 0.012, 12.0, 30.0) > 29.0
+    assert row_lateness_s("icmp", 7, slot + 0.050 + 1.0001, 0.1, 30.0) == pytest.approx(0.05)
 
 
 @pytest.mark.serial  # measures timing: run alone (scripts/test)
