@@ -93,6 +93,22 @@ def _parser() -> argparse.ArgumentParser:
     app.add_argument("--account", type=int, default=None, help="account id (default: the only one)")
     app.add_argument("--prune", action="store_true", help="delete monitors the file lacks")
     app.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    imp = sub.add_parser("import", help="import monitors from another service")
+    imp_sub = imp.add_subparsers(dest="import_command", required=True, metavar="SOURCE")
+    hci = imp_sub.add_parser(
+        "healthchecks", parents=[common],
+        help="heartbeats from Healthchecks checks, keeping each uuid (ping URLs)",
+        description="Create heartbeats from the JSON of Healthchecks' GET /api/v3/checks/ "
+                    "(read with a read-write API key, so each check has its uuid). Each "
+                    "heartbeat keeps its check's uuid: cron lines need only the host "
+                    "changed. Importing again updates, never duplicates. What cannot be "
+                    "mapped is listed by check name.")
+    hci.add_argument("file", metavar="FILE",
+                     help="the saved answer, e.g. curl -H 'X-Api-Key: KEY' "
+                          "https://healthchecks.io/api/v3/checks/ > checks.json ('-': stdin)")
+    hci.add_argument("--account", type=int, default=None,
+                     help="account id (default: the only one)")
+    hci.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     bak = sub.add_parser("backup", parents=[common],
                          help="write a consistent dump of the database to FILE, also while "
                               "the service runs (keep the secret key apart from it)")
@@ -490,6 +506,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "export":
                 return monitorcli.export(settings, args, _with_store)
             return _apply(settings, args, monitorcli.apply)
+        if args.command == "import":
+            from engine.monitors.hcimport_command import import_healthchecks
+
+            return import_healthchecks(settings, args, _with_store)
         if args.command == "notify":
             return _notify_test(settings, args)
         if args.command == "account":

@@ -26,6 +26,7 @@ from engine.db.embedded import EmbeddedPostgres
 from engine.db.embedded_lease import EmbeddedLease, embedded_database
 from engine.db.store import Store
 from engine.kinds.certificate import CertProbe
+from engine.kinds.domain_expiry import DomainProbe
 from engine.kinds.registry import Kinds
 from engine.kinds.uptime import HttpProbe
 from engine.kinds.uptime_probers import UptimeProbe
@@ -210,15 +211,18 @@ def build_kinds(
     http_prober: HttpProbe | None = None,
     cert_prober: CertProbe | None = None,
     uptime_probers: Mapping[str, UptimeProbe] | None = None,
+    store: Store | None = None,
 ) -> Kinds:
     """Every registered kind of check with its prober, each prober built here once unless
     given (tests pass theirs; ``uptime_probers``: by scheme, for schemes other than
-    http(s)); ``aclose()`` of the result closes those built here."""
+    http(s)); ``aclose()`` of the result closes those built here. ``store`` (None: those
+    kinds are only shown) is what the heartbeat kind reads its facts with and what the
+    domain expiry prober shares registry answers through."""
     from engine import USER_AGENT
     from engine.kinds.registry import registered
     from engine.kinds.uptime_probers import build_probers
 
-    built: list[HttpProbe | CertProbe] = []
+    built: list[HttpProbe | CertProbe | DomainProbe] = []
     if http_prober is None:
         from engine.probes.http import HttpProber
         from engine.probes.resolver import from_settings
@@ -247,9 +251,20 @@ def build_kinds(
             batch=settings.probe_batch_ms / 1000.0,
         )
         built.append(cert_prober)
+    domain_prober = None
+    if store is not None:
+        from engine.probes.rdap import RdapClient
+        from engine.scheduler.registrations import DomainProber
+
+        domain_prober = DomainProber(store, RdapClient(
+            bootstrap_url=settings.rdap_bootstrap_url,
+            allow_private=settings.allow_private_targets,
+            timeout=settings.rdap_timeout,
+        ))
+        built.append(domain_prober)
     others, others_built = build_probers(
         settings, metrics, getattr(http_prober, "resolver", None), uptime_probers)
-    return registered(http_prober, cert_prober, uptime=others,
+    return registered(http_prober, cert_prober, store, domain_prober, uptime=others,
                       owned=[*built, *others_built])
 
 
@@ -277,7 +292,7 @@ async def build_node(
 
         registry = NodeRegistry(store, settings, metrics=metrics, dsn=dsn)
         await registry.register()
-        kinds = build_kinds(settings, metrics)
+        kinds = build_kinds(settings, metrics, store=store)
         # Confirmations (and the peers' requests for them) probe again with the same prober.
         prober = kinds.reprober
         peers = PeerConfirmer(registry.membership, settings, metrics)

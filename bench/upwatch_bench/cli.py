@@ -63,6 +63,9 @@ def parser(prog: str = "upwatch-bench") -> argparse.ArgumentParser:
     p.add_argument("--probe-batch-ms", type=float, default=None, metavar="MS",
                    help="the engine's probe_batch_ms (default: the engine's, 1; 0 takes "
                         "every ready socket at once, for a side-by-side run)")
+    p.add_argument("--diagnoses", type=int, default=None, metavar="PAIRS",
+                   help="tls: what certificate diagnoses and a cached CRL cost per probe, "
+                        "PAIRS windows each way (upwatch_bench/scenarios/certdiag.py)")
     p.add_argument("--assertions", type=float, default=None, metavar="SHARE",
                    help="http: what requests and assertions cost "
                         "(upwatch_bench/scenarios/assertions.py)")

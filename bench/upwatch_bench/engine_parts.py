@@ -27,7 +27,8 @@ def build_engine(store: Any, settings: Settings, metrics: Metrics) -> Engine:
     from engine.daemon import build_kinds
     from engine.scheduler.engine import Engine
 
-    return Engine(store, settings, metrics=metrics, kinds=build_kinds(settings, metrics))
+    kinds = build_kinds(settings, metrics, heartbeats=store)
+    return Engine(store, settings, metrics=metrics, kinds=kinds)
 
 
 async def close_engine(engine: Engine) -> None:

@@ -32,6 +32,7 @@ class Options:
     # http --names: only this many interleaved pairs of capacity windows, names against
     # IP literals (no load window, baseline or limit tool); None: the full run.
     names_cost: int | None = None
+    diagnoses: int | None = None  # tls: pairs of windows, certificate diagnoses against none
     rate: float | None = None  # http, tls: probes a second asked at capacity (None: default)
     probe_timeout: float | None = None  # the engine's probe timeout (None: 10 s, quick 2 s)
     # The engine's probe_batch_ms (engine/probes/reactor.py); None: the engine's default.
@@ -52,10 +53,12 @@ class Options:
         quick = bool(args.quick)
         scenario = args.scenario
         default_monitors = {"webhooks": 1000, "api": 1000, "notify": 1000,
-                            "internet": 50_000, "overload": 6000}.get(scenario, 10_000)
+                            "internet": 50_000, "overload": 6000,
+                            "pings": 5000, "heartbeats": 100_000}.get(scenario, 10_000)
         if quick:
             default_monitors = {"webhooks": 100, "api": 100, "notify": 200,
-                                "internet": 2000, "overload": 1500}.get(scenario, 300)
+                                "internet": 2000, "overload": 1500,
+                                "heartbeats": 2000}.get(scenario, 300)
         monitors = args.monitors if args.monitors is not None else default_monitors
         default_duration = (2.0 if quick else 30.0) if scenario != "overload" else (
             10.0 if quick else 60.0)
@@ -89,6 +92,7 @@ class Options:
             warmup_intervals=_warmup_intervals(getattr(args, "warmup_intervals", None),
                                                scenario),
             names_cost=_names_cost_pairs(getattr(args, "names_cost", None), names),
+            diagnoses=_diagnoses_pairs(getattr(args, "diagnoses", None), scenario),
             rate=_positive(getattr(args, "rate", None), "--rate", 1_000_000.0),
             probe_timeout=_positive(getattr(args, "probe_timeout", None), "--probe-timeout",
                                     300.0),
@@ -124,6 +128,16 @@ def _names_cost_pairs(value: int | None, names: bool) -> int | None:
     if not 1 <= value <= 20:
         raise BenchError("--names-cost must be between 1 and 20 pairs")
     return int(value)
+
+
+def _diagnoses_pairs(value: int | None, scenario: str) -> int | None:
+    if value is None:
+        return None
+    if scenario != "tls":
+        raise BenchError("--diagnoses is for the tls scenario")
+    if value < 1 or value > 50:
+        raise BenchError("--diagnoses is a number of pairs, 1 to 50")
+    return value
 
 
 def _positive(value: float | None, flag: str, most: float) -> float | None:

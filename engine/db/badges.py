@@ -50,7 +50,7 @@ class BadgesMixin(StoreBase):
             if not rows:
                 return None
             checks = {c.kind: c for c in map(_check_from_row, rows)}
-            uptime = checks.get("uptime")
+            uptime = checks.get("uptime") or checks.get("heartbeat")
             if uptime is None:
                 return BadgeData(checks, None, None)
             window = await conn.fetchrow(SQL_UPTIME_WINDOW, uptime.id, since, now)

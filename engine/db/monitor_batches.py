@@ -68,10 +68,10 @@ SQL_MONITOR_SET = """
 SELECT m.id, m.identifier, m.key, m.alias, m.url, m.scheme, m.host, m.port,
        m.request, m.assertions,
        c.kind, c.id AS check_id, c.interval_s, c.notification_threshold_s, c.is_enabled,
-       c.recovery_threshold_s, c.expiry_threshold_percent
+       c.recovery_threshold_s, c.expiry_threshold_percent, c.expiry_threshold_days
 FROM monitors m
 JOIN checks c ON c.monitor_id = m.id
-WHERE m.account_id = $1
+WHERE m.account_id = $1 AND c.kind <> 'heartbeat'  -- heartbeats: engine/db/heartbeats.py
 ORDER BY m.id, c.id
 """
 
@@ -106,13 +106,14 @@ m AS (
 c AS (
     INSERT INTO checks AS c (monitor_id, kind, interval_s, notification_threshold_s,
                              is_enabled, status, recovery_threshold_s,
-                             expiry_threshold_percent)
+                             expiry_threshold_percent, expiry_threshold_days)
     SELECT m.id, k.kind, k.interval_s, k.threshold_s, k.enabled,
-           CASE WHEN k.enabled THEN 'pending' ELSE 'paused' END, k.recovery, k.percent
+           CASE WHEN k.enabled THEN 'pending' ELSE 'paused' END, k.recovery, k.percent,
+           k.days::smallint[]
     FROM m JOIN u ON u.identifier = m.identifier
     JOIN unnest($12::bigint[], $13::text[], $14::int[], $15::int[], $16::bool[], $17::int[],
-                $18::int[]) WITH ORDINALITY
-         AS k(ord, kind, interval_s, threshold_s, enabled, recovery, percent, n)
+                $18::int[], $19::text[]) WITH ORDINALITY
+         AS k(ord, kind, interval_s, threshold_s, enabled, recovery, percent, days, n)
       ON k.ord = u.ord
     ORDER BY u.ord, k.n
     RETURNING {_CHECK_COLUMNS}
@@ -134,12 +135,13 @@ SQL_ADD_CHECKS = """
 WITH c AS (
     INSERT INTO checks AS c (monitor_id, kind, interval_s, notification_threshold_s,
                              is_enabled, status, recovery_threshold_s,
-                             expiry_threshold_percent)
+                             expiry_threshold_percent, expiry_threshold_days)
     SELECT k.monitor_id, k.kind, k.interval_s, k.threshold_s, k.enabled,
-           CASE WHEN k.enabled THEN 'pending' ELSE 'paused' END, k.recovery, k.percent
+           CASE WHEN k.enabled THEN 'pending' ELSE 'paused' END, k.recovery, k.percent,
+           k.days::smallint[]
     FROM unnest($1::bigint[], $2::text[], $3::int[], $4::int[], $5::bool[], $6::int[],
-                $7::int[]) AS k(monitor_id, kind, interval_s, threshold_s, enabled, recovery,
-                                percent)
+                $7::int[], $8::text[]) AS k(monitor_id, kind, interval_s, threshold_s, enabled,
+                                            recovery, percent, days)
     RETURNING c.id, c.is_enabled
 ),
 periods AS (
@@ -175,9 +177,10 @@ SQL_UPDATE_CHECK_SETTINGS = """
 UPDATE checks AS c
 SET interval_s = u.interval_s, notification_threshold_s = u.threshold_s,
     recovery_threshold_s = u.recovery, expiry_threshold_percent = u.percent,
+    expiry_threshold_days = u.days::smallint[],
     config_version = c.config_version + 1, updated_at = now()
-FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[])
-     AS u(id, interval_s, threshold_s, recovery, percent)
+FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::text[])
+     AS u(id, interval_s, threshold_s, recovery, percent, days)
 WHERE c.id = u.id
 """
 
@@ -215,9 +218,17 @@ def _as_given(request: Any, previous: Any) -> Any:
 
 
 def _settings_of(row: asyncpg.Record) -> CheckSettings:
+    days = row["expiry_threshold_days"]
     return CheckSettings(row["interval_s"], row["notification_threshold_s"], row["is_enabled"],
                          recovery_s=row["recovery_threshold_s"],
-                         expiry_percent=row["expiry_threshold_percent"])
+                         expiry_percent=row["expiry_threshold_percent"],
+                         expiry_days=None if days is None else tuple(days))
+
+
+def _days_text(days: tuple[int, ...] | None) -> str | None:
+    """A domain check's thresholds for a ``text[]`` parameter (cast to smallint[] in SQL:
+    unnest flattens an array of arrays)."""
+    return None if days is None else "{" + ",".join(map(str, days)) + "}"
 
 
 def _currents_of(rows: Sequence[asyncpg.Record]) -> list[CurrentMonitor]:
@@ -342,7 +353,8 @@ class MonitorBatchesMixin(StoreBase):
                 [n for n, _, _ in checks], [k for _, k, _ in checks],
                 [c.interval for _, _, c in checks], [c.threshold_s for _, _, c in checks],
                 [bool(c.enabled) for _, _, c in checks], [c.recovery_s for _, _, c in checks],
-                [c.expiry_percent for _, _, c in checks])
+                [c.expiry_percent for _, _, c in checks],
+                [_days_text(c.expiry_days) for _, _, c in checks])
             before = rows[0]["monitors_before"]
             if before is None:
                 raise NotFound("Account not found.")  # deleted since it authenticated
@@ -456,7 +468,8 @@ class MonitorBatchesMixin(StoreBase):
                     SQL_UPDATE_CHECK_SETTINGS, [c for c, _ in settings],
                     [s.interval for _, s in settings], [s.threshold_s for _, s in settings],
                     [s.recovery_s for _, s in settings],
-                    [s.expiry_percent for _, s in settings])
+                    [s.expiry_percent for _, s in settings],
+                    [_days_text(s.expiry_days) for _, s in settings])
             if enable:
                 await conn.execute(SQL_ENABLE_CHECKS, enable)
                 await conn.execute(SQL_OPEN_PERIODS, enable)
@@ -486,5 +499,6 @@ class MonitorBatchesMixin(StoreBase):
                 SQL_ADD_CHECKS, [m for m, _, _ in new], [k for _, k, _ in new],
                 [c.interval for _, _, c in new], [c.threshold_s for _, _, c in new],
                 [bool(c.enabled) for _, _, c in new], [c.recovery_s for _, _, c in new],
-                [c.expiry_percent for _, _, c in new])
+                [c.expiry_percent for _, _, c in new],
+                [_days_text(c.expiry_days) for _, _, c in new])
             notify += [r["id"] for r in rows]

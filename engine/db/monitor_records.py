@@ -29,6 +29,8 @@ class CheckRecord:
     meta: dict[str, Any]
     recovery_threshold: int = 0  # uptime: seconds of good probes before uptime_restored
     expiry_threshold_percent: int = 0  # certificate: percent of its lifetime left
+    # Domain expiry: days before expiry of the renewal-due events (None: the defaults).
+    expiry_threshold_days: tuple[int, ...] | None = None
 
     @classmethod
     def from_row(cls, row: asyncpg.Record, id_column: str = "id") -> CheckRecord:
@@ -46,7 +48,12 @@ class CheckRecord:
             meta=meta if isinstance(meta, dict) else {},
             recovery_threshold=row["recovery_threshold_s"],
             expiry_threshold_percent=row["expiry_threshold_percent"],
+            expiry_threshold_days=_days(row.get("expiry_threshold_days")),
         )
+
+
+def _days(value: Any) -> tuple[int, ...] | None:
+    return None if value is None else tuple(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,5 +164,7 @@ def group_monitors(rows: list[asyncpg.Record]) -> list[MonitorRecord]:
 
 def monitor_of(group: list[asyncpg.Record]) -> MonitorRecord:
     checks = [CheckRecord.from_row(r, "check_id") for r in group]
-    uptime = next((UptimeFigures.from_row(r) for r in group if r["kind"] == "uptime"), None)
+    # A heartbeat monitor's one check stands where the uptime check would.
+    uptime = next((UptimeFigures.from_row(r) for r in group
+                   if r["kind"] in ("uptime", "heartbeat")), None)
     return MonitorRecord.from_rows(group[0], checks, uptime)

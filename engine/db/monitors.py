@@ -34,6 +34,7 @@ from engine.db.monitor_records import (
 )
 from engine.domain.timefmt import utcnow
 from engine.monitors.checkset import UPTIME, checks_of, enabled_on_create
+from engine.monitors.domain_settings import interval_on_create, stored_thresholds
 from engine.runtime.errors import LimitReached, NotFound
 
 STATS_WINDOW = timedelta(days=30)
@@ -49,7 +50,7 @@ _MONITOR_COLUMNS = (
 _CHECK_COLUMNS = (
     "c.id, c.monitor_id, c.kind, c.status, c.error, c.interval_s, c.is_enabled,"
     " c.notification_threshold_s, c.last_check_at, c.meta,"
-    " c.recovery_threshold_s, c.expiry_threshold_percent"
+    " c.recovery_threshold_s, c.expiry_threshold_percent, c.expiry_threshold_days"
 )
 
 # --- reads ---------------------------------------------------------------------------------
@@ -57,32 +58,33 @@ _CHECK_COLUMNS = (
 # The 30-day figures of the uptime check ``c`` over the window [{start}, {now}]: probes and
 # responses from the rollups (an index-only scan of their primary key, migration 0002),
 # confirmed outage seconds and enabled seconds clipped to the window (an open outage or
-# period runs to now), and the start of the open outage. "c.kind = 'uptime'" is a one-time
-# filter: nothing is read for a certificate check's row.
+# period runs to now), and the start of the open outage. The kind test is a one-time
+# filter: nothing is read for a certificate check's row (a heartbeat's one check stands
+# where a URL monitor's uptime check would).
 _FIGURE_LATERALS = """
 LEFT JOIN LATERAL (
     SELECT sum(probes)::bigint AS probes, sum(responses)::bigint AS responses,
            sum(response_ms_sum)::double precision AS ms_sum
     FROM check_rollups_hourly
-    WHERE check_id = c.id AND c.kind = 'uptime' AND hour >= {start}
+    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat') AND hour >= {start}
 ) r ON true
 LEFT JOIN LATERAL (
     SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
                                   - GREATEST(started_at, {start})))::double precision AS seconds
     FROM outages
-    WHERE check_id = c.id AND c.kind = 'uptime'
+    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat')
       AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
 ) o ON true
 LEFT JOIN LATERAL (
     SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
                                   - GREATEST(started_at, {start})))::double precision AS seconds
     FROM check_periods
-    WHERE check_id = c.id AND c.kind = 'uptime'
+    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat')
       AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
 ) p ON true
 LEFT JOIN LATERAL (
     SELECT started_at FROM outages
-    WHERE check_id = c.id AND c.kind = 'uptime' AND ended_at IS NULL
+    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat') AND ended_at IS NULL
     ORDER BY started_at DESC LIMIT 1
 ) open_outage ON true
 """
@@ -120,7 +122,7 @@ ORDER BY c.kind DESC
 # The uptime check of monitor $2 of account $1 with its figures, window [$3, $4 = now].
 SQL_UPTIME_FIGURES_OF_MONITOR = f"""
 SELECT c.id AS check_id, {_FIGURE_COLUMNS}
-FROM monitors m JOIN checks c ON c.monitor_id = m.id AND c.kind = 'uptime'
+FROM monitors m JOIN checks c ON c.monitor_id = m.id AND c.kind IN ('uptime', 'heartbeat')
 {_FIGURE_LATERALS.format(start="$3", now="$4")}
 WHERE m.account_id = $1 AND m.id = $2
 """
@@ -204,6 +206,12 @@ WHERE m.id = $1
 RETURNING {_MONITOR_COLUMNS}
 """
 
+SQL_RESUME_HEARTBEAT = """
+UPDATE heartbeats SET last_ping_at = NULL, last_success_at = NULL, last_failure_at = NULL,
+    failure_reason = NULL, runs = '{}'::jsonb
+WHERE check_id = $1
+"""
+
 SQL_DELETE_PROBE_RESULTS = "DELETE FROM probe_results WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_ROLLUPS = "DELETE FROM check_rollups_hourly WHERE check_id = ANY($1::bigint[])"
 SQL_DELETE_OUTAGES = "DELETE FROM outages WHERE check_id = ANY($1::bigint[])"
@@ -252,7 +260,7 @@ FOR UPDATE OF c
 SQL_UPDATE_CHECK_CONFIG = f"""
 UPDATE checks AS c
 SET interval_s = $2, notification_threshold_s = $3, recovery_threshold_s = $4,
-    expiry_threshold_percent = $5,
+    expiry_threshold_percent = $5, expiry_threshold_days = $6,
     config_version = c.config_version + 1, updated_at = now()
 WHERE c.id = $1
 RETURNING {_CHECK_COLUMNS}
@@ -307,7 +315,8 @@ async def _follow_check_set(
     added: list[CheckRecord] = []
     if new:
         added = [CheckRecord.from_row(r) for r in await conn.fetch(
-            SQL_INSERT_CHECKS, monitor_id, new, [interval] * len(new), [0] * len(new),
+            SQL_INSERT_CHECKS, monitor_id, new, [interval_on_create(k, interval) for k in new],
+            [0] * len(new),
             [enabled_on_create(k, scheme) for k in new])]
         await conn.execute(SQL_OPEN_PERIODS, [c.id for c in added if c.is_enabled])
     return [c for c in checks if c.id not in gone] + added
@@ -447,7 +456,8 @@ class MonitorsMixin(StoreBase):
             uptime = [k == UPTIME for k in chosen]
             check_rows = await conn.fetch(
                 SQL_INSERT_CHECKS, monitor["id"], chosen,
-                [interval if up else certificate_interval for up in uptime],
+                [interval if up else interval_on_create(k, certificate_interval)
+                 for k, up in zip(chosen, uptime, strict=True)],
                 [notification_threshold if up else 0 for up in uptime],
                 [up or enabled_on_create(k, scheme) for k, up in zip(chosen, uptime, strict=True)])
             checks = [CheckRecord.from_row(r) for r in check_rows]
@@ -545,11 +555,13 @@ class MonitorsMixin(StoreBase):
         notification_threshold_s: int | None = None,
         recovery_threshold_s: int | None = None,
         expiry_threshold_percent: int | None = None,
+        expiry_threshold_days: tuple[int, ...] | None = None,
     ) -> CheckRecord:
         """Set the interval and/or threshold (seconds; for a certificate check the expiry
-        threshold in days x 86400), the recovery threshold (s) or the expiry threshold in
-        percent; None leaves a value as it is. Nothing changes, and no version is bumped,
-        when the values are already those. NotFound when the check is not the account's."""
+        threshold in days x 86400), the recovery threshold (s), the expiry threshold in
+        percent or a domain check's thresholds (days); None leaves a value as it is.
+        Nothing changes, and no version is bumped, when the values are already those.
+        NotFound when the check is not the account's."""
         async with self._tx() as conn:
             row = await conn.fetchrow(SQL_LOCK_CHECK, check_id, account_id)
             if row is None:
@@ -569,21 +581,26 @@ class MonitorsMixin(StoreBase):
                 check.expiry_threshold_percent if expiry_threshold_percent is None
                 else expiry_threshold_percent
             )
-            if (new_interval, new_threshold, new_recovery, new_percent) == (
+            new_days = (
+                check.expiry_threshold_days if expiry_threshold_days is None
+                else stored_thresholds(expiry_threshold_days)
+            )
+            if (new_interval, new_threshold, new_recovery, new_percent, new_days) == (
                 check.interval, check.notification_threshold, check.recovery_threshold,
-                check.expiry_threshold_percent,
+                check.expiry_threshold_percent, check.expiry_threshold_days,
             ):
                 return check
             row = await conn.fetchrow(
                 SQL_UPDATE_CHECK_CONFIG, check_id, new_interval, new_threshold, new_recovery,
-                new_percent)
+                new_percent, None if new_days is None else list(new_days))
             await self._notify(conn, CHANNEL_CHECKS, str(check_id))
         assert row is not None
         return CheckRecord.from_row(row)
 
     async def set_check_enabled(self, account_id: int, check_id: int, enabled: bool) -> CheckRecord:
-        """Enable (pending, a new enabled period) or disable (paused, the open period and any
-        open outage closed) a check. Idempotent: a check already in that state is returned
+        """Enable (pending, a new enabled period; a heartbeat forgets its pings' verdict and
+        waits for its next ping) or disable (paused, the open period and any open outage
+        closed) a check. Idempotent: a check already in that state is returned
         unchanged. NotFound when the check is not the account's."""
         async with self._tx() as conn:
             row = await conn.fetchrow(SQL_LOCK_CHECK, check_id, account_id)
@@ -594,6 +611,8 @@ class MonitorsMixin(StoreBase):
             if enabled:
                 row = await conn.fetchrow(SQL_ENABLE_CHECK, check_id)
                 await conn.execute(SQL_OPEN_PERIOD, check_id)
+                # A heartbeat starts afresh, waiting for its next ping (engine/db/heartbeats.py).
+                await conn.execute(SQL_RESUME_HEARTBEAT, check_id)
             else:
                 row = await conn.fetchrow(SQL_DISABLE_CHECK, check_id)
                 await conn.execute(SQL_CLOSE_PERIOD, check_id)

@@ -40,8 +40,11 @@ _CHECK_COLUMNS = """
     c.status, c.error, c.last_check_at, c.failing_since, c.detected_by, c.outage_id,
     c.incident_event_id, c.renewal_notified_for, o.verified_via,
     c.recovery_threshold_s, c.recovering_since, c.expiry_threshold_percent,
-    c.renewal_notified_fingerprints, m.account_id,
-    m.url, m.host, m.port, m.request, m.assertions
+    c.renewal_notified_fingerprints, m.account_id, c.expiry_threshold_days,
+    m.url, m.host, m.port, m.request, m.assertions,
+    CASE WHEN c.kind = 'heartbeat'
+         THEN (SELECT to_jsonb(h) - 'last_body' FROM heartbeats h WHERE h.check_id = c.id)
+    END AS heartbeat
 """
 _CHECK_FROM = """
 FROM checks c
@@ -140,6 +143,9 @@ _BUILDERS: dict[str, Callable[..., bytes]] = {
     payloads.CERTIFICATE_INVALID: payloads.certificate_invalid,
     payloads.CERTIFICATE_RECOVERED: payloads.certificate_recovered,
     payloads.CERTIFICATE_RENEWAL_DUE: payloads.certificate_renewal_due,
+    payloads.DOMAIN_RENEWAL_DUE: payloads.domain_renewal_due,
+    payloads.DOMAIN_INVALID: payloads.domain_invalid,
+    payloads.DOMAIN_RECOVERED: payloads.domain_recovered,
 }
 
 

@@ -299,7 +299,7 @@ class PublicMixin(StoreBase):
                 checks=checks,
                 assertions=_assertions(rows[0]["assertions"]),
             )
-            uptime = checks.get("uptime")
+            uptime = checks.get("uptime") or checks.get("heartbeat")
             if uptime is None:
                 return StatusPageData(now, monitor, 100.0, 0, [], [], [])
             day_rows = await conn.fetch(SQL_DAILY_UPTIME, uptime.id, first_day, now, DAYS_SHOWN)

@@ -92,7 +92,7 @@ SELECT s.check_id, date_trunc('hour', {SQL_AT.format(t="s")}, 'UTC'), count(*),
        GREATEST(0, max(coalesce(s.total_ms, 0)) FILTER (WHERE s.status_code IS NOT NULL))::real
 FROM results_staging s
 JOIN checks c ON c.id = s.check_id
-WHERE s.kind = 1 AND NOT s.confirmation
+WHERE s.kind IN (1, 3) AND NOT s.confirmation  -- uptime probes, heartbeat judgments
 GROUP BY 1, 2
 ORDER BY 1, 2
 ON CONFLICT (check_id, hour) DO UPDATE SET

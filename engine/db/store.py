@@ -12,6 +12,7 @@ from engine.db.accounts import AccountsMixin
 from engine.db.badges import BadgesMixin
 from engine.db.certificates import CertificatesMixin
 from engine.db.cluster import ClusterMixin
+from engine.db.heartbeats import HeartbeatsMixin
 from engine.db.maintenance import MaintenanceMixin
 from engine.db.monitor_batches import MonitorBatchesMixin
 from engine.db.monitors import MonitorsMixin
@@ -20,6 +21,7 @@ from engine.db.outage_history import OutageHistoryMixin
 from engine.db.pool import create_pool
 from engine.db.probing import ProbingMixin
 from engine.db.public import PublicMixin
+from engine.db.registrations import RegistrationsMixin
 from engine.db.timings import TimingsMixin
 from engine.db.webhook_queue import WebhookQueueMixin
 from engine.runtime.secretbox import SecretBox
@@ -34,7 +36,7 @@ class Store(
     AccountsMixin, MonitorsMixin, ProbingMixin, WebhookQueueMixin, ClusterMixin, PublicMixin,
     MaintenanceMixin, CertificatesMixin,
     TimingsMixin, BadgesMixin, OutageHistoryMixin,
-    NotificationsMixin, MonitorBatchesMixin,
+    NotificationsMixin, MonitorBatchesMixin, HeartbeatsMixin, RegistrationsMixin,
 ):
     """All store areas over one pool. Create with :meth:`connect`, end with :meth:`close`."""
 

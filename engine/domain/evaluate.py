@@ -212,6 +212,9 @@ def certificate_meta(outcome: CertOutcome) -> dict[str, Any]:
         meta["serial"] = outcome.serial
         meta["key_type"] = outcome.key_type
         meta["lifetime_days"] = lifetime_days(outcome)
+    if outcome.chain is not None:
+        meta.update(diagnosis=outcome.diagnosis, warnings=outcome.warnings,
+                    chain=outcome.chain, revocation=outcome.revocation)
     return meta
 
 

@@ -77,3 +77,10 @@ class CertOutcome:
     serial: str | None = None
     key_type: str | None = None
     subject: str | None = None
+    # What is wrong and how to fix it (engine/domain/certdiagnosis.py): the diagnosis code,
+    # the warnings (code and message each), the chain the server sent (meta.chain's
+    # entries) and the revocation verdict; None when the probe read no certificate.
+    diagnosis: str | None = None
+    warnings: list[dict[str, str]] | None = None
+    chain: list[dict[str, Any]] | None = None
+    revocation: dict[str, Any] | None = None

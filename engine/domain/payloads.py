@@ -16,6 +16,9 @@ from engine.domain.events import (  # noqa: F401  (re-exported: the names' old h
     CERTIFICATE_INVALID,
     CERTIFICATE_RECOVERED,
     CERTIFICATE_RENEWAL_DUE,
+    DOMAIN_INVALID,
+    DOMAIN_RECOVERED,
+    DOMAIN_RENEWAL_DUE,
     DOWNTIME,
     EVENTS,
     UPTIME_RESTORED,
@@ -44,11 +47,12 @@ def downtime(
     http_status_code: int | None,
     detected_by: str,
     verified_via: str,
+    name: str = "uptime",
 ) -> bytes:
     return _body(
         monitor,
         {
-            "name": "uptime",
+            "name": name,
             "status": "nok",
             "last_check_at": fmt(last_check_at),
             "error": error,
@@ -63,12 +67,14 @@ def downtime(
 
 
 def uptime_restored(
-    monitor: MonitorRef, *, last_check_at: datetime, http_status_code: int, downtime_seconds: float
+    monitor: MonitorRef, *, last_check_at: datetime, http_status_code: int,
+    downtime_seconds: float, name: str = "uptime",
 ) -> bytes:
+    """``name``: the check's type (``uptime``, or ``heartbeat``)."""
     return _body(
         monitor,
         {
-            "name": "uptime",
+            "name": name,
             "status": "ok",
             "last_check_at": fmt(last_check_at),
             "meta": {"http_status_code": http_status_code, "downtime": hms(downtime_seconds)},
@@ -139,5 +145,75 @@ def certificate_renewal_due(
                 "expires_in_days": expires_in_days,
                 **_cert_meta(issuer, signature_algorithm, valid_from, valid_to),
             },
+        },
+    )
+
+
+def _domain_meta(domain: str, expires_at: datetime | None) -> dict[str, Any]:
+    return {"domain": domain, "expires_at": fmt(expires_at)}
+
+
+def domain_renewal_due(
+    monitor: MonitorRef,
+    *,
+    last_check_at: datetime,
+    domain: str,
+    expires_at: datetime,
+    expires_in_days: int,
+    threshold_days: int,
+    registrar: str | None,
+) -> bytes:
+    return _body(
+        monitor,
+        {
+            "name": "domain_expiry",
+            "status": "ok",
+            "last_check_at": fmt(last_check_at),
+            "meta": {
+                "expires_in_days": expires_in_days,
+                "threshold_days": threshold_days,
+                "registrar": registrar,
+                **_domain_meta(domain, expires_at),
+            },
+        },
+    )
+
+
+def domain_invalid(
+    monitor: MonitorRef,
+    *,
+    last_check_at: datetime,
+    error: str,
+    domain: str,
+    expires_at: datetime | None,
+    statuses: list[str],
+) -> bytes:
+    return _body(
+        monitor,
+        {
+            "name": "domain_expiry",
+            "status": "nok",
+            "last_check_at": fmt(last_check_at),
+            "error": error,
+            "meta": {**_domain_meta(domain, expires_at), "statuses": statuses},
+        },
+    )
+
+
+def domain_recovered(
+    monitor: MonitorRef,
+    *,
+    last_check_at: datetime,
+    domain: str,
+    expires_at: datetime | None,
+    registrar: str | None,
+) -> bytes:
+    return _body(
+        monitor,
+        {
+            "name": "domain_expiry",
+            "status": "ok",
+            "last_check_at": fmt(last_check_at),
+            "meta": {**_domain_meta(domain, expires_at), "registrar": registrar},
         },
     )

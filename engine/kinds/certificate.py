@@ -100,8 +100,9 @@ class CertificateKind:
         phases.total.observe(outcome.total_ms / 1000.0)
 
     def api_meta(self, check: ShownCheck, figures: Any) -> dict[str, Any]:
-        """api.md's keys, every one always present (null before the first run), and the
-        leaf's identity once a probe has read it."""
+        """api.md's keys, every one always present (null before the first run), the
+        leaf's identity once a probe has read it, and the diagnosis, warnings, chain and
+        revocation verdict once a probe has read the chain."""
         meta = check.meta
         self_signed = meta.get("is_self_signed")
         out = {
@@ -113,6 +114,9 @@ class CertificateKind:
         }
         if isinstance(meta.get("fingerprint_sha256"), str):
             for k in ("fingerprint_sha256", "serial", "key_type", "lifetime_days"):
+                out[k] = meta.get(k)
+        if isinstance(meta.get("chain"), list):
+            for k in ("diagnosis", "warnings", "chain", "revocation"):
                 out[k] = meta.get(k)
         return out
 

@@ -13,6 +13,8 @@ from typing import Any, Final, Protocol
 
 from engine.kinds.base import CheckKind
 from engine.kinds.certificate import CertificateKind, CertProbe
+from engine.kinds.domain_expiry import DomainExpiryKind, DomainProbe
+from engine.kinds.heartbeat import HeartbeatKind, HeartbeatReader
 from engine.kinds.uptime import HttpProbe, UptimeKind
 from engine.kinds.uptime_probers import UptimeProbe
 
@@ -20,17 +22,21 @@ from engine.kinds.uptime_probers import UptimeProbe
 def registered(
     http: HttpProbe | None = None,
     tls: CertProbe | None = None,
+    heartbeats: HeartbeatReader | None = None,
+    domain: DomainProbe | None = None,
     *,
     uptime: Mapping[str, UptimeProbe] | None = None,
     owned: Iterable[Closable] = (),
 ) -> Kinds:
     """Every kind, each with the prober it probes with (None: it can only be shown);
     ``uptime``: the probers of uptime schemes other than http(s), by scheme
-    (:mod:`engine.kinds.uptime_probers`). ``owned``: the probers :meth:`Kinds.aclose`
-    closes (those built for these kinds)."""
+    (:mod:`engine.kinds.uptime_probers`); ``heartbeats``: what the heartbeat kind reads
+    its facts with; ``domain``: the domain expiry kind's prober. ``owned``: the probers
+    :meth:`Kinds.aclose` closes (those built for these kinds)."""
     up = UptimeKind(http, uptime)
     reprober = (up.by_scheme if uptime else http) if http is not None or uptime else None
-    return Kinds((up, CertificateKind(tls)), reprober=reprober, owned=owned)
+    kinds = (up, CertificateKind(tls), DomainExpiryKind(domain), HeartbeatKind(heartbeats))
+    return Kinds(kinds, reprober=reprober, owned=owned)
 
 
 class Closable(Protocol):

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.domain.evaluate import CheckState
+from engine.domain.heartbeat import beat_of_row
 from engine.probes.request import RequestSpec
 
 
@@ -50,6 +51,11 @@ class ScheduledCheck:
     recovery_s: int = 0
     expiry_percent: int = 0
     account_id: int = 0  # its maintenance windows; its share of the costly assertions
+    # Heartbeat: what the engine knows of it (engine.kinds.heartbeat.Beat); None otherwise.
+    heartbeat: Any = None
+    # Domain expiry: the days before expiry a renewal-due is sent at (None: the defaults;
+    # empty: none).
+    expiry_days: tuple[int, ...] | None = None
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> ScheduledCheck:
@@ -88,7 +94,20 @@ class ScheduledCheck:
             recovery_s=r["recovery_threshold_s"],
             expiry_percent=r["expiry_threshold_percent"],
             account_id=r["account_id"],
+            heartbeat=_beat(r),
+            expiry_days=_days(r.get("expiry_threshold_days")),
         )
+
+
+def _beat(r: Mapping[str, Any]) -> Any:
+    """A heartbeat's Beat from the row's ``heartbeat`` column (its heartbeats row as jsonb),
+    None for other kinds."""
+    raw = r.get("heartbeat") if hasattr(r, "get") else None
+    return None if raw is None else beat_of_row(raw)
+
+
+def _days(value: Any) -> tuple[int, ...] | None:
+    return None if value is None else tuple(value)
 
 
 @dataclass(slots=True)

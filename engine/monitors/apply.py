@@ -31,6 +31,9 @@ from engine.domain.words import plural
 from engine.monitors import file as monitorfile
 from engine.monitors import requests as requestconfig
 from engine.monitors import validation
+from engine.monitors.heartbeat_apply import apply_heartbeats
+from engine.monitors.heartbeat_file import HEARTBEATS, HeartbeatPlan, validate_entries
+from engine.monitors.heartbeat_file import entry_of as heartbeat_entry
 from engine.monitors.offloop import off_loop
 from engine.monitors.plan import MonitorSpec, Plan, SameRequest, plan
 from engine.probes import patterns
@@ -65,6 +68,8 @@ class ApplyResult:
     specs: list[MonitorSpec]
     created_ids: dict[int, int]  # entry index -> new monitor id
     dry_run: bool
+    # The file's [[heartbeats]] (engine.monitors.heartbeat_file); None: it names none.
+    heartbeats: HeartbeatPlan | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The answer of ``PUT /webapi/monitors``: what was (with ``dry_run``: would be)
@@ -81,6 +86,7 @@ class ApplyResult:
                         for m in p.deletes],
             "unchanged": p.unchanged,
             "kept": p.kept,
+            **({} if self.heartbeats is None else {"heartbeats": self.heartbeats.as_json()}),
         }
 
     def lines(self) -> list[str]:
@@ -93,6 +99,8 @@ class ApplyResult:
                        f" {', '.join(u.changes)}")
         for m in self.plan.deletes:
             out.append(f"delete  {_name(m.spec.key, m.spec.url)} (monitor {m.id})")
+        if self.heartbeats is not None:
+            out += self.heartbeats.lines()
         return out
 
     def summary(self) -> str:
@@ -109,6 +117,13 @@ class ApplyResult:
             it = "it" if p.kept == 1 else "them"
             text += (f", {p.kept} not in the file {self._verb(p.kept)} kept"
                      f" (--prune deletes {it})")
+        h = self.heartbeats
+        if h is not None:
+            text += (f"; {plural(len(h.creates), 'heartbeat')} "
+                     f"{self._verb(len(h.creates))} created, {len(h.updates)} "
+                     f"{self._verb(len(h.updates))} updated, {len(h.deletes)} "
+                     f"{self._verb(len(h.deletes))} deleted, {h.unchanged} "
+                     f"{self._verb(h.unchanged)} unchanged")
         return text
 
     def _verb(self, n: int) -> str:
@@ -246,6 +261,22 @@ async def apply_document(
     every bad entry (keys ``monitors[<index>].<field>``) and nothing is written;
     LimitReached when the file holds more monitors than the plan allows."""
     account_plan = settings.plan(plan_name)
+    beats = (validate_entries(doc[HEARTBEATS])
+             if isinstance(doc, dict) and HEARTBEATS in doc else None)
+    result = await _apply_monitors(store, settings, account_id, account_plan, doc,
+                                   prune=prune, dry_run=dry_run, progress=progress)
+    if beats is not None:
+        result.heartbeats = await apply_heartbeats(
+            store, account_id, beats, prune=prune, dry_run=dry_run,
+            monitor_limit=account_plan.monitor_limit)
+    return result
+
+
+async def _apply_monitors(
+    store: Any, settings: Settings, account_id: int, account_plan: AccountPlan, doc: Any, *,
+    prune: bool, dry_run: bool, progress: ApplyProgress | None,
+) -> ApplyResult:
+    """The ``[[monitors]]`` part of :func:`apply_document`."""
     entries = _entry_count(doc)
     current = await store.monitor_set(account_id)
     # Counted before any entry is validated: a file too large for the plan is refused at
@@ -287,5 +318,10 @@ async def apply_document(
 
 
 async def export_document(store: Any, account_id: int) -> dict[str, Any]:
-    """The account's monitors as a document (JSON form), in id order."""
-    return monitorfile.export_document(await store.monitor_set(account_id))
+    """The account's monitors as a document (JSON form), in id order; its heartbeats under
+    ``heartbeats`` when it has any."""
+    doc = monitorfile.export_document(await store.monitor_set(account_id))
+    beats = await store.heartbeat_set(account_id)
+    if beats:
+        doc[HEARTBEATS] = [heartbeat_entry(b) for b in beats]
+    return doc

@@ -65,12 +65,14 @@ import tomli
 
 from engine.monitors import requests as requestconfig
 from engine.monitors import schemes, validation
-from engine.monitors.checkset import ORDER, checks_of
+from engine.monitors.checkset import DOMAIN, ORDER, checks_of
+from engine.monitors.domain_settings import shown_thresholds, stored_thresholds
 from engine.monitors.plan import SETTING_ATTRIBUTES, CheckSettings, CurrentMonitor, MonitorSpec
 from engine.runtime.errors import ValidationFailed
 from engine.runtime.settings import Plan
 
 MONITORS = "monitors"
+HEARTBEATS = "heartbeats"  # engine.monitors.heartbeat_file
 UPTIME = "uptime"
 CERTIFICATE = "certificate_health"
 # Top-level fields of an entry besides its check tables.
@@ -204,7 +206,8 @@ def _check_settings(table: Any, kind: str, plan: Plan) -> _Checked:
         threshold_s = update.notification_threshold_s or 0
     return CheckSettings(interval=interval, threshold_s=threshold_s, enabled=enabled,
                          recovery_s=update.recovery_threshold_s or 0,
-                         expiry_percent=update.expiry_threshold_percent or 0), {}
+                         expiry_percent=update.expiry_threshold_percent or 0,
+                         expiry_days=stored_thresholds(update.expiry_threshold_days)), {}
 
 
 class _CheckCache:
@@ -303,8 +306,9 @@ def validate_document(doc: Any, plan: Plan) -> list[MonitorSpec]:
         raise ValidationFailed({"body": ["The body must be a JSON object."]})
     errors: dict[str, list[str]] = {}
     for name in doc:
-        if name != MONITORS:
-            errors[name] = [f"Unknown key {name!r}; the file holds only {MONITORS!r}."]
+        if name not in (MONITORS, HEARTBEATS):
+            errors[name] = [f"Unknown key {name!r}; the file holds only {MONITORS!r} and"
+                            f" {HEARTBEATS!r}."]
     raw = doc.get(MONITORS, [])
     if not isinstance(raw, list):
         errors[MONITORS] = [f"The {MONITORS} entry must be a list of monitors."]
@@ -369,7 +373,11 @@ def _table_of(kind: str, settings: CheckSettings) -> dict[str, Any]:
     table: dict[str, Any] = {}
     for name, attribute in SETTING_ATTRIBUTES[kind]:
         value = getattr(settings, attribute)
-        table[name] = value // validation.SECONDS_PER_DAY if name.endswith("_days") else value
+        if kind == DOMAIN and name == "expiry_threshold_days":
+            table[name] = shown_thresholds(value)  # a list of days, the defaults written out
+        else:
+            table[name] = (value // validation.SECONDS_PER_DAY if name.endswith("_days")
+                           else value)
     return table
 
 
@@ -405,6 +413,8 @@ def _toml_value(value: Any) -> str:
         return str(value)
     if isinstance(value, float):  # finite (validated): repr is a TOML float
         return repr(value)
+    if isinstance(value, list):  # of scalars (a domain check's days)
+        return "[" + ", ".join(map(_toml_value, value)) + "]"
     text = str(value)
     out = ['"']
     for ch in text:
@@ -458,6 +468,9 @@ def render_toml(doc: Mapping[str, Any], header: str = "") -> str:
     for entry in doc.get(MONITORS, []):
         lines.append("")
         _toml_table(lines, MONITORS, entry, array=True)
+    for entry in doc.get(HEARTBEATS, []):
+        lines.append("")
+        _toml_table(lines, HEARTBEATS, entry, array=True)
     return "\n".join(lines).lstrip("\n") + "\n"
 
 

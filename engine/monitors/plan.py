@@ -57,6 +57,8 @@ class CheckSettings:
     enabled: bool | None
     recovery_s: int = 0
     expiry_percent: int = 0
+    # Domain expiry: the renewal-due thresholds in days (None: the defaults, 30, 14, 7, 1).
+    expiry_days: tuple[int, ...] | None = None
 
 
 # Each check table's fields as a file names them, and the CheckSettings attribute holding
@@ -67,6 +69,8 @@ SETTING_ATTRIBUTES: dict[str, tuple[tuple[str, str], ...]] = {
     "certificate_health": (("interval", "interval"), ("expiry_threshold_days", "threshold_s"),
                            ("expiry_threshold_percent", "expiry_percent"),
                            ("enabled", "enabled")),
+    "domain_expiry": (("interval", "interval"), ("expiry_threshold_days", "expiry_days"),
+                      ("enabled", "enabled")),
 }
 
 

@@ -32,6 +32,7 @@ import orjson
 
 from engine.domain import netpolicy
 from engine.monitors import schemes
+from engine.monitors.domain_settings import domain_fields, interval_on_create
 from engine.monitors.scheme import UrlParts
 from engine.runtime.errors import BlockedAddress, NotFound, ValidationFailed
 from engine.runtime.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS, Plan
@@ -405,6 +406,8 @@ class CheckUpdate:
     notification_threshold_s: int | None
     recovery_threshold_s: int | None = None
     expiry_threshold_percent: int | None = None
+    # Domain expiry (engine/monitors/domain_settings.py): the renewal-due days.
+    expiry_threshold_days: tuple[int, ...] | None = None
 
 
 # The fields of a check update body, by check kind: every setting a check takes through
@@ -415,6 +418,7 @@ class CheckUpdate:
 CHECK_UPDATE_FIELDS: dict[str, tuple[str, ...]] = {
     "uptime": ("interval", "notification_threshold", "recovery_threshold"),
     "certificate_health": ("interval", "expiry_threshold_days", "expiry_threshold_percent"),
+    "domain_expiry": ("interval", "expiry_threshold_days"),
 }
 
 
@@ -440,7 +444,9 @@ def certificate_interval(plan: Plan) -> int:
 def check_interval(kind: str, plan: Plan) -> int:
     """The interval of a new monitor's check of ``kind``: the uptime default, hourly (as
     :func:`certificate_interval`) for every other kind."""
-    return default_interval(plan) if kind == "uptime" else certificate_interval(plan)
+    if kind == "uptime":
+        return default_interval(plan)
+    return interval_on_create(kind, certificate_interval(plan))
 
 
 class _Collector:
@@ -506,9 +512,9 @@ def validate_monitor_update(body: Mapping[str, Any]) -> MonitorUpdate:
 def validate_check_update(body: Mapping[str, Any], kind: str, plan: Plan) -> CheckUpdate:
     """The check update body for a check of ``kind``.
 
-    ``interval``: either kind. ``notification_threshold``: uptime only; on a certificate
+    ``interval``: every kind. ``notification_threshold``: uptime only; on a certificate
     check a 422 that points at ``expiry_threshold_days``. ``expiry_threshold_days``:
-    certificate only, stored as days x 86400.
+    certificate, stored as days x 86400; domain_expiry, a list of days (domain_settings).
     """
     c = _Collector()
     interval = (
@@ -516,6 +522,11 @@ def validate_check_update(body: Mapping[str, Any], kind: str, plan: Plan) -> Che
         if present(body, "interval")
         else None
     )
+    if kind == "domain_expiry":
+        days, errors = domain_fields(body)
+        c.errors.update(errors)
+        c.raise_if_any()
+        return CheckUpdate(interval, None, expiry_threshold_days=days)
     threshold_s: int | None = None
     recovery: int | None = None
     percent: int | None = None

@@ -8,10 +8,13 @@ honours ``SSL_CERT_FILE``) plus ``ca_bundle``, checks the host name, and closes 
 the handshake: no HTTP request. It never raises (except ``asyncio.CancelledError``) and never
 runs longer than ``timeout`` plus scheduling noise.
 
-Verification failures become plain words from OpenSSL's verify code: "certificate expired",
-"certificate not yet valid", "self-signed certificate", "untrusted issuer", "host name
-mismatch", else "certificate invalid: <OpenSSL's message>". Anything that prevents a
-verdict is "no TLS answer: <reason>", "timed out after N s" or "blocked: ...".
+The chain the server sent is read (``certchain``) and judged with OpenSSL's verify code by
+:func:`engine.domain.certdiagnosis.diagnose`: the outcome's ``diagnosis`` code, its error in
+words with the fix ("incomplete chain: ...; fix: ...", docs/certificates.md), the warnings
+and the chain; a verified leaf with an http CRL is judged for revocation (``crl``), and a
+verified chain OpenSSL accepts can still be down (weak key or signature, revoked).
+Anything that prevents a verdict is "no TLS answer: <reason>", "timed out after N s" or
+"blocked: ...".
 
 The certificate fields come from the leaf (parsed with ``cryptography``; the fields of
 recently seen leaves are kept by DER, so a certificate seen again is not parsed again). When
@@ -30,7 +33,7 @@ import hashlib
 import logging
 import ssl
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from time import perf_counter
 from typing import Final
@@ -39,6 +42,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 from cryptography.x509.oid import NameOID
 
+from engine.domain.certdiagnosis import diagnose, verified
 from engine.domain.netpolicy import Resolver
 from engine.domain.outcomes import CertOutcome
 from engine.probes._net import (
@@ -55,6 +59,8 @@ from engine.probes._net import (
     timeout_words,
     wake_future,
 )
+from engine.probes.certchain import ChainReader, leaf_issuer, sent_chain
+from engine.probes.crl import CrlChecker
 from engine.probes.reactor import Reactor
 from engine.probes.starttls import DEFAULT_PORTS, Dialogue, advance
 
@@ -100,10 +106,12 @@ def verify_words(exc: ssl.SSLCertVerificationError) -> str:
 
 
 class _CertConn(ClientConn):
-    """A connection that only does the handshake and keeps the leaf certificate (DER);
+    """A connection that only does the handshake and keeps the leaf certificate (DER), the
+    chain the server sent and the certificate that issued the leaf (DER, when verified);
     with ``starttls`` (a mail scheme) the server's greeting and STARTTLS come first."""
 
-    __slots__ = ("der", "dialogue", "tls_ctx", "tls_name", "verify_error")
+    __slots__ = ("chain", "der", "dialogue", "issuer_der", "keep_chain", "tls_ctx", "tls_name",
+                 "verify_error")
 
     def __init__(
         self,
@@ -112,10 +120,14 @@ class _CertConn(ClientConn):
         pview: memoryview,
         ctx: ssl.SSLContext,
         server_hostname: str,
+        keep_chain: bool,
         starttls: str | None = None,
     ) -> None:
         super().__init__(notify, rview, pview, None if starttls else ctx, server_hostname)
+        self.keep_chain = keep_chain
         self.der: bytes | None = None
+        self.chain: list[bytes] = []
+        self.issuer_der: bytes | None = None
         self.verify_error: ssl.SSLCertVerificationError | None = None
         self.dialogue = Dialogue(starttls) if starttls else None
         self.tls_ctx = ctx
@@ -126,7 +138,11 @@ class _CertConn(ClientConn):
             return  # connected in plaintext: the greeting and STARTTLS first
         sslobj = self.ssl_object
         if sslobj is not None:
-            self.der = sslobj.getpeercert(binary_form=True)
+            if self.keep_chain:
+                # The client's copy of the peer's chain starts with the leaf.
+                self.chain = sent_chain(sslobj)
+                self.issuer_der = leaf_issuer(sslobj)
+            self.der = self.chain[0] if self.chain else sslobj.getpeercert(binary_form=True)
         self.finish()
 
     def on_data(self, data: memoryview) -> None:
@@ -144,6 +160,8 @@ class _CertConn(ClientConn):
     def on_tls_failed(self, exc: BaseException | None) -> None:
         if isinstance(exc, ssl.SSLCertVerificationError):
             self.verify_error = exc
+            if self.keep_chain:
+                self.chain = sent_chain(self.ssl_object)
             self.finish(verify_words(exc))
         elif isinstance(exc, ssl.SSLError):
             self.finish("no TLS answer: " + ssl_error_words(exc))
@@ -248,9 +266,15 @@ class CertProber:
         resolver: Resolver | None = None,
         parse: Callable[[bytes], _Meta] | None = None,
         batch: float = 0.0,
+        crl: CrlChecker | None = None,
+        check_crl: bool = True,
+        diagnoses: bool = True,
     ) -> None:
         """``parse`` reads a leaf's fields (``parse_meta`` unless given); ``batch`` as
-        :class:`~engine.probes.http.HttpProber`'s."""
+        :class:`~engine.probes.http.HttpProber`'s; ``crl`` judges revocation (one under
+        the same address rule and timeout unless given; none when ``check_crl`` is False);
+        ``diagnoses`` False: no chain read, no diagnosis, no CRL (the probe as it was before
+        them: the bench's reference)."""
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self._parse = parse_meta if parse is None else parse
@@ -274,9 +298,18 @@ class CertProber:
         self._peek_ctx.check_hostname = False
         self._peek_ctx.verify_mode = ssl.CERT_NONE
         self._meta: dict[bytes, _Meta] = {}
+        self._chains = ChainReader()
+        self._diagnoses = diagnoses
+        if crl is None and check_crl and diagnoses:
+            crl = CrlChecker(timeout=timeout, allow_private=allow_private, resolver=resolver,
+                             family=self._family, source_address=source_address)
+        self._crl = crl
 
     async def aclose(self) -> None:
-        """Drop the reactor (probes still running fail at once); the prober stays usable."""
+        """Drop the reactor (probes still running fail at once) and cancel CRL fetches in
+        flight; the prober stays usable."""
+        if self._crl is not None:
+            self._crl.close()
         if self._reactor is not None:
             self._reactor.close()
             self._reactor = None
@@ -289,7 +322,7 @@ class CertProber:
         t0 = perf_counter()
         task, slot, cancelling = self._deadlines.arm(self._timeout)
         try:
-            await self._run(host.strip("[]"), port, out, starttls)
+            await self._run(host.strip("[]"), port, out, t0, starttls)
         except asyncio.CancelledError:
             if not self._deadlines.expired(task, cancelling):
                 raise
@@ -308,7 +341,7 @@ class CertProber:
         return out
 
     async def _run(
-        self, host: str, port: int, out: CertOutcome, starttls: str | None = None
+        self, host: str, port: int, out: CertOutcome, t0: float, starttls: str | None = None
     ) -> None:
         try:
             literal = ip_literal(host)
@@ -331,15 +364,55 @@ class CertProber:
             out.valid = True
             if conn.der is not None:
                 self._fill_meta(out, conn.der)
+            if self._diagnoses:
+                await self._diagnose(out, conn, server_hostname, t0)
             return
         out.error = conn.error
-        if conn.verify_error is None:
+        verify_error = conn.verify_error
+        if verify_error is None:
             return
+        if self._diagnoses:
+            self._diagnose_failure(out, verify_error, conn.chain, server_hostname)
         # Verification failed; the leaf is still worth describing. Same checked address.
         peek, _ = await self._handshake(
             reactor, [ip], port, server_hostname, self._peek_ctx, starttls)
         if peek.der is not None:
             self._fill_meta(out, peek.der)
+        if self._diagnoses and peek.chain and not conn.chain:
+            self._diagnose_failure(out, verify_error, peek.chain, server_hostname)
+
+    def _diagnose_failure(
+        self, out: CertOutcome, exc: ssl.SSLCertVerificationError, ders: list[bytes],
+        host: str,
+    ) -> None:
+        """The verify code and the chain as sent (as far as known) named and worded."""
+        chain = self._chains.read(ders)
+        found = diagnose(exc.verify_code, exc.verify_message or "", chain, host,
+                         datetime.now(UTC))
+        out.diagnosis, out.warnings = found.code, found.warnings
+        out.chain = [c.shown() for c in chain]
+        if found.error is not None:
+            out.error = found.error
+
+    async def _diagnose(
+        self, out: CertOutcome, conn: _CertConn, host: str, t0: float
+    ) -> None:
+        """A verified chain read for what OpenSSL accepts but a user should hear of (weak
+        keys and signatures, order, lifetime) and judged for revocation."""
+        seen = self._chains.verified(conn.chain)
+        if seen is None:
+            return
+        chain, shown, findings = seen
+        revocation = None
+        if self._crl is not None and chain[0].crl_urls:
+            # What is left of the deadline, less a margin for the verdict to be written.
+            wait = self._timeout - (perf_counter() - t0) - 0.05
+            revocation = await self._crl.check(
+                chain[0], conn.issuer_der, datetime.now(UTC), max(wait, 0.0))
+            out.revocation = revocation.shown() if revocation is not None else None
+        found = verified(findings, revocation)
+        out.diagnosis, out.error, out.warnings = found.code, found.error, found.warnings
+        out.chain = shown
 
     def _fill_meta(self, out: CertOutcome, der: bytes) -> None:
         meta = self._meta.get(der)
@@ -373,7 +446,8 @@ class CertProber:
         for ip in addrs:
             waiter: asyncio.Future[None] = reactor.loop.create_future()
             conn = _CertConn(
-                wake_future(waiter), self._rview, self._pview, ctx, server_hostname, starttls
+                wake_future(waiter), self._rview, self._pview, ctx, server_hostname,
+                self._diagnoses, starttls,
             )
             # No continue inside the try: mypyc does not compile that (engine/runtime/compiled.py).
             error: str | None

@@ -148,6 +148,10 @@ class Settings(BaseSettings):
     probe_batch_ms: float = Field(default=1.0, ge=0, le=50)
     # Body bytes a probe reads for its body and json assertions (engine/probes/request.py).
     max_assertion_body: int = Field(default=1 << 20, ge=1024, le=64 << 20)
+    # Domain expiry (docs/domain-expiry.md): where the IANA RDAP bootstrap is read (http(s)
+    # or file://; the bundled copy serves when it cannot be), and one registry query's limit.
+    rdap_bootstrap_url: str = "https://data.iana.org/rdap/dns.json"
+    rdap_timeout: float = Field(default=10.0, gt=0, le=120)
 
     # Operations
     log_format: Literal["text", "json"] = "text"

@@ -32,7 +32,7 @@ from engine.db.store import Store
 from engine.runtime.errors import DatabaseUnavailable, LimitReached, NotFound, ValidationFailed
 from engine.runtime.metrics import Metrics
 from engine.runtime.settings import Settings
-from engine.web import pingping
+from engine.web import pingping, pings
 from engine.web.access_log import PathOnlyAccessLogger
 from engine.web.api import certificates as certificates_api
 from engine.web.api import maintenance as maintenance_api
@@ -206,7 +206,8 @@ def _count_request(request: web.Request, status: int, seconds: float) -> None:
 @web.middleware
 async def body_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     limit = _body_limit(request)
-    if request.content_length is not None and request.content_length > limit:
+    if (request.content_length is not None and request.content_length > limit
+            and not pings.is_ping_path(request.path)):  # a ping's body is cut, not refused
         return _too_large(limit)
     return await handler(request)
 
@@ -318,7 +319,7 @@ def create_app(
                          **maintenance_api.OPENAPI_PATHS, **certificates_api.OPENAPI_PATHS,
                          **timings_api.OPENAPI_PATHS, **badges.OPENAPI_PATHS,
                          **notifications_api.OPENAPI_PATHS,
-                         **monitorset_api.OPENAPI_PATHS},
+                         **monitorset_api.OPENAPI_PATHS, **pings.OPENAPI_PATHS},
         )
     )
     # Before api.routes: /webapi/monitors/export must match before /webapi/monitors/{id}.
@@ -336,6 +337,7 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_text)
     app.router.add_routes(badges.routes)
+    pings.setup(app)
     # Last: /{identifier} must never shadow a fixed path (its pattern cannot match one).
     app.router.add_routes(status_page.routes)
     return app

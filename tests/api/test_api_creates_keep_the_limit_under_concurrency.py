@@ -65,8 +65,8 @@ async def test_two_api_processes_racing_at_the_limit_create_exactly_the_limit(
             " WHERE m.account_id = $1", account.id)
         periods = await conn.fetchval("SELECT count(*) FROM check_periods WHERE ended_at IS NULL")
     assert len(rows) == LIMIT
-    assert checks == 2 * LIMIT
-    assert periods == 2 * LIMIT  # every new check enabled, with its open period
+    assert checks == 3 * LIMIT  # uptime, certificate and domain checks
+    assert periods == 3 * LIMIT  # every new check enabled, with its open period
     # Every 201 names a monitor that is there, with the URL it was asked for.
     by_id = {r["id"]: r["url"] for r in rows}
     assert all(by_id[body["id"]] == body["url"] for body in created)

@@ -70,8 +70,8 @@ async def test_a_new_host_deletes_history_and_resets_the_checks(
     assert up["meta"] == {} and rows["certificate_health"]["meta"] == {}
     assert rows["certificate_health"]["renewal_notified_for"] is None
     assert up["config_version"] == 2
-    assert [r["check_id"] for r in open_periods] == [up["id"]]
-    assert all_periods == 1
+    assert sorted(r["check_id"] for r in open_periods) == [up["id"], rows["domain_expiry"]["id"]]
+    assert all_periods == 2
     async with client.get(f"/webapi/monitors/{m['id']}/statistics") as r:
         assert await r.json() == {"uptime_percentage_30d": 100.0, "average_response_time_ms": 0.0,
                                   "checks_run_30d": 0, "outages": []}
@@ -91,7 +91,7 @@ async def test_a_new_path_keeps_history_but_tells_the_engine(
     assert await history_counts(store) == before
     async with store.pool.acquire() as conn:
         versions = await conn.fetch("SELECT config_version FROM checks ORDER BY id")
-    assert [r["config_version"] for r in versions] == [2, 2]
+    assert [r["config_version"] for r in versions] == [2, 2, 2]
 
 
 async def test_an_alias_change_keeps_everything(
@@ -106,7 +106,7 @@ async def test_an_alias_change_keeps_everything(
     assert await history_counts(store) == before
     async with store.pool.acquire() as conn:
         versions = await conn.fetch("SELECT config_version FROM checks ORDER BY id")
-    assert [r["config_version"] for r in versions] == [1, 1]
+    assert [r["config_version"] for r in versions] == [1, 1, 1]
 
 
 async def test_a_scheme_change_never_toggles_the_certificate_check(

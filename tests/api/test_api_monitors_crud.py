@@ -40,7 +40,8 @@ async def test_create_answers_201_with_the_reduced_monitor(client: aiohttp.Clien
     assert body["url"] == "https://example.com/"
     assert body["status_page"] == f"http://127.0.0.1:8080/{body['identifier']}"
     assert re.fullmatch(r"[A-Za-z0-9_-]{10,}", body["identifier"])
-    assert set(body["checks"]) == {"uptime", "certificate_health"}
+    # A host name under a registrable domain: its domain_expiry check too.
+    assert set(body["checks"]) == {"uptime", "certificate_health", "domain_expiry"}
     up, cert = body["checks"]["uptime"], body["checks"]["certificate_health"]
     for check in (up, cert):
         assert set(check) == {"id", "status", "interval", "is_enabled"}
@@ -202,7 +203,8 @@ async def test_create_update_and_delete_notify_the_engine(
     await listener.add_listener("upwatch_checks", lambda *a: got.append(a[3]))
     try:
         created = await create(client, url="https://example.com/")
-        ids = {str(created["checks"][k]["id"]) for k in ("uptime", "certificate_health")}
+        ids = {str(created["checks"][k]["id"])
+               for k in ("uptime", "certificate_health", "domain_expiry")}
         async with client.put(f"/webapi/monitors/{created['id']}",
                               json={"url": "https://example.com/new"}) as r:
             assert r.status == 200

@@ -48,7 +48,8 @@ async def test_a_monitor_without_a_certificate_check_end_to_end(
 
     status, listed = await call(client, "GET", "/webapi/monitors")
     assert status == 200
-    assert [list(m["checks"]) for m in listed] == [["uptime"], ["uptime", "certificate_health"]]
+    assert [list(m["checks"]) for m in listed] == [
+        ["uptime"], ["uptime", "certificate_health", "domain_expiry"]]
     assert listed[0]["checks"]["uptime"]["meta"]["average_uptime_percentage"] == 100
     status, got = await call(client, "GET", f"/webapi/monitors/{made['id']}")
     assert status == 200 and got == listed[0]
@@ -69,7 +70,8 @@ async def test_a_monitor_without_a_certificate_check_end_to_end(
                              params={"format": "json"})
     assert status == 200
     assert [sorted(e) for e in doc["monitors"]] == [
-        ["alias", "uptime", "url"], ["alias", "certificate_health", "uptime", "url"]]
+        ["alias", "uptime", "url"],
+        ["alias", "certificate_health", "domain_expiry", "uptime", "url"]]
     async with store.pool.acquire() as conn:
         before = await conn.fetch("SELECT id, updated_at, config_version FROM checks ORDER BY id")
     status, applied = await call(client, "PUT", "/webapi/monitors", json=doc,
@@ -123,7 +125,7 @@ async def test_a_new_scheme_brings_its_checks_and_drops_the_others(
     status, back = await call(client, "PUT", f"/webapi/monitors/{made['id']}",
                               json={"url": "https://example.com/"})
     assert status == 200
-    assert list(back["checks"]) == ["uptime", "certificate_health"]
+    assert list(back["checks"]) == ["uptime", "certificate_health", "domain_expiry"]
     assert back["checks"]["certificate_health"]["status"] == "pending"
     assert back["checks"]["certificate_health"]["interval"] == 3600
 
@@ -135,13 +137,13 @@ async def test_a_new_scheme_brings_its_checks_and_drops_the_others(
     status, applied = await call(client, "PUT", "/webapi/monitors", json=doc)
     assert status == 200, applied
     assert [u["changes"] for u in applied["updated"]] == [
-        ["url", "alias", "certificate_health"]]
+        ["url", "alias", "certificate_health", "domain_expiry"]]
     assert await kinds_stored(store, made["id"]) == ["uptime"]
     doc = {"monitors": [{"key": "m", "url": "http://example.com/"}]}
     status, applied = await call(client, "PUT", "/webapi/monitors", json=doc)
     assert status == 200, applied
     status, got = await call(client, "GET", f"/webapi/monitors/{made['id']}")
-    assert list(got["checks"]) == ["uptime", "certificate_health"]
+    assert list(got["checks"]) == ["uptime", "certificate_health", "domain_expiry"]
     assert got["checks"]["certificate_health"]["status"] == "paused"  # http: as on create
 
 

@@ -63,7 +63,7 @@ async def test_the_monitor_limit_is_422_under_monitor_limit(
     }
     async with store.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM monitors") == 2
-        assert await conn.fetchval("SELECT count(*) FROM checks") == 4
+        assert await conn.fetchval("SELECT count(*) FROM checks") == 6  # with the domain checks
 
 
 async def test_concurrent_creates_cannot_pass_the_limit(

@@ -151,7 +151,8 @@ async def test_unicode_and_sql_like_strings_are_stored_verbatim(
             assert (await r.json())["alias"] == alias
     async with store.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM monitors") == len(VERBATIM)
-        assert await conn.fetchval("SELECT count(*) FROM checks") == 2 * len(VERBATIM)
+        # uptime, certificate and domain checks
+        assert await conn.fetchval("SELECT count(*) FROM checks") == 3 * len(VERBATIM)
 
 
 async def test_an_oversized_declared_body_is_413_and_the_server_carries_on(

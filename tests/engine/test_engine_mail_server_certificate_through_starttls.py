@@ -34,6 +34,7 @@ async def test_smtp_and_tls_monitors_certificates(
             valid = await wait_status(store, tls_cert, "ok")
             await wait_status(store, mail_uptime, "ok")  # the uptime probe does not verify
             await wait_status(store, tls_uptime, "ok")
-    assert expired["error"] == "certificate expired"
+    assert expired["error"].startswith("certificate expired")
+    assert expired["meta"]["diagnosis"] == "expired"
     assert expired["meta"]["issuer"] == "Upwatch Test CA"
     assert valid["error"] is None and valid["meta"]["issuer"] == "Upwatch Test CA"

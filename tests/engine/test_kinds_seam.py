@@ -22,7 +22,7 @@ from tests.support.wait import wait_until
 
 
 def test_the_registered_kinds_are_the_stored_ones_in_the_apis_order() -> None:
-    assert SHOWN.names == ("uptime", "certificate_health")
+    assert SHOWN.names == ("uptime", "certificate_health", "domain_expiry", "heartbeat")
     assert len({k.code for k in SHOWN}) == len(SHOWN)
     for kind in SHOWN:
         assert kind.prober is None  # shown only

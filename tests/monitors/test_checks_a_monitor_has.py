@@ -17,12 +17,24 @@ PLAN = Plan(allowed_intervals=[30, 60, 3600], monitor_limit=100)
 
 
 def test_http_and_https_monitors_have_uptime_and_certificate_checks() -> None:
-    assert checks_of("https", "example.com") == ("uptime", "certificate_health")
+    assert checks_of("https", "192.0.2.1") == ("uptime", "certificate_health")
     assert checks_of("http", "192.0.2.1") == ("uptime", "certificate_health")
-    assert checks_of("gopher", "example.com") == ("uptime",)  # not registered: no TLS
+    assert checks_of("gopher", "192.0.2.1") == ("uptime",)  # not registered: no TLS
     assert enabled_on_create("certificate_health", "https")
     assert not enabled_on_create("certificate_health", "http")
     assert enabled_on_create("uptime", "http")
+
+
+def test_host_names_under_a_registrable_domain_have_a_domain_check() -> None:
+    assert checks_of("https", "www.example.com") == (
+        "uptime", "certificate_health", "domain_expiry")
+    assert checks_of("http", "shop.example.co.uk") == (
+        "uptime", "certificate_health", "domain_expiry")
+    assert checks_of("gopher", "example.com") == ("uptime", "domain_expiry")
+    assert checks_of("dns", "ns1.example.net") == ("uptime",)  # the server, not the name
+    for host in ("192.0.2.1", "2001:db8::1", "localhost", "co.uk", "intranet"):
+        assert "domain_expiry" not in checks_of("https", host), host
+    assert enabled_on_create("domain_expiry", "http")
 
 
 def test_a_scheme_without_a_certificate_check(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -163,7 +163,7 @@ def test_an_unstated_certificate_check_is_created_as_the_api_creates_it_then_kep
      {"monitors[0].uptime": ["The uptime entry must be a table."]}),
     ({"monitors": {"url": "x"}, "version": 2},
      {"monitors": ["The monitors entry must be a list of monitors."],
-      "version": ["Unknown key 'version'; the file holds only 'monitors'."]}),
+      "version": ["Unknown key 'version'; the file holds only 'monitors' and 'heartbeats'."]}),
     ({"monitors": ["https://a.example/"]},
      {"monitors[0]": ["Each monitor must be a table (an object)."]}),
 ])

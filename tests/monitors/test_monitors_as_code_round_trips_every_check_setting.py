@@ -29,8 +29,20 @@ FIRST = {"interval": 300, "notification_threshold": 60, "recovery_threshold": 12
          "expiry_threshold_days": 14, "expiry_threshold_percent": 33}
 SECOND = {"interval": 900, "notification_threshold": 600, "recovery_threshold": 300,
           "expiry_threshold_days": 30, "expiry_threshold_percent": 20}
+# A kind's setting whose values are not the ones above (a domain check's thresholds are a
+# list of days).
+FIRST_OF = {("domain_expiry", "expiry_threshold_days"): [60, 21, 7]}
+SECOND_OF = {("domain_expiry", "expiry_threshold_days"): [10, 3]}
 # How the API's monitor shows a setting whose file name or unit differs: (field, factor).
-SHOWN_AS = {"expiry_threshold_days": ("notification_threshold", 86400)}
+SHOWN_AS = {("certificate_health", "expiry_threshold_days"): ("notification_threshold", 86400)}
+
+
+def first(kind: str, name: str) -> Any:
+    return FIRST_OF.get((kind, name), FIRST[name])
+
+
+def second(kind: str, name: str) -> Any:
+    return SECOND_OF.get((kind, name), SECOND[name])
 # A value for each field the monitor update takes, and how export writes it (secret
 # header values masked). A field the update gains without one here fails the tests.
 MONITOR_VALUES: dict[str, Any] = {
@@ -87,7 +99,7 @@ def test_the_file_holds_exactly_the_fields_the_check_update_reads(kind: str) -> 
     assert body.read <= every
     assert set(CHECK_UPDATE_FIELDS[kind]) <= body.read
     for name in CHECK_UPDATE_FIELDS[kind]:  # each defined field is taken, none ignored
-        assert validate_check_update({name: FIRST[name]}, kind, Plan()) != CheckUpdate(
+        assert validate_check_update({name: first(kind, name)}, kind, Plan()) != CheckUpdate(
             None, None), name
     assert monitorfile.CHECK_FIELDS[kind] == (*CHECK_UPDATE_FIELDS[kind], "enabled")
     assert [name for name, _ in monitorplan.SETTING_ATTRIBUTES[kind]] == list(
@@ -128,7 +140,7 @@ async def test_every_setting_set_through_the_api_survives_export_and_apply(
     for kind, names in CHECK_UPDATE_FIELDS.items():
         check_id = monitor["checks"][kind]["id"]
         async with client.put(f"/webapi/checks/{check_id}",
-                              json={name: FIRST[name] for name in names}) as r:
+                              json={name: first(kind, name) for name in names}) as r:
             assert r.status == 200, await r.text()
         async with client.post(f"/webapi/checks/{check_id}/disable") as r:
             assert r.status == 200
@@ -137,7 +149,7 @@ async def test_every_setting_set_through_the_api_survives_export_and_apply(
     for name in _monitor_update_fields():
         assert entry[name] == MONITOR_EXPORTED[name], name
     for kind, name in EVERY_SETTING:
-        assert entry[kind][name] == FIRST[name], (kind, name)
+        assert entry[kind][name] == first(kind, name), (kind, name)
     assert entry["uptime"]["enabled"] is False and entry["certificate_health"]["enabled"] is False
 
     # The TOML export, read back and applied: nothing changes, and it exports the same.
@@ -158,28 +170,29 @@ async def test_every_setting_set_through_the_api_survives_export_and_apply(
     assert (await _export(client))["monitors"] == [entry]
 
 
-def _shown(check: dict[str, Any], name: str) -> Any:
-    field, factor = SHOWN_AS.get(name, (name, 1))
-    return check.get(field, 0) // factor
+def _shown(check: dict[str, Any], kind: str, name: str) -> Any:
+    field, factor = SHOWN_AS.get((kind, name), (name, 1))
+    value = check.get(field, 0)
+    return value if factor == 1 else value // factor
 
 
 @pytest.mark.parametrize(("kind", "name"), EVERY_SETTING)
 async def test_a_setting_a_file_changes_is_the_one_update_and_the_api_shows_it(
     client: aiohttp.ClientSession, kind: str, name: str,
 ) -> None:
-    table = {n: FIRST[n] for n in CHECK_UPDATE_FIELDS[kind]}
+    table = {n: first(kind, n) for n in CHECK_UPDATE_FIELDS[kind]}
     doc = {"monitors": [{"key": "a", "url": "https://a.example/", kind: table}]}
     [created] = (await _apply(client, doc))["created"]
     async with client.get(f"/webapi/monitors/{created['id']}") as r:
         shown = (await r.json())["checks"][kind]
-    assert {n: _shown(shown, n) for n in table} == table
+    assert {n: _shown(shown, kind, n) for n in table} == table
 
-    table[name] = SECOND[name]
+    table[name] = second(kind, name)
     result = await _apply(client, doc)
     assert [u["changes"] for u in result["updated"]] == [[f"{kind}.{name}"]]
     async with client.get(f"/webapi/monitors/{created['id']}") as r:
         shown = (await r.json())["checks"][kind]
-    assert {n: _shown(shown, n) for n in table} == table
+    assert {n: _shown(shown, kind, n) for n in table} == table
     [entry] = (await _export(client))["monitors"]
     assert {n: entry[kind][n] for n in table} == table
     assert (await _apply(client, doc))["unchanged"] == 1

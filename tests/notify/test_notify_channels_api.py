@@ -20,7 +20,7 @@ from tests.support.web import serve
 BASE = "/webapi/notification-channels"
 ALL_EVENTS = [
     "downtime", "uptime_restored", "certificate_invalid", "certificate_recovered",
-    "certificate_renewal_due",
+    "certificate_renewal_due", "domain_renewal_due", "domain_invalid", "domain_recovered",
 ]
 
 

@@ -30,7 +30,7 @@ from tests.support.targets import HttpTarget
 from tests.support.wait import wait_until
 
 ALL = ["downtime", "uptime_restored", "certificate_invalid", "certificate_recovered",
-       "certificate_renewal_due"]
+       "certificate_renewal_due", "domain_renewal_due", "domain_invalid", "domain_recovered"]
 
 
 def settings_for(tmp_path: Path, **kw: Any) -> Settings:

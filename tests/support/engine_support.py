@@ -152,7 +152,7 @@ async def running_engine(
     kwargs.setdefault("metrics", Metrics())
     kinds = build_kinds(settings, kwargs["metrics"], http_prober=kwargs.pop("http_prober", None),
                         cert_prober=kwargs.pop("cert_prober", None),
-                        uptime_probers=kwargs.pop("uptime_probers", None))
+                        uptime_probers=kwargs.pop("uptime_probers", None), store=store)
     engine = Engine(store, settings, kinds=kinds, **kwargs)
     stop = asyncio.Event()
     task = asyncio.create_task(engine.run(stop))

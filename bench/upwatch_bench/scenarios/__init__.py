@@ -4,7 +4,8 @@
 :data:`MODULES` names, per scenario, the module whose ``scenario_<name>(bench)`` runs it and
 whose ``table(record)``, when it has one, prints its record (else the common layout of
 :mod:`upwatch_bench.report`). ``http``, ``tls`` and ``mixed`` share :mod:`.probes`
-(``--names``: :mod:`.names`; ``http --assertions``: :mod:`.assertions`).
+(``--names``: :mod:`.names`; ``http --assertions``: :mod:`.assertions`; ``tls
+--diagnoses``: :mod:`.certdiag`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ MODULES: dict[str, tuple[str, str, str]] = {
     "tcp": ("tcp", "scenario_tcp", "tcp"),
     "icmp": ("icmp", "scenario_icmp", "icmp"),
     "network": ("network", "scenario_network", "network"),
+    "pings": ("pings", "scenario_pings", "pings"),
+    "heartbeats": ("heartbeats", "scenario_heartbeats", "heartbeats"),
 }
 
 SCENARIOS = tuple(MODULES)
@@ -45,6 +48,10 @@ async def run(b: Bench) -> dict[str, Any]:
         from upwatch_bench.scenarios.assertions import scenario_assertions
 
         return await scenario_assertions(b, opts.assertions)
+    if opts.scenario == "tls" and opts.diagnoses:
+        from upwatch_bench.scenarios.certdiag import scenario_diagnoses
+
+        return await scenario_diagnoses(b, opts.diagnoses)
     module, function, _ = MODULES.get(opts.scenario, MODULES["http"])
     result: dict[str, Any] = await getattr(_module(module), function)(b)
     return result
@@ -56,6 +63,10 @@ def table(rec: dict[str, Any]) -> str:
         from upwatch_bench.scenarios.assertions import table as assertions_table
 
         return assertions_table(rec)
+    if rec.get("diagnoses"):
+        from upwatch_bench.scenarios.certdiag import table as diagnoses_table
+
+        return diagnoses_table(rec)
     shown = MODULES.get(str(rec.get("scenario", "")), ("", "", ""))[2]
     if shown:
         return str(_module(shown).table(rec))

@@ -42,6 +42,9 @@ TYPE_OF_EVENT = {
     events.UPTIME_RESTORED: SUCCESS,
     events.CERTIFICATE_RECOVERED: SUCCESS,
     events.CERTIFICATE_RENEWAL_DUE: WARNING,
+    events.DOMAIN_INVALID: FAILURE,
+    events.DOMAIN_RECOVERED: SUCCESS,
+    events.DOMAIN_RENEWAL_DUE: WARNING,
 }
 
 
@@ -126,6 +129,32 @@ def _name(monitor: dict[str, Any]) -> str:
     return f"{md(alias)} ({md(url)})" if alias and alias != url else md(url or alias)
 
 
+_DOMAIN_EVENTS = (events.DOMAIN_RENEWAL_DUE, events.DOMAIN_INVALID, events.DOMAIN_RECOVERED)
+
+
+def _domain_lines(event: str, alias: str, who: str, check: dict[str, Any],
+                  meta: dict[str, Any]) -> tuple[str, list[str]]:
+    domain = md(meta.get("domain") or "the domain")
+    checked = _utc(check.get("last_check_at"))
+    expires = md(_utc(meta.get("expires_at"))) if meta.get("expires_at") else "an unknown date"
+    if event == events.DOMAIN_INVALID:
+        return f"Domain invalid: {alias}", [
+            f"The domain {domain} of **{who}** is not usable: "
+            f"{md(check.get('error') or 'no reason given')}.",
+            f"Checked at {checked}.",
+        ]
+    if event == events.DOMAIN_RECOVERED:
+        return f"Domain valid again: {alias}", [
+            f"The domain {domain} of **{who}** is registered again (checked at {checked}).",
+            f"It expires on {expires}.",
+        ]
+    days = meta.get("expires_in_days")
+    return f"Domain expires in {days} days: {alias}", [
+        f"The domain {domain} of **{who}** expires on {expires}, in {days} days.",
+        f"Registrar: {md(meta.get('registrar') or 'unknown')}. Checked at {checked}.",
+    ]
+
+
 def render(row: QueuedNotification, base_url: str) -> Message:
     """The message of one event."""
     monitor, check, meta = _parts(row)
@@ -173,6 +202,8 @@ def render(row: QueuedNotification, base_url: str) -> Message:
             f"{md(_utc(meta.get('valid_to')))}"
             + (f" ({days} days left)." if days is not None else "."),
         ]
+    elif row.event in _DOMAIN_EVENTS:
+        title, lines = _domain_lines(row.event, alias, who, check, meta)
     else:  # certificate_renewal_due
         days = _days_left(meta, checked)
         title = f"Certificate expires in {days} days: {alias}"
@@ -195,6 +226,9 @@ _DIGEST_WORDS = {
     events.CERTIFICATE_RECOVERED: ("certificate valid again", "certificates valid again"),
     events.CERTIFICATE_RENEWAL_DUE: ("certificate due for renewal",
                                      "certificates due for renewal"),
+    events.DOMAIN_RENEWAL_DUE: ("domain due for renewal", "domains due for renewal"),
+    events.DOMAIN_INVALID: ("domain expired or on hold", "domains expired or on hold"),
+    events.DOMAIN_RECOVERED: ("domain valid again", "domains valid again"),
 }
 
 

@@ -27,6 +27,7 @@ from aiohttp import web
 from engine.db.monitor_records import MonitorRecord
 from engine.db.store import Store
 from engine.monitors.checkset import UPTIME, checks_of, enabled_on_create
+from engine.monitors.domain_settings import interval_on_create
 from engine.monitors.plan import CheckSettings, MonitorSpec
 from engine.monitors.validation import MonitorCreate
 from engine.runtime.errors import LimitReached
@@ -138,7 +139,8 @@ def spec_of(command: MonitorCreate, request: Any = None, assertions: Any = None
     checks = {
         kind: CheckSettings(command.interval, command.notification_threshold, True)
         if kind == UPTIME else
-        CheckSettings(command.certificate_interval, 0, enabled_on_create(kind, t.scheme))
+        CheckSettings(interval_on_create(kind, command.certificate_interval), 0,
+                      enabled_on_create(kind, t.scheme))
         for kind in checks_of(t.scheme, t.host)
     }
     return MonitorSpec(

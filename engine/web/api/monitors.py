@@ -18,11 +18,13 @@ from engine.db.monitor_records import MonitorRecord
 from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import requests as requestconfig
 from engine.monitors import schemes, validation
+from engine.monitors.heartbeat import is_heartbeat, validate_type
 from engine.monitors.offloop import off_loop
 from engine.monitors.requests import secret_box
 from engine.monitors.validation import TargetUrl
 from engine.runtime.errors import NotFound, ValidationFailed
 from engine.runtime.settings import Settings
+from engine.web.api import heartbeats as heartbeat_api
 from engine.web.api import maintenance as maintenance_api
 from engine.web.api import views
 from engine.web.api.create_combiner import CREATE_COMBINER, spec_of
@@ -57,7 +59,7 @@ async def list_monitors(request: web.Request) -> web.Response:
     # Maintenance windows leave the 30-day uptime (engine/web/api/maintenance_uptime.py).
     monitors = await with_maintenance(request, account_id, monitors)
     base = request.app[SETTINGS].public_base_url
-    return json_response([views.monitor_full(m, base) for m in monitors])
+    return json_response(await heartbeat_api.shaped(request, monitors, base))
 
 
 @routes.post("/webapi/monitors")
@@ -66,6 +68,9 @@ async def create_monitor(request: web.Request) -> web.Response:
     account = _account(request)
     plan = settings.plan(account.plan)
     body = await read_body(request)
+    validate_type(body)
+    if is_heartbeat(body):
+        return await heartbeat_api.create(request, account.id, plan.monitor_limit, body)
     command, config = await off_loop(lambda: schemes.validated(
         body, True, lambda: validation.validate_monitor_create(body, plan)))
     await _ensure_allowed_target(settings, command.target, "url")
@@ -83,7 +88,9 @@ async def get_monitor(request: web.Request) -> web.Response:
     account_id = _account(request).id
     monitor = await request.app[STORE].get_monitor(account_id, monitor_id)
     [monitor] = await with_maintenance(request, account_id, [monitor])
-    return json_response(views.monitor_full(monitor, request.app[SETTINGS].public_base_url))
+    base = request.app[SETTINGS].public_base_url
+    [shaped] = await heartbeat_api.shaped(request, [monitor], base)
+    return json_response(shaped)
 
 
 @routes.put("/webapi/monitors/{id}")
@@ -93,6 +100,9 @@ async def update_monitor(request: web.Request) -> web.Response:
     body = await read_body(request)
     store = request.app[STORE]
     account = _account(request)
+    if "heartbeat" in await store.get_check_ids(account.id, monitor_id):
+        current_hb = await store.get_monitor(account.id, monitor_id)
+        return await heartbeat_api.update_monitor(request, account.id, current_hb, body)
     # A request or assertions without a url follow the rules of the stored URL's scheme.
     stored_scheme = (await store.scheme_of(account.id, monitor_id=monitor_id)
                      if not validation.present(body, "url") and (
@@ -190,6 +200,8 @@ async def update_check(request: web.Request) -> web.Response:
     # The kind decides which fields are allowed; it never changes, so reading it outside
     # the update's transaction is safe.
     check = await store.get_check(account.id, check_id)
+    if check.kind == "heartbeat":
+        return await heartbeat_api.update_check(request, account.id, check_id, body)
     plan = request.app[SETTINGS].plan(account.plan)
     command = validation.validate_check_update(body, check.kind, plan)
     updated = await store.update_check(
@@ -198,6 +210,7 @@ async def update_check(request: web.Request) -> web.Response:
         notification_threshold_s=command.notification_threshold_s,
         recovery_threshold_s=command.recovery_threshold_s,
         expiry_threshold_percent=command.expiry_threshold_percent,
+        expiry_threshold_days=command.expiry_threshold_days,
     )
     return json_response(views.check_updated(updated))
 

@@ -28,8 +28,9 @@ from engine.monitors.validation import (
     MAX_URL_LENGTH,
 )
 from engine.runtime.settings import ALLOWED_INTERVALS, ALLOWED_THRESHOLDS
+from engine.web.api import heartbeat_openapi
 
-STATUSES = ["ok", "degraded", "failing", "down", "pending", "paused"]
+STATUSES = ["ok", "degraded", "failing", "down", "pending", "paused", "unsupported"]
 TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$"
 # A strict subset of the URLs the API accepts, for generators: a lower-case DNS name of at
 # most three labels whose last starts with a letter (a numeric one would be read as an IPv4
@@ -57,7 +58,8 @@ _URL_WORDS = (
     " assertions that scheme accepts, unless the stored ones do.")
 _CHECKS_WORDS = (
     "Exactly the checks the monitor has: uptime for every scheme; certificate_health for"
-    " http, https, tls, smtp, imap and pop3 (paused on create for http).")
+    " http, https, tls, smtp, imap and pop3 (paused on create for http); domain_expiry when"
+    " the host is a name under a registrable domain (not for dns).")
 _SOURCE_WORDS = (
     "http(s): status_code, response_time, header, body, json. tcp, tls, smtp, imap, pop3:"
     " response, response_time, connect_time. dns: rcode, answers, answer_count, min_ttl,"
@@ -118,6 +120,14 @@ _PERCENT: dict[str, Any] = {
 }
 
 
+_DOMAIN_DAYS: dict[str, Any] = {
+    "type": "array", "maxItems": 8,
+    "items": {"type": "integer", "minimum": 1, "maximum": MAX_EXPIRY_DAYS},
+    "description": "domain_expiry checks: days before the domain's expiry at which "
+                   "domain_renewal_due is sent (default [30, 14, 7, 1]; [] for none).",
+}
+
+
 def _schemas() -> dict[str, Any]:
     check_common = {
         "id": _INT64,
@@ -160,8 +170,39 @@ def _schemas() -> dict[str, Any]:
             "key_type": {"type": "string", "example": "EC-secp256r1"},
             "lifetime_days": {"type": "number", "minimum": 0,
                               "description": "valid_to - valid_from, in days."},
+            # Present once the check has read a chain (docs/certificates.md).
+            "diagnosis": _nullable({"type": "string", "example": "incomplete_chain"}),
+            "warnings": _nullable({"type": "array", "items": _obj(
+                {"code": {"type": "string"}, "message": {"type": "string"}})}),
+            "chain": _nullable({"type": "array", "items": _obj({
+                "subject": {"type": "string"}, "issuer": {"type": "string"},
+                "not_after": _nullable({"type": "string"}),
+                "key_type": {"type": "string"}, "key_bits": {"type": "integer"},
+                "signature_algorithm": {"type": "string"}})}),
+            "revocation": _nullable(_obj({
+                "method": {"type": "string"}, "status": {"type": "string"},
+                "url": {"type": "string"}, "revoked_at": _nullable({"type": "string"}),
+                "reason": _nullable({"type": "string"}),
+                "error": _nullable({"type": "string"})})),
         }, required=["issuer", "signature_algorithm", "is_self_signed", "valid_from",
                      "valid_to"]),
+        "DomainMeta": _obj({
+            "domain": _nullable({"type": "string", "description": "The registrable domain."}),
+            "registrar": _nullable({"type": "string"}),
+            "expires_at": _nullable(_TIMESTAMP),
+            "days_left": _nullable({"type": "integer"}),
+            "statuses": {"type": "array", "items": {"type": "string"},
+                         "description": "EPP status codes."},
+            "nameservers": {"type": "array", "items": {"type": "string"}},
+            "source": _nullable({"type": "string", "enum": ["rdap"]}),
+            "rdap_server": _nullable({"type": "string"}),
+            "checked_at": _nullable(_TIMESTAMP),
+            "warning": _nullable({"type": "string"}),
+        }),
+        "DomainCheck": _obj({
+            **check_common, "meta": _ref("DomainMeta"),
+            "expiry_threshold_days": _DOMAIN_DAYS,
+        }),
         "UptimeCheck": _obj(
             {**check_common, "meta": _ref("UptimeMeta"), "recovery_threshold": _RECOVERY},
             required=[*check_common, "meta"]),
@@ -186,6 +227,7 @@ def _schemas() -> dict[str, Any]:
             "checks": _obj({
                 "uptime": _ref("UptimeCheck"),
                 "certificate_health": _ref("CertificateCheck"),
+                "domain_expiry": _ref("DomainCheck"),
             }, required=[]) | {"description": _CHECKS_WORDS},
         }),
         "ReducedCheck": _obj({
@@ -205,6 +247,7 @@ def _schemas() -> dict[str, Any]:
             "checks": _obj({
                 "uptime": _ref("ReducedCheck"),
                 "certificate_health": _ref("ReducedCheck"),
+                "domain_expiry": _ref("ReducedCheck"),
             }, required=[]) | {"description": _CHECKS_WORDS},
         }),
         "MonitorCreate": _obj({
@@ -234,8 +277,12 @@ def _schemas() -> dict[str, Any]:
                 "description": "Uptime checks only (422 on a certificate_health check).",
             }),
             "expiry_threshold_days": _nullable({
-                "type": "integer", "minimum": 0, "maximum": MAX_EXPIRY_DAYS,
-                "description": "certificate_health checks only (422 on an uptime check).",
+                "oneOf": [
+                    {"type": "integer", "minimum": 0, "maximum": MAX_EXPIRY_DAYS},
+                    _DOMAIN_DAYS,
+                ],
+                "description": "certificate_health checks: an integer (days); domain_expiry "
+                               "checks: a list of days. 422 on an uptime check.",
             }),
             "recovery_threshold": _nullable({
                 **_RECOVERY, "description": "Uptime checks only: " + _RECOVERY["description"]}),
@@ -249,6 +296,7 @@ def _schemas() -> dict[str, Any]:
                          "notification_threshold", "last_check_at")},
             "recovery_threshold": _RECOVERY,
             "expiry_threshold_percent": _PERCENT,
+            "expiry_threshold_days": _DOMAIN_DAYS,
         }, required=["id", "status", "interval", "is_enabled", "notification_threshold",
                      "last_check_at"]),
         "CheckToggled": _obj({
@@ -554,7 +602,7 @@ def build_document(
         merged = paths.setdefault(path, {})
         for method, operation in item.items():
             merged.setdefault(method, copy.deepcopy(operation))
-    return {
+    return heartbeat_openapi.merge({
         "openapi": "3.0.3",
         "info": {
             "title": "Upwatch API",
@@ -576,7 +624,7 @@ def build_document(
             "schemas": _with_requests(_schemas()),
             "responses": _responses(),
         },
-    }
+    })
 
 
 # For other modules' path items (``extra_paths``): the same building blocks.

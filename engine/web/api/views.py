@@ -10,8 +10,10 @@ from typing import Any
 
 from engine.db.accounts import Account
 from engine.db.monitor_records import CheckRecord, MonitorRecord, StatisticsRecord, UptimeFigures
+from engine.domain.domain_expiry import DOMAIN_EXPIRY
 from engine.domain.timefmt import fmt
 from engine.kinds.registry import SHOWN
+from engine.monitors.domain_settings import shown_thresholds
 from engine.monitors.requests import shown_assertions, shown_request
 from engine.runtime.settings import ALLOWED_INTERVALS, Plan
 
@@ -29,6 +31,8 @@ def _alert_settings(check: CheckRecord, out: dict[str, Any]) -> dict[str, Any]:
         out["recovery_threshold"] = check.recovery_threshold
     if check.expiry_threshold_percent:
         out["expiry_threshold_percent"] = check.expiry_threshold_percent
+    if check.kind == DOMAIN_EXPIRY:
+        out["expiry_threshold_days"] = shown_thresholds(check.expiry_threshold_days)
     return out
 
 

@@ -7,6 +7,8 @@ A shields-style SVG (a grey label, a coloured value) for READMEs and other sites
 - ``type=uptime``: the uptime percentage over the period (default 30d), as the status page
   words it (two decimals, rounded down; 100% only when perfect).
 - ``type=response``: the average response time over the period (default 24h).
+- ``type=domain``: the days left before the domain's registration expires (its
+  domain_expiry check); ``period`` is ignored.
 
 Same privacy as the status page: anyone with the identifier sees it, and it shows less than
 the page does (no host, no alias, no error). An unknown identifier is a 404 (with a grey
@@ -20,14 +22,17 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from aiohttp import web
 from markupsafe import escape
 
 from engine.db.badges import BadgeData
+from engine.domain.domain_expiry import days_left
 from engine.domain.timefmt import utcnow
+from engine.domain.words import plural
+from engine.kinds.shown import parse_timestamp
 from engine.runtime.errors import DatabaseUnavailable
 from engine.web.keys import STORE
 from engine.web.status.page import IDENTIFIER_PATTERN
@@ -35,9 +40,9 @@ from engine.web.status.view import ms_text, overall_state, percent_text
 
 routes = web.RouteTableDef()
 
-TYPES = ("status", "uptime", "response")
+TYPES = ("status", "uptime", "response", "domain")
 PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
-DEFAULT_PERIOD = {"status": "30d", "uptime": "30d", "response": "24h"}
+DEFAULT_PERIOD = {"status": "30d", "uptime": "30d", "response": "24h", "domain": "30d"}
 CACHE_OK = "public, max-age=60"
 CACHE_ERROR = "no-store"
 
@@ -97,6 +102,23 @@ def response_badge(data: BadgeData, period: str) -> Badge:
     color = (GREEN if ms < 300 else YELLOWGREEN if ms < 1000 else YELLOW if ms < 2000
              else ORANGE if ms < 5000 else RED)
     return Badge(label, ms_text(ms), color)
+
+
+def domain_badge(data: BadgeData, now: datetime) -> Badge:
+    check = data.checks.get("domain_expiry")
+    if check is None or not check.is_enabled:
+        return Badge("domain", "not checked", GREY)
+    if check.status == "unsupported":
+        return Badge("domain", "no RDAP", GREY)
+    expires = parse_timestamp(check.meta.get("expires_at"))
+    if check.status == "down":
+        return Badge("domain", "expired" if expires is not None and expires <= now
+                     else "on hold", RED)
+    if expires is None:
+        return Badge("domain", "no data", GREY)
+    days = days_left(expires, now)
+    color = GREEN if days > 30 else YELLOW if days > 7 else ORANGE if days >= 0 else RED
+    return Badge("domain", f"{plural(days, 'day')} left" if days >= 0 else "expired", color)
 
 
 # Widths of Verdana 11px glyphs (as shields measures them), rounded; others count as 7.
@@ -191,6 +213,8 @@ async def badge_svg(request: web.Request) -> web.Response:
         badge = uptime_badge(data, period)
     elif kind == "response":
         badge = response_badge(data, period)
+    elif kind == "domain":
+        badge = domain_badge(data, now)
     else:
         badge = status_badge(data)
     return _svg(request, badge, 200, CACHE_OK)

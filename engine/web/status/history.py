@@ -150,7 +150,7 @@ async def enrich(store: Store, data: StatusPageData, view: StatusView) -> Status
     them: a database that fails here leaves them out."""
     from engine.web.api.timings import check_slots
 
-    uptime = data.monitor.checks.get("uptime")
+    uptime = data.monitor.checks.get("uptime") or data.monitor.checks.get("heartbeat")
     if uptime is None or not data.days:
         return view
     first = data.days[0].day

@@ -87,7 +87,7 @@ async def with_maintenance(
     if not windows:
         return data, []
     spans = spans_of(windows, start, now)
-    uptime = data.monitor.checks.get("uptime")
+    uptime = data.monitor.checks.get("uptime") or data.monitor.checks.get("heartbeat")
     if spans and uptime is not None:
         outages = (await store.outage_spans([uptime.id], start, now)).get(uptime.id, [])
         days = bars_net_of_maintenance(data.days, outages, spans, now)

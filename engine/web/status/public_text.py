@@ -23,6 +23,8 @@ NOT_RESPONDING = "The site has not been responding"
 ANSWERS_WITH_ERRORS = "The site has been answering with errors"
 CHECK_FAILING = "The site answers, but its response check has been failing"
 CANNOT_CHECK = "The site could not be checked"
+JOB_SILENT = "The job has not reported in"
+JOB_FAILING = "The job has been failing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,17 +58,37 @@ REASONS: Mapping[str, Reason] = {r.key: r for r in (
     Reason("private_address", "The site's name points to a non-public address", CANNOT_CHECK),
     Reason("not_checkable", "The check could not be run", CANNOT_CHECK),
     Reason("other", "The check failed", CANNOT_CHECK),
+    # Heartbeats (engine/domain/heartbeat.py): the job's pings, never its output.
+    Reason("late", "No ping by the expected time", JOB_SILENT),
+    Reason("job_failed", "The job reported a failure", JOB_FAILING),
+    Reason("overrun", "A run went on past its time limit", JOB_FAILING),
+    Reason("too_fast", "A run finished faster than expected", JOB_FAILING),
+    Reason("too_often", "Pings came more often than expected", JOB_FAILING),
 )}
 
-# The certificate verdicts the probes word exactly (decisions.md), in the page's words.
+# The certificate diagnoses by the fixed opening of their words (docs/certificates.md; the
+# details and the fix after it are the owner's), in the page's words.
 _CERTIFICATE_WORDS: Mapping[str, str] = {
     "certificate expired": "The TLS certificate has expired",
     "certificate not yet valid": "The TLS certificate is not valid yet",
     "self-signed certificate": "The TLS certificate is self-signed",
     "untrusted issuer": "The TLS certificate's issuer is not trusted",
+    "untrusted root": "The TLS certificate's issuer is not trusted",
+    "incomplete chain": "The site does not send its whole certificate chain",
+    "intermediate certificate expired": "An intermediate certificate has expired",
     "host name mismatch": "The TLS certificate is for another name",
+    "weak key": "The TLS certificate's key is too weak",
+    "weak signature": "The TLS certificate's signature is too weak",
+    "certificate revoked": "The TLS certificate has been revoked",
     "certificate invalid": "The TLS certificate is not valid",
 }
+
+
+def _certificate_opening(low: str) -> str | None:
+    for opening in _CERTIFICATE_WORDS:
+        if low == opening or low.startswith((opening + ":", opening + " on ")):
+            return opening
+    return None
 
 # The probes' fixed openings (engine/probes/_net.py, http.py, tls.py, resolver.py), first
 # match wins. Only the reason is taken from a match, never any text.
@@ -96,6 +118,12 @@ _PREFIXES: Sequence[tuple[str, str]] = (
     ("request secrets", "not_checkable"),
     ("request configuration", "not_checkable"),
     ("no response", "no_response"),
+    ("no ping since", "late"),
+    ("exit status", "job_failed"),
+    ("the job reported a failure", "job_failed"),
+    ("run started", "overrun"),
+    ("finished in", "too_fast"),
+    ("pinged ", "too_often"),
     # dns:// probes (engine/probes/dns.py, dnsspec.py): the answer, then an assertion.
     ("dns answer ", "dns_answer"),
     ("malformed dns answer", "dns_answer"),
@@ -127,7 +155,7 @@ def reason_of(error: str | None, status_code: int | None) -> Reason | None:
         return REASONS["assertion_failed"]
     if not error:
         return None
-    if low in _CERTIFICATE_WORDS:
+    if _certificate_opening(low) is not None:
         return REASONS["certificate"]
     for prefix, key in _PREFIXES:
         if low.startswith(prefix):
@@ -220,7 +248,8 @@ def reason_words(
     if reason.key == "assertion_failed":
         return assertion_words(error, assertions)
     if reason.key == "certificate":
-        return _CERTIFICATE_WORDS.get((error or "").lower(), reason.words)
+        opening = _certificate_opening((error or "").lower())
+        return reason.words if opening is None else _CERTIFICATE_WORDS[opening]
     return reason.words
 
 

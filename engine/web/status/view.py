@@ -37,7 +37,9 @@ from engine.web.status.public_text import (
 )
 
 UPTIME = "uptime"
+HEARTBEAT = "heartbeat"  # a heartbeat monitor's one check stands where uptime would
 CERTIFICATE = "certificate_health"
+DOMAIN = "domain_expiry"
 
 def shown_checks(checks: Mapping[str, PublicCheck]) -> dict[str, PublicCheck]:
     """The checks a page shows: all but a disabled certificate check, which shows nothing
@@ -69,7 +71,7 @@ def overall_state(
     active = {k: c for k, c in checks.items() if c.is_enabled and c.status != "paused"}
     if not active:
         return OverallState("paused", "Paused", "Monitoring of this site is paused.", "II")
-    up = active.get(UPTIME)
+    up = active.get(UPTIME) or active.get(HEARTBEAT)
     cert = active.get(CERTIFICATE)
     if up is not None and up.status == "down":
         return OverallState("outage", "Outage", _outage_detail(up, ongoing), "\u2715")
@@ -85,6 +87,11 @@ def overall_state(
         return OverallState(
             "degraded", "Certificate problem",
             "The site's TLS certificate failed validation.", "!")
+    domain = active.get(DOMAIN)
+    if domain is not None and domain.status == "down":
+        return OverallState(
+            "degraded", "Domain problem",
+            "The site's domain has expired or is on hold at its registry.", "!")
     if up is None:
         # Only the certificate is watched: whether the site answers is not known.
         return OverallState("paused", "Paused", "Uptime monitoring of this site is paused.",
@@ -501,7 +508,7 @@ def _ongoing(outages: list[PublicOutage]) -> PublicOutage | None:
 def build_view(data: StatusPageData) -> StatusView:
     """Everything the template shows, as plain strings and numbers."""
     checks = data.monitor.checks
-    up = checks.get(UPTIME)
+    up = checks.get(UPTIME) or checks.get(HEARTBEAT)
     assertions = data.monitor.assertions
     outages = outage_views(data.outages, assertions)
     return StatusView(
