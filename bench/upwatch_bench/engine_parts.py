@@ -27,7 +27,7 @@ def build_engine(store: Any, settings: Settings, metrics: Metrics) -> Engine:
     from engine.daemon import build_kinds
     from engine.scheduler.engine import Engine
 
-    kinds = build_kinds(settings, metrics, heartbeats=store)
+    kinds = build_kinds(settings, metrics, store=store)
     return Engine(store, settings, metrics=metrics, kinds=kinds)
 
 

@@ -55,8 +55,11 @@ def validate(body: Mapping[str, Any], *, creating: bool) -> Config:
     ValidationFailed naming the field paths."""
     errors: dict[str, list[str]] = {}
     assertions: Any = None
+    request: Any = None
     if body.get("request") is not None:
         _fail(errors, "request", "A dns:// monitor takes no request: the URL is the question.")
+    elif "request" in body and not creating:
+        request = Config.REMOVE  # null removes one kept from another scheme
     if "assertions" in body:
         raw = body["assertions"]
         if raw is None or raw == []:
@@ -65,7 +68,7 @@ def validate(body: Mapping[str, Any], *, creating: bool) -> Config:
             assertions = validate_assertions(raw, errors)
     if errors:
         raise ValidationFailed(errors)
-    return Config(None, assertions)
+    return Config(request, assertions)
 
 
 def validate_assertions(raw: Any, errors: dict[str, list[str]]) -> list[dict[str, Any]]:

@@ -72,6 +72,36 @@ def validated(
     return result, config
 
 
+def kept_config(
+    old: str, new: str, body: Mapping[str, Any], shown_request: Any, shown_assertions: Any,
+) -> Config:
+    """An update that moves a monitor from scheme ``old`` to ``new``: the stored request and
+    assertions the body leaves out (given in their shown form, None when there are none),
+    checked by ``new``'s rules as if the body had sent them. ValidationFailed naming each
+    field they break, with what to send instead; else the :class:`Config` of what is kept
+    (``None`` fields: nothing kept there, or the stored one kept as stored)."""
+    if old == new:
+        return Config(None, None)
+    kept = {key: value for key, value in (("request", shown_request),
+                                          ("assertions", shown_assertions))
+            if key not in body and value is not None}
+    if not kept:
+        return Config(None, None)
+    rules = SCHEMES.get(new) or DEFAULT
+    try:
+        config = rules.config_rules(kept, False)
+    except ValidationFailed as exc:
+        errors: dict[str, list[str]] = {}
+        for field, messages in exc.errors.items():
+            top = field.split(".", 1)[0]
+            errors[field] = [*messages, (
+                f"The monitor's stored {top} came with its {old}:// url; send {top} that"
+                f" fit a {new}:// monitor with the new url, or {top}: null to remove them.")]
+        raise ValidationFailed(errors) from None
+    # A request that passes is kept as stored (its secret values stay encrypted).
+    return Config(None, config.assertions if "assertions" in kept else None)
+
+
 def named_in(url: Any) -> str | None:
     """The scheme a URL as given names (lower-case), valid or not; None without one."""
     if not isinstance(url, str) or ":" not in url:

@@ -126,3 +126,38 @@ async def test_the_document_is_public_and_true_of_real_responses(
         assert r.status == 204
     async with aiohttp.ClientSession(base_url=api) as s, s.get("/webapi/account") as r:
         check(doc, schema_of("/webapi/account", "get", "401"), await r.json())
+
+
+async def test_the_document_is_true_of_network_monitors(
+    client: aiohttp.ClientSession, api: str,
+) -> None:
+    """tcp://, tls:// and dns:// monitors, with their own assertions, answer in the shapes
+    the document gives: their scheme, exactly their checks, their sources and comparisons."""
+    async with aiohttp.ClientSession(base_url=api) as s, s.get("/webapi/openapi.json") as r:
+        doc = await r.json()
+    paths = doc["paths"]
+    create = resolve(doc, {"$ref": "#/components/schemas/MonitorCreate"})
+    bodies = [
+        {"url": "tcp://127.0.0.1:7", "request": {"body": "PING\r\n"},
+         "assertions": [{"source": "response", "comparison": "contains", "target": "OK"},
+                        {"source": "connect_time", "comparison": "less_than", "target": 50}]},
+        {"url": "tls://127.0.0.1:7"},
+        {"url": "dns://127.0.0.1/example.com?type=MX",
+         "assertions": [{"source": "answers", "comparison": "none_contains", "target": "old"},
+                        {"source": "rcode", "comparison": "equals", "target": "NOERROR"}]},
+    ]
+    for body in bodies:
+        for key in ("request", "assertions"):  # the url pattern is http(s) only
+            if key in body:
+                check(doc, resolve(doc, create["properties"][key]), body[key], key)
+        async with client.post("/webapi/monitors", json=body) as r:
+            assert r.status == 201, await r.text()
+            made = await r.json()
+        check(doc, resolve(doc, paths["/webapi/monitors"]["post"]["responses"]["201"])
+              ["content"]["application/json"]["schema"], made, body["url"])
+    async with client.get("/webapi/monitors") as r:
+        listed = await r.json()
+    check(doc, resolve(doc, paths["/webapi/monitors"]["get"]["responses"]["200"])
+          ["content"]["application/json"]["schema"], listed, "list")
+    assert [sorted(m["checks"]) for m in listed] == [
+        ["uptime"], ["certificate_health", "uptime"], ["uptime"]]

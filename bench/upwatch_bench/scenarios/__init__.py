@@ -29,6 +29,7 @@ MODULES: dict[str, tuple[str, str, str]] = {
     "dns": ("dnsprobes", "scenario_dns", "dnsprobes"),
     "tcp": ("tcp", "scenario_tcp", "tcp"),
     "icmp": ("icmp", "scenario_icmp", "icmp"),
+    "network": ("network", "scenario_network", "network"),
     "pings": ("pings", "scenario_pings", "pings"),
     "heartbeats": ("heartbeats", "scenario_heartbeats", "heartbeats"),
 }

@@ -114,6 +114,13 @@ async def update_monitor(request: web.Request) -> web.Response:
     if t is not None or config.request is not None or config.assertions is not None:
         # A missing monitor is a 404 before any DNS work on the new URL.
         current = await store.get_monitor(account.id, monitor_id)
+    if t is not None and current is not None:
+        # Stored request and assertions the body leaves out must fit the new URL's scheme.
+        kept = await off_loop(lambda: schemes.kept_config(
+            current.scheme, t.scheme, body, requestconfig.shown_request(current.request),
+            requestconfig.shown_assertions(current.assertions)))
+        if kept.assertions is not None:
+            config = requestconfig.Config(config.request, kept.assertions)
     stored = _stored_config(settings, current, config)
     if t is None:
         monitor = await store.update_monitor(

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine import __version__ as _version
+from engine.monitors import schemes
 from engine.monitors.validation import (
     MAX_ALIAS_LENGTH,
     MAX_EXPIRY_DAYS,
@@ -45,6 +46,24 @@ ALIAS_PATTERN = (
     r"^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*"
     r"[^\s\u0000-\u001f\u007f-\u009f\u2028\u2029][^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$"
 )
+
+
+# What the URL of each scheme looks like, and which checks and assertions it brings
+# (docs/api.md; docs/monitors-tcp.md, monitors-dns.md, monitors-icmp.md).
+_URL_WORDS = (
+    "http(s)://host[:port]/path; tcp://host:port and tls://host:port; smtp://, imap://,"
+    " pop3://host[:port]; dns://server[:port]/name?type=A (A, AAAA, CNAME, MX, NS, TXT, SOA,"
+    " SRV, CAA, PTR); icmp://host[?count=N&interval_ms=M]. The pattern is a subset (http and"
+    " https) for generators. A url of another scheme on an update must come with request and"
+    " assertions that scheme accepts, unless the stored ones do.")
+_CHECKS_WORDS = (
+    "Exactly the checks the monitor has: uptime for every scheme; certificate_health for"
+    " http, https, tls, smtp, imap and pop3 (paused on create for http); domain_expiry when"
+    " the host is a name under a registrable domain (not for dns).")
+_SOURCE_WORDS = (
+    "http(s): status_code, response_time, header, body, json. tcp, tls, smtp, imap, pop3:"
+    " response, response_time, connect_time. dns: rcode, answers, answer_count, min_ttl,"
+    " response_time. icmp: packet_loss, rtt_avg, rtt_max, jitter.")
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -200,7 +219,7 @@ def _schemas() -> dict[str, Any]:
             "id": _INT64,
             "identifier": {"type": "string", "minLength": 10},
             "alias": {"type": "string"},
-            "scheme": {"type": "string", "enum": ["http", "https"]},
+            "scheme": {"type": "string", "enum": list(schemes.names())},
             "host": {"type": "string"},
             "port": {"type": "string", "description": "Empty unless the URL names a port."},
             "url": {"type": "string"},
@@ -209,7 +228,7 @@ def _schemas() -> dict[str, Any]:
                 "uptime": _ref("UptimeCheck"),
                 "certificate_health": _ref("CertificateCheck"),
                 "domain_expiry": _ref("DomainCheck"),
-            }, required=["uptime", "certificate_health"]),
+            }, required=[]) | {"description": _CHECKS_WORDS},
         }),
         "ReducedCheck": _obj({
             "id": _INT64,
@@ -221,7 +240,7 @@ def _schemas() -> dict[str, Any]:
             "id": _INT64,
             "identifier": {"type": "string", "minLength": 10},
             "alias": {"type": "string"},
-            "scheme": {"type": "string", "enum": ["http", "https"]},
+            "scheme": {"type": "string", "enum": list(schemes.names())},
             "host": {"type": "string"},
             "url": {"type": "string"},
             "status_page": {"type": "string"},
@@ -229,10 +248,11 @@ def _schemas() -> dict[str, Any]:
                 "uptime": _ref("ReducedCheck"),
                 "certificate_health": _ref("ReducedCheck"),
                 "domain_expiry": _ref("ReducedCheck"),
-            }, required=["uptime", "certificate_health"]),
+            }, required=[]) | {"description": _CHECKS_WORDS},
         }),
         "MonitorCreate": _obj({
-            "url": {"type": "string", "maxLength": MAX_URL_LENGTH, "pattern": URL_PATTERN},
+            "url": {"type": "string", "maxLength": MAX_URL_LENGTH, "pattern": URL_PATTERN,
+                    "description": _URL_WORDS},
             "alias": _nullable({
                 "type": "string", "minLength": 1, "maxLength": MAX_ALIAS_LENGTH,
                 "pattern": ALIAS_PATTERN,
@@ -243,7 +263,8 @@ def _schemas() -> dict[str, Any]:
         }, required=["url"]),
         "MonitorUpdate": _obj({
             "url": _nullable(
-                {"type": "string", "maxLength": MAX_URL_LENGTH, "pattern": URL_PATTERN}),
+                {"type": "string", "maxLength": MAX_URL_LENGTH, "pattern": URL_PATTERN,
+                 "description": _URL_WORDS}),
             "alias": _nullable({
                 "type": "string", "minLength": 1, "maxLength": MAX_ALIAS_LENGTH,
                 "pattern": ALIAS_PATTERN,
@@ -328,10 +349,17 @@ def _schemas() -> dict[str, Any]:
     }
 
 
+def _union(*names: tuple[str, ...]) -> list[str]:
+    """The names of every tuple, each once, in first-seen order."""
+    return list(dict.fromkeys(n for group in names for n in group))
+
+
 def _request_schemas() -> dict[str, Any]:
     """A monitor's own request and its assertions (docs/api.md, "What up means")."""
+    from engine.domain import ping
     from engine.monitors.assertrules import MAX_ASSERTIONS
     from engine.monitors.requests import MAX_BODY_BYTES, MAX_HEADERS
+    from engine.probes import dnsspec, streamspec
     from engine.probes import request as spec
 
     return {
@@ -342,7 +370,9 @@ def _request_schemas() -> dict[str, Any]:
                            ' auth) are write-only: shown as "********"; sending "********"'
                            " keeps the stored value, except when the url moves to another"
                            " origin (then they, and a kept body, must be given again). They"
-                           " are sent to the monitor's origin only.",
+                           " are sent to the monitor's origin only. http(s) monitors: every"
+                           " field; tcp and tls: a body only; smtp, imap, pop3, dns and icmp"
+                           " monitors take no request.",
             "properties": {
                 "method": {"type": "string", "enum": list(spec.METHODS), "default": "GET"},
                 "headers": {
@@ -361,10 +391,16 @@ def _request_schemas() -> dict[str, Any]:
         "Assertion": {
             "type": "object",
             "properties": {
-                "source": {"type": "string", "enum": list(spec.SOURCES)},
+                "source": {"type": "string", "enum": _union(
+                    spec.SOURCES, streamspec.SOURCES, dnsspec.SOURCES, ping.SOURCES),
+                    "description": _SOURCE_WORDS},
                 "property": _nullable({"type": "string", "description":
                                        "header: the header name; json: an RFC 9535 JSONPath"}),
-                "comparison": {"type": "string", "enum": list(spec.COMPARISONS)},
+                "comparison": {"type": "string", "enum": _union(
+                    spec.COMPARISONS, dnsspec.ANSWER_COMPARISONS, ping.COMPARISONS),
+                    "description": "dns answers: any_equals, all_equal, none_equals,"
+                                   " any_contains, all_contain, none_contains, any_matches,"
+                                   " all_match, none_matches (docs/monitors-dns.md)."},
                 "target": {"nullable": True, "oneOf": [{"type": "string"}, {"type": "number"}],
                            "description": "Not for is_empty/not_empty; matches: an RE2"
                                           " regular expression."},
