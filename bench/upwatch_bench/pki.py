@@ -119,7 +119,14 @@ def build(
             reasons=None, crl_issuer=None)]), critical=False)
     if isinstance(digest, hashes.SHA1):
         return Issued(_sign_sha1(builder.sign(signer_key, hashes.SHA256()), signer_key), key)
-    return Issued(builder.sign(signer_key, digest or hashes.SHA256()), key)
+    if not isinstance(digest, _SIGNING_DIGESTS):
+        digest = hashes.SHA256()
+    return Issued(builder.sign(signer_key, digest), key)
+
+
+# What ``CertificateBuilder.sign`` takes (SHA-1 goes through :func:`_sign_sha1`); any other
+# digest, or none, signs with SHA-256.
+_SIGNING_DIGESTS = (hashes.SHA224, hashes.SHA256, hashes.SHA384, hashes.SHA512)
 
 
 def _sign_sha1(cert: x509.Certificate, signer_key: Key) -> x509.Certificate:
