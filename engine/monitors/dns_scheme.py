@@ -9,7 +9,7 @@ check. Its prober is :class:`engine.probes.dns.DnsProber`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from engine.monitors import dnsmonitors, requests
 from engine.monitors.scheme import Scheme, UrlParts, refuse
@@ -43,4 +43,5 @@ def spec_rules(
     return DnsSpec.from_config(configured[1])
 
 
-DNS = Scheme("dns", "DNS", 53, False, url_rules, config_rules, spec_rules, certificate=False)
+DNS: Final[Scheme] = Scheme(
+    "dns", "DNS", 53, False, url_rules, config_rules, spec_rules, certificate=False)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 from urllib.parse import parse_qsl
 
 from engine.domain import ping
@@ -149,4 +149,4 @@ def spec_rules(
     return ping.spec(assertions) if assertions else None
 
 
-ICMP = Scheme("icmp", "ICMP ping", None, False, url_rules, config_rules, spec_rules)
+ICMP: Final[Scheme] = Scheme("icmp", "ICMP ping", None, False, url_rules, config_rules, spec_rules)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Protocol
 
-MAIL_SCHEMES: Final = ("smtp", "imap", "pop3")
+MAIL_SCHEMES: Final[tuple[str, ...]] = ("smtp", "imap", "pop3")
 DEFAULT_PORTS: Final = {"smtp": 25, "imap": 143, "pop3": 110}
 # Bytes a server may send before TLS starts (greeting, capabilities, replies).
 MAX_DIALOGUE: Final = 64 * 1024

@@ -61,7 +61,7 @@ from engine.probes.streamspec import MAX_REPLY, StreamSpec
 
 log = logging.getLogger(__name__)
 
-SCHEMES: Final = ("tcp", "tls", *MAIL_SCHEMES)
+SCHEMES: Final[tuple[str, ...]] = ("tcp", "tls", *MAIL_SCHEMES)
 # Seconds a reply may pause before it counts as complete (reading stops, what came is
 # judged): a server that keeps its connection open is judged once it has said its piece.
 REPLY_IDLE: Final = 0.5
