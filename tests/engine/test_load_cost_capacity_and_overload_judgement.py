@@ -9,6 +9,7 @@ import random
 import pytest
 
 from engine.scheduler.load import (
+    API,
     MAX_SHARE,
     MIN_SHARE,
     OFF_AFTER,
@@ -104,3 +105,18 @@ def test_a_short_burst_is_not_an_overload() -> None:
     for held in [1.0] * (ON_AFTER - 1) + [0.0] + [1.0] * (ON_AFTER - 1) + [0.0]:
         assert judge.step(held, calm) is None
     assert not judge.overloaded
+
+
+def test_the_apis_cpu_on_the_loop_is_not_read_as_a_dearer_probe() -> None:
+    # The engine admits what its capacity says, the API answers 40-120 requests a second
+    # on the same loop: the capacity settles at the share over the probe's own cost. Read
+    # as probe cost, the API's 0.12 s a second would take 120 of the 200 probes a second.
+    model = CostModel(["uptime", API])
+    rng = random.Random(3)
+    share, probe_s, request_s = 0.2, 1e-3, 1.5e-3
+    for _ in range(120):
+        probes = round(capacity(share, model.mean_cost({"uptime": 1.0})) * rng.uniform(0.8, 1.0))
+        requests = rng.randint(40, 120)
+        model.learn(probes * probe_s + requests * request_s, {"uptime": probes, API: requests})
+    assert model.costs["uptime"] == pytest.approx(probe_s, rel=0.15)
+    assert capacity(share, model.mean_cost({"uptime": 1.0})) == pytest.approx(200, rel=0.15)
