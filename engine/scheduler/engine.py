@@ -45,7 +45,15 @@ from engine.scheduler.catalog import Catalog, CatalogStore
 from engine.scheduler.confirm import Confirmer, LocalConfirmer
 from engine.scheduler.dispatch import MIN_INTERVAL, Dispatcher
 from engine.scheduler.flow import Flow
-from engine.scheduler.load import API, CostModel, Figures, OverloadJudge, Share, capacity
+from engine.scheduler.load import (
+    API,
+    CostModel,
+    Figures,
+    OverloadJudge,
+    Share,
+    capacity,
+    core_available,
+)
 from engine.scheduler.results import ResultsSink, ResultsWriter
 from engine.scheduler.transitions import TransitionStore, TransitionWriter
 
@@ -224,7 +232,9 @@ class Engine:
         work = {k: round(n / elapsed) for k, n in done.items()}
         work[API] = round(answered / elapsed)
         self._cost.learn(spent / elapsed, work)
-        share = dispatcher.share = self._share.step(lag, held > 0)
+        # The share is of the core the loop's thread gets (less on a contended machine).
+        share = dispatcher.share = (self._share.step(lag, held > 0)
+                                    * core_available(spent / elapsed, lag))
         asked = sum(self._asked.values())
         figures = Figures(
             asked=asked, done=sum(done.values()) / elapsed,

@@ -170,6 +170,19 @@ class OverloadJudge:
         return Change(self.overloaded, figures)
 
 
+MIN_CORE: Final = 0.1  # the least of a core the node is taken to get, however contended
+
+
+def core_available(cpu_per_s: float, worst_lag_s: float) -> float:
+    """The fraction of a core the loop's thread gets: a second in which a sweep woke late
+    (``worst_lag_s`` over :data:`LAG_HIGH`) yet the thread ran only ``cpu_per_s``, it waited
+    for a core it shares (other processes, PostgreSQL); else a whole core. The engine's share
+    is of this, so on a contended machine the API keeps the rest of what the node gets."""
+    if worst_lag_s <= LAG_HIGH:
+        return 1.0
+    return min(1.0, max(MIN_CORE, cpu_per_s))
+
+
 def capacity(share: float, mean_cost_s: float) -> float:
     """Probes/s the node can hold: the engine's share of its core over an average probe's
     cost."""

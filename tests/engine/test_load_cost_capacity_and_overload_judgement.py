@@ -11,6 +11,7 @@ import pytest
 from engine.scheduler.load import (
     API,
     MAX_SHARE,
+    MIN_CORE,
     MIN_SHARE,
     OFF_AFTER,
     ON_AFTER,
@@ -19,6 +20,7 @@ from engine.scheduler.load import (
     OverloadJudge,
     Share,
     capacity,
+    core_available,
 )
 
 
@@ -120,3 +122,12 @@ def test_the_apis_cpu_on_the_loop_is_not_read_as_a_dearer_probe() -> None:
         model.learn(probes * probe_s + requests * request_s, {"uptime": probes, API: requests})
     assert model.costs["uptime"] == pytest.approx(probe_s, rel=0.15)
     assert capacity(share, model.mean_cost({"uptime": 1.0})) == pytest.approx(200, rel=0.15)
+
+
+def test_the_share_is_of_the_core_the_node_gets() -> None:
+    # On time: a whole core, however little the thread ran (it had nothing to do).
+    assert core_available(0.05, 0.004) == 1.0
+    # Late sweeps while the thread ran 0.3 s a second: it waited for a core it shares.
+    assert core_available(0.3, 0.08) == pytest.approx(0.3)
+    assert core_available(1.2, 0.08) == 1.0
+    assert core_available(0.01, 0.5) == MIN_CORE  # never nothing: every check still probed
