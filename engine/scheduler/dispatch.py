@@ -18,7 +18,7 @@ Admission: each probe started spends its kind's cost (CPU seconds, ``costs``, le
 engine: engine/scheduler/load.py) from a budget that grows by ``share`` each second, so the
 engine takes at most that share of its core and the rest (the API, the database) is never
 starved. Due checks the budget cannot start yet wait in the ready queue, in the order they
-came due (a check of a failing or down monitor goes first: its decision keeps its place).
+came due (a check of a failing monitor goes first: its confirmation keeps its place).
 While checks are held back, a check's next run is due an interval after its probe started
 (not at its phase), so the queue goes round in order: when demand exceeds capacity every check is
 probed, each demand / capacity intervals apart, all alike; back under, checks rejoin their
@@ -37,7 +37,7 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any, Final
 
-from engine.domain.evaluate import DOWN, FAILING
+from engine.domain.evaluate import FAILING
 from engine.kinds.base import Cancellable, CheckKind, Judging
 from engine.kinds.scheduled import ScheduledCheck
 from engine.scheduler.wheel import TimingWheel, next_due
@@ -215,12 +215,13 @@ class Dispatcher:
             await asyncio.sleep(tick)
 
     def _queue_due(self, due: list[ScheduledCheck]) -> None:
-        """Checks come due while others still wait: those of a failing or down monitor (a
-        decision waits on their probe) go ahead of the queue, the rest behind it."""
+        """Checks come due while others still wait: those of a failing monitor (its
+        confirmation waits on their probe) go ahead of the queue, the rest, down ones too,
+        behind it: many down checks going first every time would hold the healthy ones
+        back far past demand / capacity intervals."""
         ready = self._ready
         for c in due:
-            status = c.state.status
-            if status == FAILING or status == DOWN:
+            if c.state.status == FAILING:
                 ready.appendleft(c)
             else:
                 ready.append(c)
