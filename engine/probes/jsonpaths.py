@@ -41,7 +41,13 @@ from jsonpath.selectors import (
 )
 
 from engine.probes import pathwords
-from engine.probes.patterns import CACHE_SIZE, PatternRefused, regex_or_refusal, spend
+from engine.probes.patterns import (
+    CACHE_SIZE,
+    PatternRefused,
+    compiling,
+    regex_or_refusal,
+    spend,
+)
 
 BUDGET: Final = 2_000
 # A regex call costs len(text) * program size / RE2_STEP steps: RE2's slowest path (its NFA,
@@ -185,6 +191,7 @@ def compile_jsonpath(text: str) -> JSONPath:
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _compiled(text: str) -> JSONPath | JsonPathRefused:
+    compiling()
     spend()
     why = pathwords.common_mistake(text)
     if why is not None:

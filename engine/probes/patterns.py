@@ -87,6 +87,33 @@ def allowance(limit: int) -> Iterator[None]:
         _ALLOWANCE.reset(token)
 
 
+class CompileWanted(Exception):
+    """A new pattern (not in the cache) would be compiled inside :func:`cached_only`."""
+
+
+# True while only cached patterns may be used (validation on the event loop).
+_CACHED_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "patterns_cached_only", default=False)
+
+
+@contextlib.contextmanager
+def cached_only() -> Iterator[None]:
+    """Within the block, a pattern not in the cache raises :class:`CompileWanted` before
+    any compiling; cached ones (accepted or refused) answer as always. For work on the event
+    loop that must stay cheap: the caller redoes it where compiling may take its time."""
+    token = _CACHED_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _CACHED_ONLY.reset(token)
+
+
+def compiling() -> None:
+    """Called first by a cached compile on a cache miss; raises inside :func:`cached_only`."""
+    if _CACHED_ONLY.get():
+        raise CompileWanted
+
+
 def spend(units: int = 1) -> None:
     """Count a compile against the allowance in force (see :func:`allowance`)."""
     left = _ALLOWANCE.get()
@@ -107,6 +134,7 @@ _LARGEST: Final = 8000
 def regex_or_refusal(pattern: str) -> Any:
     """The pattern compiled under the limit, or a :class:`PatternRefused` saying why.
     Cached (both outcomes), thread-safe."""
+    compiling()
     try:
         compiled = re2.compile(pattern, _ACCEPT)
     except re2.error as exc:

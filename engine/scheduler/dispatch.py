@@ -18,9 +18,11 @@ Admission: each probe started spends its kind's cost (CPU seconds, ``costs``, le
 engine: engine/scheduler/load.py) from a budget that grows by ``share`` each second, so the
 engine takes at most that share of its core and the rest (the API, the database) is never
 starved. Due checks the budget cannot start yet wait in the ready queue, in the order they
-came due (a check of a failing or down monitor goes first: its decision keeps its place); a
-late check then joins its next phase, so when demand exceeds capacity every check is probed,
-each about demand / capacity intervals apart. Each sweep counts whether checks were held
+came due (a check of a failing monitor goes first: its confirmation keeps its place).
+While checks are held back, a check's next run is due an interval after its probe started
+(not at its phase), so the queue goes round in order: when demand exceeds capacity every check is
+probed, each demand / capacity intervals apart, all alike; back under, checks rejoin their
+phases. Each sweep counts whether checks were held
 back and how late the loop woke it (:meth:`Dispatcher.take_second`).
 """
 
@@ -35,7 +37,7 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any, Final
 
-from engine.domain.evaluate import DOWN, FAILING
+from engine.domain.evaluate import FAILING
 from engine.kinds.base import Cancellable, CheckKind, Judging
 from engine.kinds.scheduled import ScheduledCheck
 from engine.scheduler.wheel import TimingWheel, next_due
@@ -139,9 +141,9 @@ class Dispatcher:
         self, c: ScheduledCheck, mono: float | None = None, *, soon: bool = False
     ) -> None:
         """Put ``c`` in the wheel: at once when ``soon`` (paced by ``SOON_RATE``), else at its
-        next phase, or earlier when its kind has a decision waiting before then (a
-        confirmed outage's threshold, a restore). ``mono`` is ``time.monotonic()`` when the
-        caller has just read it."""
+        next phase (an interval from now while checks are held back), or earlier when its
+        kind has a decision waiting before then (a confirmed outage's threshold, a restore).
+        ``mono`` is ``time.monotonic()`` when the caller has just read it."""
         if mono is None:
             mono = time.monotonic()
         if soon:
@@ -153,11 +155,20 @@ class Dispatcher:
             interval = c.interval_s * self._scale
             if interval < MIN_INTERVAL:
                 interval = MIN_INTERVAL  # a tiny time scale must not spin
-            wall = time.time()
-            # c.due is still the due time of the run that just ended (0.0 for a check
-            # never scheduled), in the loop's clock: the wheel sets it only in schedule().
-            last = c.due - mono + wall if c.due else 0.0
-            due = next_due(c.id, interval, wall, last) - wall + mono
+            # c.due is the start of the run that just ended (_launch sets it; 0.0 for a
+            # check never run), in the loop's clock.
+            if self._ready:
+                # Checks are held back: the next run is due an interval after this one
+                # started and then waits its turn in order, so every check's gap is the
+                # same (demand / capacity intervals), not its phase's luck nor its probe's
+                # length. Back under capacity, the run after rejoins the phase.
+                due = c.due + interval
+                if due < mono:
+                    due = mono
+            else:
+                wall = time.time()
+                last = c.due - mono + wall if c.due else 0.0
+                due = next_due(c.id, interval, wall, last) - wall + mono
             decision_due = self._decision_due.get(c.kind)
             alert_at = decision_due(c, self._judging) if decision_due is not None else None
             if alert_at is not None:
@@ -204,12 +215,13 @@ class Dispatcher:
             await asyncio.sleep(tick)
 
     def _queue_due(self, due: list[ScheduledCheck]) -> None:
-        """Checks come due while others still wait: those of a failing or down monitor (a
-        decision waits on their probe) go ahead of the queue, the rest behind it."""
+        """Checks come due while others still wait: those of a failing monitor (its
+        confirmation waits on their probe) go ahead of the queue, the rest, down ones too,
+        behind it: many down checks going first every time would hold the healthy ones
+        back far past demand / capacity intervals."""
         ready = self._ready
         for c in due:
-            status = c.state.status
-            if status == FAILING or status == DOWN:
+            if c.state.status == FAILING:
                 ready.appendleft(c)
             else:
                 ready.append(c)
@@ -266,6 +278,7 @@ class Dispatcher:
         self._budget -= self._costs.get(kind, self._unknown_cost)
         late = now - c.due
         self._observe_lateness(late if late > 0 else 0.0)
+        c.due = now  # out of the wheel until schedule(): the run's start, for its next due
         loop = self.loop
         assert loop is not None  # set by the first _start_ready
         start = self._starts.get(kind)

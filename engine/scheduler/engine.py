@@ -45,7 +45,15 @@ from engine.scheduler.catalog import Catalog, CatalogStore
 from engine.scheduler.confirm import Confirmer, LocalConfirmer
 from engine.scheduler.dispatch import MIN_INTERVAL, Dispatcher
 from engine.scheduler.flow import Flow
-from engine.scheduler.load import CostModel, Figures, OverloadJudge, Share, capacity
+from engine.scheduler.load import (
+    API,
+    CostModel,
+    Figures,
+    OverloadJudge,
+    Share,
+    capacity,
+    core_available,
+)
 from engine.scheduler.results import ResultsSink, ResultsWriter
 from engine.scheduler.transitions import TransitionStore, TransitionWriter
 
@@ -113,7 +121,8 @@ class Engine:
         )
         self._checks = checks = catalog.checks
         self._scale = settings.time_scale
-        self._cost = CostModel(kind_of)
+        self._cost = CostModel([*kind_of, API])
+        self._api_at = metrics.api_answered
         self._share = Share()
         self._judge = OverloadJudge()
         self._asked: dict[str, float] = {k: 0.0 for k in kind_of}  # probes/s by kind
@@ -218,9 +227,14 @@ class Engine:
         if elapsed <= 0:
             return
         done, held, lag = dispatcher.take_second()
+        answered, self._api_at = metrics.api_answered - self._api_at, metrics.api_answered
         # Per second of wall time, so a sweep that came late does not read as a dearer probe.
-        self._cost.learn(spent / elapsed, {k: round(n / elapsed) for k, n in done.items()})
-        share = dispatcher.share = self._share.step(lag, held > 0)
+        work = {k: round(n / elapsed) for k, n in done.items()}
+        work[API] = round(answered / elapsed)
+        self._cost.learn(spent / elapsed, work)
+        # The share is of the core the loop's thread gets (less on a contended machine).
+        share = dispatcher.share = (self._share.step(lag, held > 0)
+                                    * core_available(spent / elapsed, lag))
         asked = sum(self._asked.values())
         figures = Figures(
             asked=asked, done=sum(done.values()) / elapsed,
@@ -245,7 +259,7 @@ class Engine:
         metrics.overloaded.set(1 if overloaded else 0)
         metrics.engine_share.set(share)
         metrics.probes_waiting.set(dispatcher.waiting)
-        costs = dict(self._cost.costs)
+        costs = {k: c for k, c in self._cost.costs.items() if k != API}
         for kind, cost in costs.items():
             metrics.probe_cost.labels(kind=kind).set(cost)
         metrics.load = NodeLoad(

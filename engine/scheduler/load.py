@@ -5,7 +5,9 @@ takes the second's figures and ``now``; the engine reads the clocks and counters
 - :class:`CostModel`: CPU seconds per probe by kind, learned from each second's CPU of the
   loop's thread and the probes that finished in it, by kind (least squares with forgetting:
   with one kind it is the moving average of CPU / probes; with several, seconds of different
-  mixes tell the kinds apart).
+  mixes tell the kinds apart). The API's requests answered on the same loop are one more
+  regressor (:data:`API`), so the API's CPU is not read as a dearer probe: were it, the
+  capacity would shrink by the API's share and a busy API would all but stop the engine.
 - :class:`Share`: the fraction of its core the engine may spend starting probes. It shrinks
   while the loop lags (the API, the database and the loop's own work need the rest) and grows
   back while it does not; the dispatcher turns it into a start rate (share / cost per probe).
@@ -23,7 +25,10 @@ from typing import Final
 # Before any second was measured: an uptime probe (HTTP or resumed HTTPS) costs ~50-400 us
 # (docs/performance.md), a certificate check makes a full, verified handshake.
 DEFAULT_COST_S: Final = 0.0004
-PRIOR_COST_S: Final[Mapping[str, float]] = {"uptime": 0.0003, "certificate_health": 0.002}
+# The cost model's name for the API's requests on the loop (not a check kind).
+API: Final = "(api)"
+PRIOR_COST_S: Final[Mapping[str, float]] = {
+    "uptime": 0.0003, "certificate_health": 0.002, API: 0.001}
 MIN_COST_S: Final = 0.00001  # a learned cost never goes below 10 us (nor to zero)
 MAX_COST_S: Final = 0.5
 FORGET: Final = 0.95  # each second's weight against the past: ~20 s of memory
@@ -163,6 +168,19 @@ class OverloadJudge:
         self.overloaded = not self.overloaded
         self._run = 0
         return Change(self.overloaded, figures)
+
+
+MIN_CORE: Final = 0.1  # the least of a core the node is taken to get, however contended
+
+
+def core_available(cpu_per_s: float, worst_lag_s: float) -> float:
+    """The fraction of a core the loop's thread gets: a second in which a sweep woke late
+    (``worst_lag_s`` over :data:`LAG_HIGH`) yet the thread ran only ``cpu_per_s``, it waited
+    for a core it shares (other processes, PostgreSQL); else a whole core. The engine's share
+    is of this, so on a contended machine the API keeps the rest of what the node gets."""
+    if worst_lag_s <= LAG_HIGH:
+        return 1.0
+    return min(1.0, max(MIN_CORE, cpu_per_s))
 
 
 def capacity(share: float, mean_cost_s: float) -> float:

@@ -201,6 +201,7 @@ def _count_request(request: web.Request, status: int, seconds: float) -> None:
         )
     children[0].inc()
     children[1].observe(seconds)
+    request.app[METRICS].api_answered += 1
 
 
 @web.middleware

@@ -9,9 +9,10 @@ requests a second (its work is CPU, one core's worth either way); a request over
 just waits a little in FIFO order.
 ``tests/hostile/test_hostile_api_load_keeps_schedule.py`` measures it.
 
-A slot is held for the handler's work, never for a client's slowness: a handler waiting for
-the request body gives its slot back meanwhile (:func:`body_wait`), and the response is
-written after the slot is released. ``/healthz`` and ``/metrics`` never wait: liveness and
+A slot is held for the handler's work on the loop, never for a client's slowness nor a
+worker thread: a handler waiting for the request body or for validation in a thread gives
+its slot back meanwhile (:func:`slot_given_back`), and the response is written after the
+slot is released. ``/healthz`` and ``/metrics`` never wait: liveness and
 monitoring must answer even while the API is flooded.
 """
 
@@ -76,8 +77,19 @@ class ApiSlots:
 async def body_wait(request: web.Request) -> AsyncIterator[None]:
     """Around reading the request body: the request's slot is given back while the body is
     still on its way (not when it has all arrived already), and taken again afterwards."""
+    if request.content.is_eof():
+        yield
+        return
+    async with slot_given_back(request):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def slot_given_back(request: web.Request) -> AsyncIterator[None]:
+    """Around a wait that puts no work on the loop (a body on its way, validation in a worker
+    thread): the request's slot is free for others meanwhile, and taken again afterwards."""
     slot = request.get(SLOT)
-    if slot is None or not slot.held or request.content.is_eof():
+    if slot is None or not slot.held:
         yield
         return
     slot.release()

@@ -9,7 +9,9 @@ import random
 import pytest
 
 from engine.scheduler.load import (
+    API,
     MAX_SHARE,
+    MIN_CORE,
     MIN_SHARE,
     OFF_AFTER,
     ON_AFTER,
@@ -18,6 +20,7 @@ from engine.scheduler.load import (
     OverloadJudge,
     Share,
     capacity,
+    core_available,
 )
 
 
@@ -104,3 +107,27 @@ def test_a_short_burst_is_not_an_overload() -> None:
     for held in [1.0] * (ON_AFTER - 1) + [0.0] + [1.0] * (ON_AFTER - 1) + [0.0]:
         assert judge.step(held, calm) is None
     assert not judge.overloaded
+
+
+def test_the_apis_cpu_on_the_loop_is_not_read_as_a_dearer_probe() -> None:
+    # The engine admits what its capacity says, the API answers 40-120 requests a second
+    # on the same loop: the capacity settles at the share over the probe's own cost. Read
+    # as probe cost, the API's 0.12 s a second would take 120 of the 200 probes a second.
+    model = CostModel(["uptime", API])
+    rng = random.Random(3)
+    share, probe_s, request_s = 0.2, 1e-3, 1.5e-3
+    for _ in range(120):
+        probes = round(capacity(share, model.mean_cost({"uptime": 1.0})) * rng.uniform(0.8, 1.0))
+        requests = rng.randint(40, 120)
+        model.learn(probes * probe_s + requests * request_s, {"uptime": probes, API: requests})
+    assert model.costs["uptime"] == pytest.approx(probe_s, rel=0.15)
+    assert capacity(share, model.mean_cost({"uptime": 1.0})) == pytest.approx(200, rel=0.15)
+
+
+def test_the_share_is_of_the_core_the_node_gets() -> None:
+    # On time: a whole core, however little the thread ran (it had nothing to do).
+    assert core_available(0.05, 0.004) == 1.0
+    # Late sweeps while the thread ran 0.3 s a second: it waited for a core it shares.
+    assert core_available(0.3, 0.08) == pytest.approx(0.3)
+    assert core_available(1.2, 0.08) == 1.0
+    assert core_available(0.01, 0.5) == MIN_CORE  # never nothing: every check still probed

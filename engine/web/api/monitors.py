@@ -1,10 +1,11 @@
 """REST handlers of api.md section 4 and the decisions.md additions.
 
 Handlers are thin: parse the path id, read and validate the body
-(:mod:`engine.monitors.validation`; in a worker thread, :mod:`engine.monitors.offloop`,
-as a body may carry patterns to compile), apply the private-address rule, call the store,
-shape the response (:mod:`engine.web.api.views`). Errors are raised as engine exceptions
-and mapped to responses by the app's error middleware.
+(:mod:`engine.monitors.validation`; on the loop when the body is small and compiles no new
+pattern, else in a worker thread: :mod:`engine.monitors.offloop`), apply the
+private-address rule, call the store, shape the response (:mod:`engine.web.api.views`).
+Errors are raised as engine exceptions and mapped to responses by the app's error
+middleware.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from engine.domain.secretheaders import origin, origin_text
 from engine.monitors import requests as requestconfig
 from engine.monitors import schemes, validation
 from engine.monitors.heartbeat import is_heartbeat, validate_type
-from engine.monitors.offloop import off_loop
+from engine.monitors.offloop import SMALL_BODY, validated
 from engine.monitors.requests import secret_box
 from engine.monitors.validation import TargetUrl
 from engine.runtime.errors import NotFound, ValidationFailed
@@ -29,10 +30,19 @@ from engine.web.api import maintenance as maintenance_api
 from engine.web.api import views
 from engine.web.api.create_combiner import CREATE_COMBINER, spec_of
 from engine.web.api.maintenance_uptime import windows_of_monitor, with_maintenance
+from engine.web.concurrency import slot_given_back
 from engine.web.jsonio import empty_response, json_response, read_body
 from engine.web.keys import ACCOUNT, SETTINGS, STORE
 
 routes = web.RouteTableDef()
+
+
+def _small_body(request: web.Request) -> bool:
+    """The body was at most SMALL_BODY bytes as read: a length given, no content coding
+    (a compressed body may unfold to far more)."""
+    length = request.content_length
+    coding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    return length is not None and length <= SMALL_BODY and coding == "identity"
 
 
 def _account(request: web.Request) -> Account:
@@ -71,8 +81,9 @@ async def create_monitor(request: web.Request) -> web.Response:
     validate_type(body)
     if is_heartbeat(body):
         return await heartbeat_api.create(request, account.id, plan.monitor_limit, body)
-    command, config = await off_loop(lambda: schemes.validated(
-        body, True, lambda: validation.validate_monitor_create(body, plan)))
+    command, config = await validated(lambda: schemes.validated(
+        body, True, lambda: validation.validate_monitor_create(body, plan)),
+        small=_small_body(request), waiting=lambda: slot_given_back(request))
     await _ensure_allowed_target(settings, command.target, "url")
     # Concurrent creates of the account share one transaction (engine.web.api.create_combiner).
     stored = (None if config.request is None
@@ -107,8 +118,9 @@ async def update_monitor(request: web.Request) -> web.Response:
     stored_scheme = (await store.scheme_of(account.id, monitor_id=monitor_id)
                      if not validation.present(body, "url") and (
                          "request" in body or "assertions" in body) else None)
-    command, config = await off_loop(lambda: schemes.validated(
-        body, False, lambda: validation.validate_monitor_update(body), stored_scheme))
+    command, config = await validated(lambda: schemes.validated(
+        body, False, lambda: validation.validate_monitor_update(body), stored_scheme),
+        small=_small_body(request), waiting=lambda: slot_given_back(request))
     t = command.target
     current = None
     if t is not None or config.request is not None or config.assertions is not None:
@@ -116,9 +128,10 @@ async def update_monitor(request: web.Request) -> web.Response:
         current = await store.get_monitor(account.id, monitor_id)
     if t is not None and current is not None:
         # Stored request and assertions the body leaves out must fit the new URL's scheme.
-        kept = await off_loop(lambda: schemes.kept_config(
+        kept = await validated(lambda: schemes.kept_config(
             current.scheme, t.scheme, body, requestconfig.shown_request(current.request),
-            requestconfig.shown_assertions(current.assertions)))
+            requestconfig.shown_assertions(current.assertions)),
+            small=_small_body(request), waiting=lambda: slot_given_back(request))
         if kept.assertions is not None:
             config = requestconfig.Config(config.request, kept.assertions)
     stored = _stored_config(settings, current, config)
