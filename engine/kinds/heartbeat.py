@@ -7,7 +7,8 @@ yet). Its "probe" reads the heartbeat's current facts from the database through 
 ``reader`` it was built with (one indexed row: a plain success ping moves the deadline
 without notifying anyone, so the wheel's deadline may be early, never late), and
 :func:`engine.domain.heartbeat_states.evaluate_heartbeat` judges
-:func:`engine.domain.heartbeat.verdict`. No confirmation, no taskless start, no steady path.
+:func:`engine.domain.heartbeat.verdict`. No confirmation, no taskless start, no steady path;
+its starts spend none of the dispatcher's CPU budget (``unmetered``).
 
 Configured durations are multiplied by the time scale (``judging.scale``), as intervals
 and thresholds are.
@@ -86,6 +87,9 @@ class HeartbeatKind:
         self.prober = reader
         self.start: Callable[..., Cancellable] | None = None
         self.steady: Steady | None = None
+        # A deadline probes nothing (one indexed read, then its verdict): the dispatcher's
+        # CPU budget, which is for probes, does not hold it back.
+        self.unmetered = True
 
     async def probe(self, check: ScheduledCheck) -> HeartbeatOutcome:
         if self.prober is None:

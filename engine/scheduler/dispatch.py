@@ -88,6 +88,12 @@ class Dispatcher:
             if kind.start is not None:
                 self._starts[name] = kind.start
             self._decision_due[name] = kind.decision_due
+        # Kinds whose starts spend no budget (``unmetered``): decisions that probe nothing
+        # (heartbeats' deadlines). The budget charges the loop's
+        # whole CPU (webhook delivery included) to finished probes, so it would hold a
+        # burst of deadlines back for work they do not do.
+        self._unmetered = frozenset(
+            name for name, kind in kinds.items() if getattr(kind, "unmetered", False))
         self._judging = judging
         self._scale = judging.scale
         self._max_in_flight = max_in_flight
@@ -275,7 +281,8 @@ class Dispatcher:
         than ``per_host_limit``. Without a task when its kind can (``start``)."""
         self._host_busy[c.host] = busy_now + 1
         kind = c.kind
-        self._budget -= self._costs.get(kind, self._unknown_cost)
+        if kind not in self._unmetered:
+            self._budget -= self._costs.get(kind, self._unknown_cost)
         late = now - c.due
         self._observe_lateness(late if late > 0 else 0.0)
         c.due = now  # out of the wheel until schedule(): the run's start, for its next due
