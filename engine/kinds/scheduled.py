@@ -16,7 +16,6 @@ from typing import Any
 
 from engine.domain.evaluate import CheckState
 from engine.domain.heartbeat import beat_of_row
-from engine.probes.request import RequestSpec
 
 
 @dataclass(slots=True, eq=False)
@@ -45,7 +44,7 @@ class ScheduledCheck:
     # The monitor's stored request and assertions (None: neither is set, the plain
     # GET), and the spec the engine builds from them when it adopts the check.
     configured: tuple[Any, Any] | None = None
-    request: RequestSpec | None = None
+    request: Any = None  # the spec its scheme's prober takes (RequestSpec for http(s))
     # Uptime: the recovery threshold (s, unscaled). Certificate: the expiry threshold in
     # percent of the certificate's lifetime.
     recovery_s: int = 0
