@@ -30,12 +30,12 @@ import asyncio
 import contextlib
 import statistics
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from upwatch_bench import layout
 from upwatch_bench.certs import make_world_certs
 from upwatch_bench.database import seed_monitors
+from upwatch_bench.gaps import probe_gaps
 from upwatch_bench.harness import Bench, BenchError
 from upwatch_bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
 from upwatch_bench.scenarios.internet import _is_root, _seed, wait_listening
@@ -46,7 +46,6 @@ CAPACITY_INTERVAL_S = 1.0  # the capacity phase's interval: N probes/s asked
 CAPACITY_SETTLE_S = 20.0
 WINDOW_INTERVAL_S = 5.0  # the windows' interval (a healthy site thinks up to 300 ms)
 FACTORS = (2.0, 0.5)
-DISPATCH_TICK_S = 0.01  # the dispatcher's sweep (engine.scheduler.dispatch.WHEEL_TICK)
 
 
 async def scenario_overload(b: Bench) -> dict[str, Any]:
@@ -150,8 +149,8 @@ async def _measure(b: Bench, world: World) -> dict[str, Any]:
             get = await get_task
             w1 = time.time()
             load = await _load(base)
-        fair = await _fairness(b, [c for c in healthy if c in on], w0, w1, WINDOW_INTERVAL_S,
-                               asked / capacity)
+        fair = await probe_gaps(b.store.pool, [c for c in healthy if c in on], w0, w1,
+                                WINDOW_INTERVAL_S, asked / capacity)
         rec[f"x{factor:g}"] = {
             "checks": n, "asked_per_s": round(asked, 1), "interval_s": WINDOW_INTERVAL_S,
             "get": get, "post": post,
@@ -234,71 +233,6 @@ async def _posts(b: Bench, base: str, token: str, seconds: float,
     lat = res["latency_ms"]
     return {"rps": round(res["rps"] or 0.0, 1), "p50_ms": lat["p50"], "p99_ms": lat["p99"],
             "errors": res["errors"]}
-
-
-async def _fairness(b: Bench, ids: list[int], w0: float, w1: float,
-                    interval: float, ratio: float) -> dict[str, Any]:
-    """From the window's result rows of ``ids``: the gaps between a check's consecutive
-    probes, in intervals (p50, p99, max, over every gap of every check), each check's mean
-    gap (least, median, most: fairness), and the share of checks whose every gap, and the
-    time from the window's start to its first probe and from its last to the window's end
-    (lower bounds of real gaps), is at most ``ratio`` intervals plus one dispatch tick (the
-    promise: demand / capacity intervals apart), and at most two intervals plus a tick."""
-    t0, t1 = datetime.fromtimestamp(w0, UTC), datetime.fromtimestamp(w1, UTC)
-    rows = await b.store.pool.fetch(
-        """
-        WITH p AS (
-            SELECT c.id AS check_id, r.at FROM unnest($1::bigint[]) AS c(id)
-            JOIN probe_results r ON r.check_id = c.id AND r.at >= $2 AND r.at < $3
-        ), g AS (
-            SELECT check_id, at, extract(epoch FROM at - lag(at) OVER w) AS gap
-            FROM p WINDOW w AS (PARTITION BY check_id ORDER BY at)
-        )
-        SELECT c.id AS check_id, coalesce(array_agg(g.gap) FILTER (WHERE g.gap IS NOT NULL),
-                                          '{}') AS gaps,
-               extract(epoch FROM min(g.at) - $2) AS head,
-               extract(epoch FROM $3 - max(g.at)) AS tail
-        FROM unnest($1::bigint[]) AS c(id) LEFT JOIN g ON g.check_id = c.id
-        GROUP BY c.id
-        """, ids, t0, t1)
-    span = w1 - w0
-    tick = DISPATCH_TICK_S  # the sweep runs on the real clock, whatever the time scale
-    gaps = sorted(float(x) / interval for r in rows for x in r["gaps"])
-
-    def within(bound: float) -> float | None:
-        ok = 0
-        for r in rows:
-            head = float(r["head"]) if r["head"] is not None else span
-            tail = float(r["tail"]) if r["tail"] is not None else span
-            if max([head, tail, *(float(x) for x in r["gaps"])]) <= bound * interval + tick:
-                ok += 1
-        return round(ok / len(rows), 4) if rows else None
-
-    mean_gap = sorted(statistics.fmean(r["gaps"]) / interval for r in rows if r["gaps"])
-    never = sum(1 for r in rows if r["head"] is None)
-    return {
-        "checks": len(rows),
-        "gap_intervals": {
-            "p50": round(_pct(gaps, 0.5), 2) if gaps else None,
-            "p99": round(_pct(gaps, 0.99), 2) if gaps else None,
-            "max": round(gaps[-1], 2) if gaps else None,
-        },
-        "demand_over_capacity": round(ratio, 2),
-        "bound_intervals": round(max(ratio, 1.0), 2),
-        "probed_within_ratio_intervals": within(max(ratio, 1.0)),
-        "probed_within_2x_interval": within(2.0),
-        "never_probed": never,
-        "mean_gap_intervals": {
-            "least_late": round(mean_gap[0], 2) if mean_gap else None,
-            "median": round(statistics.median(mean_gap), 2) if mean_gap else None,
-            "most_late": round(mean_gap[-1], 2) if mean_gap else None,
-        },
-        "lateness_spread_intervals": round(mean_gap[-1] - mean_gap[0], 2) if mean_gap else None,
-    }
-
-
-def _pct(sorted_values: list[float], q: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
 def table(rec: dict[str, Any]) -> str:

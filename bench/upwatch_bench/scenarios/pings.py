@@ -28,9 +28,9 @@ from typing import Any
 
 from upwatch_bench import layout
 from upwatch_bench.database import seed_monitors
+from upwatch_bench.gaps import probe_gaps
 from upwatch_bench.harness import INTERVAL_S, Bench, BenchError, row_lateness
 from upwatch_bench.limits import run_wrk, wrk_available
-from upwatch_bench.scenarios.overload import _fairness
 
 CONNECTIONS = 32
 TARGET_PINGS_PER_S = 2000.0
@@ -193,7 +193,8 @@ async def scenario_pings(b: Bench) -> dict[str, Any]:
         w1 = time.time()
     lateness = await row_lateness(b, w0, w1, float(INTERVAL_S))
     # Below capacity: every check at its own interval (demand / capacity taken as 1).
-    lateness["healthy"].update(await _fairness(b, checks, w0, w1, float(INTERVAL_S), 1.0))
+    lateness["healthy"].update(
+        await probe_gaps(b.store.pool, checks, w0, w1, float(INTERVAL_S), 1.0))
     rec: dict[str, Any] = {
         "scenario": "pings", "monitors": m, "heartbeats": beats,
         "duration_s": opts.duration, "connections": CONNECTIONS, "runs": runs,
