@@ -161,6 +161,7 @@ class Dispatcher:
             interval = c.interval_s * self._scale
             if interval < MIN_INTERVAL:
                 interval = MIN_INTERVAL  # a tiny time scale must not spin
+            wall = time.time()
             # c.due is the start of the run that just ended (_launch sets it; 0.0 for a
             # check never run), in the loop's clock.
             if self._ready:
@@ -172,7 +173,6 @@ class Dispatcher:
                 if due < mono:
                     due = mono
             else:
-                wall = time.time()
                 last = c.due - mono + wall if c.due else 0.0
                 due = next_due(c.id, interval, wall, last) - wall + mono
             decision_due = self._decision_due.get(c.kind)

@@ -1,6 +1,7 @@
 """Over capacity, the dispatcher's queue goes round in order: with demand 1.5 times what its
 budget admits, every check is probed about 1.5 intervals apart, each gap alike (none left to
-the luck of its phase: one interval, then two), and none is starved."""
+the luck of its phase: one interval, then two), and none is starved: also when the checks'
+kind has a decision waiting (a heartbeat's deadline, a failing check's alert threshold)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import itertools
 import statistics
 import time
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -29,11 +31,23 @@ WARM_S = 1.5
 RUN_S = 6.0
 
 
-async def test_over_capacity_every_check_is_probed_ratio_intervals_apart_alike() -> None:
+def _no_decision(c: ScheduledCheck, j: Judging) -> datetime | None:
+    return None
+
+
+def _decision_later(c: ScheduledCheck, j: Judging) -> datetime | None:
+    return datetime.now(UTC) + timedelta(hours=1)  # after the next run: it changes nothing
+
+
+@pytest.mark.parametrize("decision_due", [_no_decision, _decision_later],
+                         ids=["no decision", "a decision waiting"])
+async def test_over_capacity_every_check_is_probed_ratio_intervals_apart_alike(
+    decision_due: Any,
+) -> None:
     interval = INTERVAL_S * SCALE
     checks = {i: ScheduledCheck(i, i, "t", f"http://h{i}/", f"h{i}", 80, INTERVAL_S, 0, 1,
                                 CheckState(status="up")) for i in range(1, CHECKS + 1)}
-    kind = SimpleNamespace(start=None, decision_due=lambda c, j: None)
+    kind = SimpleNamespace(start=None, decision_due=decision_due)
     judging = Judging("here", 1000.0, SCALE, cast(Any, lambda *a: (None, None)))
     d = Dispatcher(checks, {"t": cast(Any, kind)}, judging, max_in_flight=1000,
                    per_host_limit=10, observe_lateness=lambda late: None, costs={"t": COST})
