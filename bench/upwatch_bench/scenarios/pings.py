@@ -229,9 +229,12 @@ def table(rec: dict[str, Any]) -> str:
                      f" ms a ping ({r['pings_per_node_cpu_s']}/CPU-s), database "
                      f"{r['db_cpu_ms_per_ping']} ms a ping")
     u = rec["url_probes"]
-    lines.append(f"  URL probes     {u['rows']:,} rows; start lateness {u['lateness_ms']}; "
-                 f"probed within 2x interval {u['probed_within_2x_interval']}, never "
-                 f"{u['never_probed']}; error rate {u['error_rate']}")
+    gaps = u.get("gap_intervals") or {}
+    lines.append(f"  URL probes     {u['rows']:,} rows; gaps between a check's probes p50 "
+                 f"{gaps.get('p50')} p99 {gaps.get('p99')} max {gaps.get('max')} intervals; "
+                 f"start lateness against the phase {u['lateness_ms']}; probed within 2x "
+                 f"interval {u['probed_within_2x_interval']}, never {u['never_probed']}; "
+                 f"error rate {u['error_rate']}")
     lines.append("  targets        " + ", ".join(
         f"{k} {'met' if v else ('n/a' if v is None else 'MISSED')}"
         for k, v in rec["targets"].items()))
