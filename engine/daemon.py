@@ -31,6 +31,7 @@ from engine.kinds.registry import Kinds
 from engine.kinds.uptime import HttpProbe
 from engine.kinds.uptime_probers import UptimeProbe
 from engine.runtime.errors import DatabaseUnavailable, UpwatchError
+from engine.runtime.memory import MemoryTrim
 from engine.runtime.metrics import Metrics
 from engine.runtime.sdnotify import Notifier
 from engine.runtime.settings import Settings
@@ -391,6 +392,7 @@ async def serve(
         node = await build_node(role, store, settings, metrics, dsn)
         comps = dict(node.components)
         comps["watchdog"] = notifier.run_watchdog
+        comps["memory-trim"] = MemoryTrim().run
         if embedded is not None:
             from engine.db.embedded_watch import EmbeddedWatch
 
