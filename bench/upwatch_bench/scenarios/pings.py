@@ -31,6 +31,7 @@ from upwatch_bench.database import seed_monitors
 from upwatch_bench.gaps import probe_gaps
 from upwatch_bench.harness import INTERVAL_S, Bench, BenchError, row_lateness
 from upwatch_bench.limits import run_wrk, wrk_available
+from upwatch_bench.stats import process_cpu_s
 
 CONNECTIONS = 32
 TARGET_PINGS_PER_S = 2000.0
@@ -78,13 +79,6 @@ def write_ping_script(path: Path, ids: list[str], *, keep_alive: bool) -> Path:
         encoding="ascii",
     )
     return path
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.asynccontextmanager
@@ -163,13 +157,13 @@ async def scenario_pings(b: Bench) -> dict[str, Any]:
             script = write_ping_script(b.workdir / f"pings-{name}.lua", ids,
                                        keep_alive=keep_alive)
             before = await _count_pings(b)
-            cpu0, db0 = proc_cpu_seconds(child.pid), b.db.cpu_seconds()
+            cpu0, db0 = process_cpu_s(child.pid), b.db.cpu_seconds()
             b.progress.phase(f"pings: wrk, {CONNECTIONS} connections, {name}", opts.duration)
             tool = await run_wrk(b.procs, base + "/", seconds=opts.duration,
                                  connections=CONNECTIONS, cpus=b.other_cpus, script=script,
                                  latency=True)
             assert tool is not None
-            cpu1, db1 = proc_cpu_seconds(child.pid), b.db.cpu_seconds()
+            cpu1, db1 = process_cpu_s(child.pid), b.db.cpu_seconds()
             await asyncio.sleep(1.0)  # answers wrk cut off at its end are still committed
             stored = await _count_pings(b) - before
             answered = tool.operations - tool.errors
