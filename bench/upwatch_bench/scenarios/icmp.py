@@ -27,12 +27,10 @@ request: that is how Prometheus drives it, one scrape per probe.
 from __future__ import annotations
 
 import importlib.util
-from datetime import date, timedelta
 from typing import Any
 
 from upwatch_bench import layout
-from upwatch_bench.database import seed_monitors
-from upwatch_bench.harness import INTERVAL_S, Bench, engine_figures, load_window, run_engine
+from upwatch_bench.harness import Bench, engine_figures, load_window, run_engine, seed_uptime
 from upwatch_bench.sidebyside import blackbox_side, child_side
 from upwatch_bench.stats import per
 
@@ -63,13 +61,8 @@ async def _blackbox(b: Bench, n: int) -> dict[str, Any]:
 async def _load(b: Bench) -> dict[str, Any]:
     """The engine with ``LOAD_MONITORS`` icmp:// monitors at 30 s (uptime checks only)."""
     n = 100 if b.opts.quick else LOAD_MONITORS
-    account, _ = await b.store.create_account("bench-icmp")
-    await b.store.ensure_result_partitions(date.today() - timedelta(days=1), 3)
     hosts = layout.HEALTHY_HOSTS
-    async with b.store.pool.acquire() as conn:
-        await seed_monitors(conn, account.id,
-                            [f"icmp://{hosts[i % len(hosts)]}" for i in range(n)],
-                            uptime=True, certificate=False, interval=INTERVAL_S)
+    await seed_uptime(b, "bench-icmp", [f"icmp://{hosts[i % len(hosts)]}" for i in range(n)])
     window = load_window(b, "engine, icmp monitors")
     res = await run_engine(b, window)
     fig = engine_figures(res, "uptime")

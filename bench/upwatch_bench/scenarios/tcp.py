@@ -23,18 +23,16 @@ how Prometheus drives it, one scrape per probe.
 
 from __future__ import annotations
 
-from datetime import date, timedelta
 from typing import Any
 
 from upwatch_bench import layout
-from upwatch_bench.database import seed_monitors
 from upwatch_bench.harness import (
-    INTERVAL_S,
     Bench,
     engine_figures,
     load_window,
     row_lateness,
     run_engine,
+    seed_uptime,
 )
 from upwatch_bench.sidebyside import blackbox_side, child_side
 from upwatch_bench.stats import per
@@ -62,14 +60,10 @@ async def _fleet(b: Bench, n: int) -> dict[str, Any]:
     ports = layout.pick_ports()
     b.progress.phase("fleet: starting targets", 3)
     await b.start_targets(ports, slow_s=4.0)
-    account, _ = await b.store.create_account("bench tcp fleet")
-    await b.store.ensure_result_partitions(date.today() - timedelta(days=1), 3)
     hosts = layout.HEALTHY_HOSTS
     b.progress.phase(f"fleet: seeding {n:,} tcp monitors", max(1.0, n / 20_000))
-    async with b.store.pool.acquire() as conn:
-        await seed_monitors(conn, account.id,
-                            [f"tcp://{hosts[i % len(hosts)]}:{ports.ok}" for i in range(n)],
-                            uptime=True, certificate=False, interval=INTERVAL_S)
+    await seed_uptime(b, "bench tcp fleet",
+                      [f"tcp://{hosts[i % len(hosts)]}:{ports.ok}" for i in range(n)])
     load = load_window(b, "engine, tcp monitors")
     res = await run_engine(b, load)
     fig = engine_figures(res, "uptime")
