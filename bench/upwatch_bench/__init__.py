@@ -20,6 +20,7 @@ ratios taken at the same moment compare. Layout of the package:
 ``engine_parts``      the one place the bench builds the engine and its probers
 ``world``             which site each monitor of the internet world is (pure)
 ``nginx``             nginx installed, configured, started for the internet world
+``install``           a missing tool installed from its Debian package
 ``sidebyside``        CPU per probe, Upwatch's prober beside blackbox_exporter
 ``bracket``           limit-tool rounds around a window, and their robust figures
 ``limits``            ``wrk`` and ``openssl s_time`` runs and their parsers

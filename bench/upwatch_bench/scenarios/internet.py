@@ -51,14 +51,13 @@ from upwatch_bench.certs import WorldCerts, make_world_certs
 from upwatch_bench.database import seed_monitors
 from upwatch_bench.harness import (
     Bench,
-    BenchError,
     Window,
     baseline_figures,
     dns_figures,
     run_engine,
 )
 from upwatch_bench.limits import run_wrk
-from upwatch_bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
+from upwatch_bench.nginx import Nginx, ensure_nginx, nginx_conf
 from upwatch_bench.sampler import Sampler
 from upwatch_bench.scenarios.internet_stime import (
     S_TIME_ROUNDS,
@@ -93,10 +92,7 @@ DB_SETTLE_LIMIT_S = 20.0
 
 async def scenario_internet(b: Bench) -> dict[str, Any]:
     b.progress.phase("nginx: installing it if missing", 5)
-    try:
-        exe = await ensure_nginx()
-    except NginxUnavailable as exc:
-        raise BenchError(str(exc)) from None
+    exe = await ensure_nginx()
     timeout = float(b.settings()["probe_timeout"])
     https_port = layout.free_port(ADDRESS["tls13-ecdsa"])
     http_port = https_port

@@ -41,7 +41,7 @@ from upwatch_bench.certs import make_world_certs
 from upwatch_bench.database import seed_monitors
 from upwatch_bench.gaps import probe_gaps
 from upwatch_bench.harness import Bench, BenchError
-from upwatch_bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
+from upwatch_bench.nginx import Nginx, ensure_nginx, nginx_conf
 from upwatch_bench.scenarios.internet import _is_root, _seed, wait_listening
 from upwatch_bench.world import ADDRESS, INTERVAL_S, KEY_TYPE, SERVER_KINDS, ZONE, World
 
@@ -55,10 +55,7 @@ RESIZE_ATTEMPTS = 2
 
 
 async def scenario_overload(b: Bench) -> dict[str, Any]:
-    try:
-        exe = await ensure_nginx()
-    except NginxUnavailable as exc:
-        raise BenchError(str(exc)) from None
+    exe = await ensure_nginx()
     timeout = float(b.settings()["probe_timeout"])
     https_port = layout.free_port(ADDRESS["tls13-ecdsa"])
     http_port = https_port

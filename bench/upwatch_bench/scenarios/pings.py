@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 import time
 import uuid
 from pathlib import Path
@@ -29,7 +27,8 @@ from typing import Any
 from upwatch_bench import layout
 from upwatch_bench.database import seed_monitors
 from upwatch_bench.gaps import probe_gaps
-from upwatch_bench.harness import INTERVAL_S, Bench, BenchError, row_lateness
+from upwatch_bench.harness import INTERVAL_S, Bench, row_lateness
+from upwatch_bench.install import ensure_installed
 from upwatch_bench.limits import run_wrk, wrk_available
 from upwatch_bench.stats import process_cpu_s
 
@@ -103,36 +102,8 @@ async def _count_pings(b: Bench) -> int:
     return int(await b.store.pool.fetchval("SELECT count(*) FROM heartbeat_pings"))
 
 
-INSTALL_TIMEOUT_S = 300.0
-
-
-async def ensure_wrk() -> None:
-    """wrk, installed from Debian's package when it is missing (root and apt-get needed);
-    BenchError in one line when that is not possible."""
-    if wrk_available() is not None:
-        return
-    apt = shutil.which("apt-get")
-    if apt is None or os.geteuid() != 0:
-        raise BenchError("wrk is not installed and cannot be installed here (needs root and"
-                         " apt-get); install it with: apt-get install -y wrk")
-    proc = await asyncio.create_subprocess_exec(
-        apt, "install", "-y", "-q", "wrk", env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    try:
-        _, err = await asyncio.wait_for(proc.communicate(), INSTALL_TIMEOUT_S)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise BenchError(f"apt-get install wrk did not finish in {INSTALL_TIMEOUT_S:.0f} s"
-                         ) from None
-    if wrk_available() is None:
-        lines = err.decode(errors="replace").strip().splitlines()
-        raise BenchError("wrk could not be installed (apt-get install wrk: "
-                         f"{lines[-1] if lines else proc.returncode})")
-
-
 async def scenario_pings(b: Bench) -> dict[str, Any]:
-    await ensure_wrk()
+    await ensure_installed("wrk", wrk_available, ("wrk",))
     opts = b.opts
     m = opts.monitors
     beats = 200 if opts.quick else 2000
