@@ -198,18 +198,10 @@ async def _load(base: str) -> dict[str, Any]:
 
 
 async def _gets(b: Bench, base: str, token: str, monitor: int, seconds: float) -> dict[str, Any]:
-    gen = await b.procs.spawn(
-        "gets", "loadgen",
-        {"urls": [f"{base}/webapi/monitors/{monitor}"],
-         "headers": {"Authorization": f"Bearer {token}"},
-         "concurrency": 1, "duration_s": seconds}, b.other_cpus)
-    try:
-        res = await gen.expect("result", seconds + 60)
-    finally:
-        await b.procs.stop(gen)
-    lat = res["latency_ms"]
-    return {"rps": round(res["rps"] or 0.0, 1), "p50_ms": lat["p50"], "p99_ms": lat["p99"],
-            "errors": res["errors"]}
+    return await _loadgen(b, "gets", seconds, {
+        "urls": [f"{base}/webapi/monitors/{monitor}"],
+        "headers": {"Authorization": f"Bearer {token}"},
+        "concurrency": 1})
 
 
 async def _posts(b: Bench, base: str, token: str, seconds: float,
@@ -218,13 +210,18 @@ async def _posts(b: Bench, base: str, token: str, seconds: float,
     world; a query makes each new): a created monitor is probed at once, and one that
     failed would be re-probed ahead of the queue, which would measure the creates' targets
     rather than the node."""
-    gen = await b.procs.spawn(
-        "posts", "loadgen",
-        {"urls": [base + "/webapi/monitors"],
-         "headers": {"Authorization": f"Bearer {token}"},
-         "create_url_prefix": f"{site}?c{int(time.time() * 1000)}-",
-         "create_fields": {"interval": 3600},
-         "concurrency": 8, "duration_s": seconds}, b.other_cpus)
+    return await _loadgen(b, "posts", seconds, {
+        "urls": [base + "/webapi/monitors"],
+        "headers": {"Authorization": f"Bearer {token}"},
+        "create_url_prefix": f"{site}?c{int(time.time() * 1000)}-",
+        "create_fields": {"interval": 3600},
+        "concurrency": 8})
+
+
+async def _loadgen(b: Bench, name: str, seconds: float, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The ``loadgen`` child ``name`` (``cfg``) for ``seconds`` on the other cores: its
+    requests per second, latency p50/p99 and errors."""
+    gen = await b.procs.spawn(name, "loadgen", {**cfg, "duration_s": seconds}, b.other_cpus)
     try:
         res = await gen.expect("result", seconds + 60)
     finally:
