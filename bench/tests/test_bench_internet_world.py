@@ -28,7 +28,7 @@ from upwatch_bench.layout import free_port
 from upwatch_bench.nginx import Nginx, nginx_conf, nginx_path
 from upwatch_bench.roles import worldserver
 from upwatch_bench.roles.dnsserver import DnsServer
-from upwatch_bench.scenarios.internet import beyond_think, classify, wait_listening
+from upwatch_bench.scenarios.internet import beyond_think, classify
 from upwatch_bench.world import (
     ADDRESS,
     BODY_BYTES,
@@ -42,6 +42,7 @@ from upwatch_bench.world import (
     index_of,
     parse_path,
 )
+from upwatch_bench.world_setup import wait_listening
 
 WORLD = World(monitors=10_000, https_port=8443, http_port=8080, slow_ms=12_000)
 

@@ -22,7 +22,7 @@ import importlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,19 @@ def pin(cpus: list[int] | None) -> None:
     if cpus and hasattr(os, "sched_setaffinity"):
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, set(cpus))
+
+
+def run_reporting(main: Coroutine[Any, Any, object]) -> int:
+    """Run ``main`` on uvloop, as the engine runs; 0 once it ends. An exception is first
+    told to the parent as an ``error`` line (its type and words), then raised."""
+    import uvloop
+
+    try:
+        uvloop.run(main)
+    except Exception as exc:
+        emit("error", message=f"{type(exc).__name__}: {exc}")
+        raise
+    return 0
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -22,6 +23,72 @@ from upwatch_bench.harness import Bench, BenchError, Options
 from upwatch_bench.procs import ChildFailed
 from upwatch_bench.stats import Progress, clean
 
+# The flags in --help order: (flag, its value's type, or bool for a switch, metavar, help).
+# A valued flag left out is None: the scenario's default.
+Flag = tuple[str, type, str | None, str]
+FLAGS: tuple[Flag, ...] = (
+    ("--monitors", int, None, "monitors (scenario default)"),
+    ("--duration", float, None, "measured seconds"),
+    ("--quick", bool, None, "a short smoke run"),
+    ("--json", bool, None, "one JSON object per line"),
+    ("--names", bool, None,
+     "http: the same targets by host name, answered by a DNS server the bench starts "
+     "(names vs IP literals side by side)"),
+    ("--dns-latency", float, "S",
+     "--names, internet: seconds the DNS server takes to answer (default 0; internet 0.02)"),
+    ("--dns-ttl", int, "S", "--names, internet: TTL of its answers (default 300)"),
+    ("--warmup-intervals", int, "N",
+     "internet: whole intervals before the window starts (default 2: the cold start's "
+     "interval, then one to catch up from it)"),
+    ("--https-only", bool, None,
+     "internet: only the HTTPS-only window and the openssl s_time rounds around it (the "
+     "HTTPS ratios in under three minutes)"),
+    ("--load-only", bool, None,
+     "http, tls, mixed, internet: only the engine at the scheduled load (no baseline, "
+     "capacity or limit runs)"),
+    ("--names-cost", int, "PAIRS",
+     "http --names: only PAIRS interleaved pairs of capacity windows, names against IP "
+     "literals, with the same probes in flight"),
+    ("--rate", float, "PER_S",
+     "http, tls: probes a second asked in the capacity windows (default 30000; tls 8000); "
+     "lower under --callgrind"),
+    ("--probe-timeout", float, "S",
+     "the engine's probe timeout (default 10; --quick 2); longer under --callgrind"),
+    ("--probe-batch-ms", float, "MS",
+     "the engine's probe_batch_ms (default: the engine's, 1; 0 takes every ready socket at "
+     "once, for a side-by-side run)"),
+    ("--diagnoses", int, "PAIRS",
+     "tls: what certificate diagnoses and a cached CRL cost per probe, PAIRS windows each "
+     "way (upwatch_bench/scenarios/certdiag.py)"),
+    ("--assertions", float, "SHARE",
+     "http: what requests and assertions cost (upwatch_bench/scenarios/assertions.py)"),
+    ("--database-url", str, "DSN",
+     "an existing PostgreSQL server whose role may create databases: a fresh database is "
+     "made there and dropped at the end (default: a fresh embedded server)"),
+)
+TRACER_FLAGS: tuple[Flag, ...] = (
+    ("--profile", str, "DIR", "py-spy over each measured window into DIR"),
+    ("--profile-native", bool, None,
+     "--profile with C frames (py-spy pauses the process to sample)"),
+    ("--cprofile", str, "DIR", "cProfile of each engine, deliverer and API window into DIR"),
+    ("--perf", str, "DIR",
+     "perf record and perf stat of each engine window and wrk run into DIR (python -m "
+     "upwatch_bench.tracers.kernelprof DIR sums them up)"),
+    ("--perf-callgraph", str, "MODE",
+     "--perf: perf record --call-graph MODE (e.g. dwarf; default -g)"),
+    ("--strace", str, "DIR", "strace -c and perf stat's tracepoint counts instead, into DIR"),
+    ("--callgrind", str, "DIR",
+     "every engine child under valgrind's callgrind, files into DIR: instructions per probe"),
+)
+
+
+def _add(add_argument: Callable[..., object], flags: tuple[Flag, ...]) -> None:
+    for flag, kind, metavar, text in flags:
+        if kind is bool:
+            add_argument(flag, action="store_true", help=text)
+        else:
+            add_argument(flag, type=kind, default=None, metavar=metavar, help=text)
+
 
 def parser(prog: str = "upwatch-bench") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -30,70 +97,11 @@ def parser(prog: str = "upwatch-bench") -> argparse.ArgumentParser:
                     "(loopback only), side by side with a naive baseline and the machine's "
                     "limit.")
     p.add_argument("scenario", choices=scenarios.SCENARIOS)
-    p.add_argument("--monitors", type=int, default=None, help="monitors (scenario default)")
-    p.add_argument("--duration", type=float, default=None, help="measured seconds")
-    p.add_argument("--quick", action="store_true", help="a short smoke run")
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.add_argument("--names", action="store_true",
-                   help="http: the same targets by host name, answered by a DNS server "
-                        "the bench starts (names vs IP literals side by side)")
-    p.add_argument("--dns-latency", type=float, default=None, metavar="S",
-                   help="--names, internet: seconds the DNS server takes to answer "
-                        "(default 0; internet 0.02)")
-    p.add_argument("--dns-ttl", type=int, default=None, metavar="S",
-                   help="--names, internet: TTL of its answers (default 300)")
-    p.add_argument("--warmup-intervals", type=int, default=None, metavar="N",
-                   help="internet: whole intervals before the window starts (default 2: "
-                        "the cold start's interval, then one to catch up from it)")
-    p.add_argument("--https-only", action="store_true",
-                   help="internet: only the HTTPS-only window and the openssl s_time "
-                        "rounds around it (the HTTPS ratios in under three minutes)")
-    p.add_argument("--load-only", action="store_true",
-                   help="http, tls, mixed, internet: only the engine at the scheduled "
-                        "load (no baseline, capacity or limit runs)")
-    p.add_argument("--names-cost", type=int, default=None, metavar="PAIRS",
-                   help="http --names: only PAIRS interleaved pairs of capacity windows, "
-                        "names against IP literals, with the same probes in flight")
-    p.add_argument("--rate", type=float, default=None, metavar="PER_S",
-                   help="http, tls: probes a second asked in the capacity windows "
-                        "(default 30000; tls 8000); lower under --callgrind")
-    p.add_argument("--probe-timeout", type=float, default=None, metavar="S",
-                   help="the engine's probe timeout (default 10; --quick 2); longer "
-                        "under --callgrind")
-    p.add_argument("--probe-batch-ms", type=float, default=None, metavar="MS",
-                   help="the engine's probe_batch_ms (default: the engine's, 1; 0 takes "
-                        "every ready socket at once, for a side-by-side run)")
-    p.add_argument("--diagnoses", type=int, default=None, metavar="PAIRS",
-                   help="tls: what certificate diagnoses and a cached CRL cost per probe, "
-                        "PAIRS windows each way (upwatch_bench/scenarios/certdiag.py)")
-    p.add_argument("--assertions", type=float, default=None, metavar="SHARE",
-                   help="http: what requests and assertions cost "
-                        "(upwatch_bench/scenarios/assertions.py)")
-    p.add_argument("--database-url", default=None, metavar="DSN",
-                   help="an existing PostgreSQL server whose role may create databases: a "
-                        "fresh database is made there and dropped at the end (default: a "
-                        "fresh embedded server)")
+    _add(p.add_argument, FLAGS)
     tracers = p.add_argument_group(
         "tracers", "opt-in profiles of the measured windows (upwatch_bench/tracers/); "
                    "they slow what they trace: quote figures from untraced runs")
-    tracers.add_argument("--profile", default=None, metavar="DIR",
-                         help="py-spy over each measured window into DIR")
-    tracers.add_argument("--profile-native", action="store_true",
-                         help="--profile with C frames (py-spy pauses the process to sample)")
-    tracers.add_argument("--cprofile", default=None, metavar="DIR",
-                         help="cProfile of each engine, deliverer and API window into DIR")
-    tracers.add_argument("--perf", default=None, metavar="DIR",
-                         help="perf record and perf stat of each engine window and wrk run "
-                              "into DIR (python -m upwatch_bench.tracers.kernelprof DIR "
-                              "sums them up)")
-    tracers.add_argument("--perf-callgraph", default=None, metavar="MODE",
-                         help="--perf: perf record --call-graph MODE (e.g. dwarf; "
-                              "default -g)")
-    tracers.add_argument("--strace", default=None, metavar="DIR",
-                         help="strace -c and perf stat's tracepoint counts instead, into DIR")
-    tracers.add_argument("--callgrind", default=None, metavar="DIR",
-                         help="every engine child under valgrind's callgrind, files into DIR: "
-                              "instructions per probe")
+    _add(tracers.add_argument, TRACER_FLAGS)
     return p
 
 

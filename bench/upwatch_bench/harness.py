@@ -26,7 +26,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,7 +35,7 @@ from cryptography.fernet import Fernet
 
 from upwatch_bench import layout
 from upwatch_bench.certs import CertFiles, make_certs
-from upwatch_bench.database import BenchDatabase
+from upwatch_bench.database import BenchDatabase, seed_monitors
 from upwatch_bench.options import BenchError, Options
 from upwatch_bench.procs import Child, Procs
 from upwatch_bench.stats import Progress, per, summary_ms
@@ -494,6 +494,16 @@ async def point_monitors(b: Bench, account_id: int, urls: list[str]) -> None:
                WHERE m.id = u.id""",
             ids, urls, [urlsplit(u).hostname or "" for u in urls],
             [str(urlsplit(u).port) for u in urls])
+
+
+async def seed_uptime(b: Bench, account: str, urls: list[str]) -> None:
+    """A new account named ``account`` with a monitor per URL, each with its uptime check
+    at ``INTERVAL_S``; the result partitions from yesterday on."""
+    acct, _ = await b.store.create_account(account)
+    await b.store.ensure_result_partitions(date.today() - timedelta(days=1), 3)
+    async with b.store.pool.acquire() as conn:
+        await seed_monitors(conn, acct.id, urls, uptime=True, certificate=False,
+                            interval=INTERVAL_S)
 
 
 def dns_figures(res: dict[str, Any], count: dict[str, Any] | int,

@@ -1,4 +1,5 @@
-"""nginx for ``upwatch bench internet``: installed if missing, configured, started, stopped.
+"""nginx for the internet world (``upwatch bench internet``, ``overload``): installed if
+missing, configured, started, stopped.
 
 Why nginx and not Python TLS servers: the targets run on the core the engine does not use,
 and a Python TLS server costs ~1.5 ms of CPU per handshake there; 50,000 monitors at 60 s
@@ -26,13 +27,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from upwatch_bench.install import ensure_installed
 from upwatch_bench.world import ADDRESS, PROTOCOL, SERVER_KINDS
-
-INSTALL_TIMEOUT_S = 300.0
-
-
-class NginxUnavailable(Exception):
-    """nginx is not installed and could not be; the message is one line saying why."""
 
 
 def nginx_path() -> str | None:
@@ -43,34 +39,8 @@ def nginx_path() -> str | None:
 
 async def ensure_nginx() -> str:
     """The nginx executable, installing the Debian package (``nginx-light``, else ``nginx``)
-    when there is none. Raises NginxUnavailable with one line when that is not possible."""
-    found = nginx_path()
-    if found:
-        return found
-    apt = shutil.which("apt-get")
-    if apt is None or os.geteuid() != 0:
-        raise NginxUnavailable(
-            "nginx is not installed and cannot be installed here (needs root and apt-get);"
-            " install it with: apt-get install -y nginx-light")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    last = ""
-    for package in ("nginx-light", "nginx"):
-        proc = await asyncio.create_subprocess_exec(
-            apt, "install", "-y", "-q", package, env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-        try:
-            _, err = await asyncio.wait_for(proc.communicate(), INSTALL_TIMEOUT_S)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise NginxUnavailable(f"apt-get install {package} did not finish in "
-                                   f"{INSTALL_TIMEOUT_S:.0f} s") from None
-        found = nginx_path()
-        if found:
-            return found
-        lines = err.decode(errors="replace").strip().splitlines()
-        last = lines[-1] if lines else f"exit {proc.returncode}"
-    raise NginxUnavailable(f"nginx could not be installed (apt-get install nginx-light: {last})")
+    when there is none; BenchError in one line when that is not possible."""
+    return await ensure_installed("nginx", nginx_path, ("nginx-light", "nginx"))
 
 
 def nginx_conf(

@@ -1,8 +1,8 @@
 """Readings and summaries shared by the parent and the children.
 
-CPU time is ``getrusage`` user+sys of the calling process (all its threads), RSS is read
-from ``/proc/self/statm`` (resident pages): both cost a system call, so a reading taken at
-the edges of a measured window does not disturb it.
+CPU time is ``getrusage`` user+sys of the calling process (all its threads), or of another
+process from ``/proc/PID/stat``; RSS is read from ``/proc/self/statm`` (resident pages): each
+costs a system call, so a reading taken at the edges of a measured window does not disturb it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import resource
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -30,6 +31,12 @@ def cpu_split() -> tuple[float, float]:
     the sum is exact, the split good to a few percent over seconds)."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime, ru.ru_stime
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_bytes(pid: int | str = "self") -> int:

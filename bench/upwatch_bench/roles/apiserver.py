@@ -12,7 +12,7 @@ import contextlib
 import time
 from typing import Any
 
-from upwatch_bench.child import commands, emit
+from upwatch_bench.child import commands, emit, run_reporting
 from upwatch_bench.stats import cpu_seconds, rss_bytes
 
 
@@ -59,11 +59,4 @@ async def _serve(cfg: dict[str, Any]) -> None:
 
 
 def run(cfg: dict[str, Any]) -> int:
-    import uvloop
-
-    try:
-        uvloop.run(_serve(cfg))
-    except Exception as exc:
-        emit("error", message=f"{type(exc).__name__}: {exc}")
-        raise
-    return 0
+    return run_reporting(_serve(cfg))

@@ -22,7 +22,7 @@ import ssl
 from array import array
 from typing import Any
 
-from upwatch_bench.child import emit
+from upwatch_bench.child import emit, run_reporting
 from upwatch_bench.layout import Ports, monitor_urls
 from upwatch_bench.stats import cpu_seconds, rss_bytes, summary_ms
 
@@ -166,12 +166,5 @@ async def _inflight(cfg: dict[str, Any]) -> None:
 
 
 def run(cfg: dict[str, Any]) -> int:
-    import uvloop
-
     main = _baseline if cfg["role"] == "baseline" else _inflight
-    try:
-        uvloop.run(main(cfg))
-    except Exception as exc:
-        emit("error", message=f"{type(exc).__name__}: {exc}")
-        raise
-    return 0
+    return run_reporting(main(cfg))

@@ -36,7 +36,7 @@ from array import array
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from upwatch_bench.child import commands, emit
+from upwatch_bench.child import commands, emit, run_reporting
 from upwatch_bench.engine_parts import (
     build_engine,
     build_http_prober,
@@ -581,13 +581,6 @@ async def _deliverer(cfg: dict[str, Any]) -> None:
 
 
 def run(cfg: dict[str, Any]) -> int:
-    import uvloop
-
     role = cfg["role"]
     main = {"engine": _engine, "inflight": _inflight, "deliverer": _deliverer}[role]
-    try:
-        uvloop.run(main(cfg))
-    except Exception as exc:
-        emit("error", message=f"{type(exc).__name__}: {exc}")
-        raise
-    return 0
+    return run_reporting(main(cfg))

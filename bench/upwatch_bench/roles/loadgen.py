@@ -26,7 +26,7 @@ from array import array
 from datetime import UTC, datetime
 from typing import Any
 
-from upwatch_bench.child import emit
+from upwatch_bench.child import emit, run_reporting
 from upwatch_bench.stats import cpu_seconds, summary_ms
 
 PRODUCER_TICK = 0.01
@@ -150,12 +150,5 @@ async def _producer(cfg: dict[str, Any]) -> None:
 
 
 def run(cfg: dict[str, Any]) -> int:
-    import uvloop
-
     main = _loadgen if cfg["role"] == "loadgen" else _producer
-    try:
-        uvloop.run(main(cfg))
-    except Exception as exc:
-        emit("error", message=f"{type(exc).__name__}: {exc}")
-        raise
-    return 0
+    return run_reporting(main(cfg))

@@ -22,33 +22,33 @@ ratio (issue: at most 0.5).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import shutil
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
 from upwatch_bench.harness import Bench
+from upwatch_bench.sidebyside import BLACKBOX, Exporter
+from upwatch_bench.stats import process_cpu_s
 
 CONCURRENCY = 50
 DEFAULT_PROBES = 4000
 QUERY = "m1.names.test"
-_EXPORTER = "prometheus-blackbox-exporter"
-_TICKS = os.sysconf("SC_CLK_TCK")
+_CONFIG = ("modules:\n  dns_a:\n    prober: dns\n    timeout: 5s\n    dns:\n"
+           f"      query_name: {QUERY}\n      query_type: A\n"
+           "      transport_protocol: udp\n      preferred_ip_protocol: ip4\n"
+           "      valid_rcodes: [NOERROR]\n")
 
 
-def _cpu_of(pid: int) -> float:
-    """User + system CPU seconds of process ``pid``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+def _shares(probes: int) -> list[int]:
+    """``probes`` split over ``CONCURRENCY`` workers."""
+    return [probes // CONCURRENCY + (1 if i < probes % CONCURRENCY else 0)
+            for i in range(CONCURRENCY)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _figures(probes: int, failed: int, cpu: float, wall: float) -> dict[str, Any]:
+    return {"probes": probes, "failed": failed, "cpu_s": round(cpu, 3),
+            "wall_s": round(wall, 3), "cpu_us_per_probe": round(cpu / probes * 1e6, 1)}
 
 
 async def ours(server: str, probes: int, keep_replies: bool) -> dict[str, Any]:
@@ -66,44 +66,24 @@ async def ours(server: str, probes: int, keep_replies: bool) -> dict[str, Any]:
             if out.error is not None or out.assertion_error is not None:
                 failed += 1
 
-    share = [probes // CONCURRENCY + (1 if i < probes % CONCURRENCY else 0)
-             for i in range(CONCURRENCY)]
+    share = _shares(probes)
     await prober.probe(url)  # the question's template built before the clock starts
     cpu0, t0 = time.process_time(), time.perf_counter()
     await asyncio.gather(*(worker(n) for n in share))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
-    return {"probes": probes, "failed": failed, "cpu_s": round(cpu, 3),
-            "wall_s": round(wall, 3), "cpu_us_per_probe": round(cpu / probes * 1e6, 1)}
+    return _figures(probes, failed, cpu, wall)
 
 
 async def theirs(server: str, probes: int, workdir: Path) -> dict[str, Any]:
-    """CPU per probe of blackbox_exporter's dns module, ``probes`` probes over HTTP."""
+    """CPU per probe of blackbox_exporter's dns module, ``probes`` probes over HTTP (one
+    session: the warm-up's connection is kept; the exporter is not pinned)."""
     import aiohttp
 
-    config = workdir / "blackbox-dns.yml"
-    config.write_text(
-        "modules:\n  dns_a:\n    prober: dns\n    timeout: 5s\n    dns:\n"
-        f"      query_name: {QUERY}\n      query_type: A\n"
-        "      transport_protocol: udp\n      preferred_ip_protocol: ip4\n"
-        "      valid_rcodes: [NOERROR]\n"
-    )
-    port = _free_port()
-    log = open(workdir / "blackbox.log", "wb")  # noqa: ASYNC230 - local temp file
-    proc = await asyncio.create_subprocess_exec(
-        _EXPORTER, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
-        stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-    target = f"{base}/probe?module=dns_a&target={server}"
     failed = 0
-    try:
+    async with Exporter(BLACKBOX, workdir, "dns", _CONFIG, None) as exporter:
+        target = exporter.probe_url("dns_a", server)
         async with aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session:
-            for _ in range(100):  # up within 10 s
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with session.get(f"{base}/-/healthy") as r:
-                        if r.status == 200:
-                            break
-                await asyncio.sleep(0.1)
             async with session.get(target) as r:  # warm, not counted
                 await r.read()
 
@@ -115,25 +95,17 @@ async def theirs(server: str, probes: int, workdir: Path) -> dict[str, Any]:
                     if b"probe_success 1" not in body:
                         failed += 1
 
-            share = [probes // CONCURRENCY + (1 if i < probes % CONCURRENCY else 0)
-                     for i in range(CONCURRENCY)]
-            cpu0, t0 = _cpu_of(proc.pid), time.perf_counter()
+            share = _shares(probes)
+            cpu0, t0 = process_cpu_s(exporter.pid), time.perf_counter()
             await asyncio.gather(*(worker(n) for n in share))
-            cpu, wall = _cpu_of(proc.pid) - cpu0, time.perf_counter() - t0
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), 10)
-        log.close()
-    return {"probes": probes, "failed": failed, "cpu_s": round(cpu, 3),
-            "wall_s": round(wall, 3), "cpu_us_per_probe": round(cpu / probes * 1e6, 1)}
+            cpu, wall = process_cpu_s(exporter.pid) - cpu0, time.perf_counter() - t0
+    return _figures(probes, failed, cpu, wall)
 
 
 async def scenario_dns(b: Bench) -> dict[str, Any]:
     """Two turns of ours and theirs on one loopback server; the record."""
-    if shutil.which(_EXPORTER) is None:
-        raise RuntimeError(f"{_EXPORTER} is not installed (Debian: apt install {_EXPORTER})")
+    if shutil.which(BLACKBOX) is None:
+        raise RuntimeError(f"{BLACKBOX} is not installed (Debian: apt install {BLACKBOX})")
     probes = b.opts.monitors or DEFAULT_PROBES
     await b.start_dns(["192.0.2.1"], "names.test")
     assert b.dns_address is not None

@@ -26,26 +26,18 @@ request: that is how Prometheus drives it, one scrape per probe.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib.util
-import os
-import shutil
-import time
-from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
 from upwatch_bench import layout
-from upwatch_bench.database import seed_monitors
-from upwatch_bench.harness import INTERVAL_S, Bench, engine_figures, load_window, run_engine
+from upwatch_bench.harness import Bench, engine_figures, load_window, run_engine, seed_uptime
+from upwatch_bench.sidebyside import blackbox_side, child_side
 from upwatch_bench.stats import per
 
 CONCURRENCY = 64
 WARMUP = 500
 TARGET_RATIO = 0.5
 TIMEOUT_S = 2.0
-BLACKBOX = "prometheus-blackbox-exporter"
 _CONFIG = ("modules:\n  icmp_v4:\n    prober: icmp\n    timeout: 2s\n    icmp:\n"
            "      preferred_ip_protocol: ip4\n      ip_protocol_fallback: false\n")
 TARGETS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -53,119 +45,24 @@ LOAD_MONITORS = 1000
 LOAD_LATENESS_P99_MS = 100.0
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (its threads included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _figures(n: int, cpu: float, wall: float, errors: dict[str, int],
-             requests: int = 1) -> dict[str, Any]:
-    return {"probes": n, "requests_per_probe": requests, "cpu_s": round(cpu, 3),
-            "cpu_us_per_probe": round(cpu / n * 1e6, 1),
-            "cpu_us_per_request": round(cpu / n / requests * 1e6, 1),
-            "wall_s": round(wall, 3), "errors": errors}
-
-
 async def _child(b: Bench, impl: str, n: int, count: int) -> dict[str, Any]:
-    child = await b.procs.spawn(f"icmp-{impl}", "icmpprobe", {
-        "impl": impl, "targets": list(TARGETS), "probes": n, "count": count,
-        "interval": 0.0, "timeout": TIMEOUT_S, "concurrency": CONCURRENCY}, b.engine_cpus)
-    try:
-        await child.expect("ready", 30)
-        child.send(cmd="go", probes=WARMUP)
-        await child.expect("done", 120)
-        pid = child.proc.pid
-        cpu0 = process_cpu_s(pid)
-        child.send(cmd="go", probes=n)
-        done = await child.expect("done", 900, b.progress.tick)
-        cpu = process_cpu_s(pid) - cpu0
-    finally:
-        await b.procs.stop(child)
-    return _figures(n, cpu, float(done["wall_s"]), done["errors"], count)
-
-
-async def _blackbox_probes(port: int, n: int) -> dict[str, int]:
-    """``n`` probes through blackbox_exporter's /probe; failures by kind."""
-    import aiohttp
-
-    failures: dict[str, int] = {}
-    next_i = 0
-    base = f"http://127.0.0.1:{port}/probe?module=icmp_v4&target="
-    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
-    async with aiohttp.ClientSession(connector=connector) as session:
-
-        async def worker() -> None:
-            nonlocal next_i
-            while next_i < n:
-                host = TARGETS[next_i % len(TARGETS)]
-                next_i += 1
-                async with session.get(base + host) as resp:
-                    text = await resp.text()
-                if resp.status != 200 or "\nprobe_success 1" not in text:
-                    key = f"status {resp.status}" if resp.status != 200 else "probe_success 0"
-                    failures[key] = failures.get(key, 0) + 1
-
-        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-    return failures
-
-
-async def _until_up(port: int) -> None:
-    """Wait (at most 20 s) until the exporter accepts connections."""
-    for _ in range(200):
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.1)
-            continue
-        writer.close()
-        return
-    raise RuntimeError("blackbox_exporter did not start listening within 20 s")
+    return await child_side(
+        b, f"icmp-{impl}", "icmpprobe",
+        {"impl": impl, "targets": list(TARGETS), "count": count, "interval": 0.0,
+         "timeout": TIMEOUT_S, "concurrency": CONCURRENCY},
+        n, warmup=WARMUP, warm_s=120, run_s=900, requests=count)
 
 
 async def _blackbox(b: Bench, n: int) -> dict[str, Any]:
-    exe = shutil.which(BLACKBOX)
-    if exe is None:
-        return {"missing": f"{BLACKBOX} is not installed (Debian package of that name)"}
-    config = b.workdir / "blackbox-icmp.yml"
-    config.write_text(_CONFIG)
-    port = layout.free_port("127.0.0.1")
-    log = (b.workdir / "blackbox-icmp.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        exe, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
-        stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
-    try:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(proc.pid, b.engine_cpus)
-        await _until_up(port)
-        await _blackbox_probes(port, WARMUP)
-        cpu0 = process_cpu_s(proc.pid)
-        t0 = time.perf_counter()
-        failures = await _blackbox_probes(port, n)
-        wall = time.perf_counter() - t0
-        cpu = process_cpu_s(proc.pid) - cpu0
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        log.close()
-    return _figures(n, cpu, wall, failures)
+    return await blackbox_side(b, "icmp", _CONFIG, "icmp_v4", list(TARGETS), n,
+                               warmup=WARMUP, concurrency=CONCURRENCY, requests=1)
 
 
 async def _load(b: Bench) -> dict[str, Any]:
     """The engine with ``LOAD_MONITORS`` icmp:// monitors at 30 s (uptime checks only)."""
     n = 100 if b.opts.quick else LOAD_MONITORS
-    account, _ = await b.store.create_account("bench-icmp")
-    await b.store.ensure_result_partitions(date.today() - timedelta(days=1), 3)
     hosts = layout.HEALTHY_HOSTS
-    async with b.store.pool.acquire() as conn:
-        await seed_monitors(conn, account.id,
-                            [f"icmp://{hosts[i % len(hosts)]}" for i in range(n)],
-                            uptime=True, certificate=False, interval=INTERVAL_S)
+    await seed_uptime(b, "bench-icmp", [f"icmp://{hosts[i % len(hosts)]}" for i in range(n)])
     window = load_window(b, "engine, icmp monitors")
     res = await run_engine(b, window)
     fig = engine_figures(res, "uptime")

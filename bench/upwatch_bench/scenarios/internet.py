@@ -43,22 +43,20 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from upwatch_bench import bracket, layout
-from upwatch_bench.certs import WorldCerts, make_world_certs
-from upwatch_bench.database import seed_monitors
+from upwatch_bench import bracket
+from upwatch_bench.certs import WorldCerts
 from upwatch_bench.harness import (
     Bench,
-    BenchError,
     Window,
     baseline_figures,
     dns_figures,
     run_engine,
 )
 from upwatch_bench.limits import run_wrk
-from upwatch_bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
+from upwatch_bench.nginx import Nginx
 from upwatch_bench.sampler import Sampler
 from upwatch_bench.scenarios.internet_stime import (
     S_TIME_ROUNDS,
@@ -74,13 +72,12 @@ from upwatch_bench.world import (
     EXPECTED_WORDS,
     FAILING_KINDS,
     INTERVAL_S,
-    KEY_TYPE,
     KINDS,
     SERVER_KINDS,
-    ZONE,
     World,
     index_of,
 )
+from upwatch_bench.world_setup import seed_world, served_world
 
 HTTPS_SHARE_SCALE = 4  # step 2: a quarter of the HTTPS monitors at a quarter of the interval
 _SAMPLES = 3  # distinct reason words kept per kind
@@ -92,102 +89,18 @@ DB_SETTLE_LIMIT_S = 20.0
 
 
 async def scenario_internet(b: Bench) -> dict[str, Any]:
-    b.progress.phase("nginx: installing it if missing", 5)
-    try:
-        exe = await ensure_nginx()
-    except NginxUnavailable as exc:
-        raise BenchError(str(exc)) from None
-    timeout = float(b.settings()["probe_timeout"])
-    https_port = layout.free_port(ADDRESS["tls13-ecdsa"])
-    http_port = https_port
-    for _ in range(20):  # bounded: the kernel rarely hands the same port twice
-        http_port = layout.free_port(ADDRESS["tls13-ecdsa"])
-        if http_port != https_port:
-            break
-    world = World(b.opts.monitors, https_port, http_port, slow_ms=int((timeout + 2) * 1000))
-    certs = make_world_certs(b.workdir / "world-certs", ZONE, ADDRESS,
-                             {k: KEY_TYPE[k] for k in (*SERVER_KINDS, "badcert")},
-                             expired=("badcert",))
-    b.progress.phase("starting the world: backend, nginx, DNS", 3)
-    backend_port = layout.free_port("127.0.0.1")
-    backend = await b.procs.spawn(
-        "world-backend", "world_backend",
-        {"host": "127.0.0.1", "port": backend_port, "hang": [ADDRESS["hang"], https_port],
-         "hang_cap_s": 900.0}, b.other_cpus)
-    await backend.expect("ready", 30)
-    server = Nginx(exe, b.workdir / "nginx")
-    try:
-        await server.start(nginx_conf(
-            prefix=server.prefix, https_port=https_port, http_port=http_port,
-            backend=f"127.0.0.1:{backend_port}", certs=certs.pairs,
-            run_as_root=_is_root()), b.other_cpus)
-        await wait_listening(server, world)
-        server.pin()
-        await b.start_dns([], ZONE, world=world.to_dict())
-        dns = b.dns
-        sampler = Sampler(lambda: {"nginx": server.pids(), "backend": [backend.pid],
+    async with served_world(b) as up:
+        dns, server = b.dns, up.server
+        sampler = Sampler(lambda: {"nginx": server.pids(), "backend": [up.backend.pid],
                                    "dns": [dns.pid] if dns is not None else []},
                           b.db.cpu_seconds)
         sampling = asyncio.create_task(sampler.run())
         try:
-            return await _measure(b, world, certs, server, sampler)
+            return await _measure(b, up.world, up.certs, server, sampler)
         finally:
             sampling.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampling
-    finally:
-        await server.stop()
-
-
-
-
-def _is_root() -> bool:
-    import os
-
-    return os.geteuid() == 0
-
-
-def listen_points(world: World) -> list[tuple[str, int]]:
-    """Every (address, port) nginx listens on."""
-    points = [(ADDRESS[k], world.https_port) for k in (*SERVER_KINDS, "badcert")]
-    points += [(ADDRESS[k], world.http_port) for k in (*SERVER_KINDS, "http")]
-    return points
-
-
-async def wait_listening(server: Nginx, world: World, seconds: float = 15.0) -> None:
-    """Until every nginx socket accepts a connection (bounded); nginx's own words if not."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    for host, port in listen_points(world):
-        while True:
-            try:
-                _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
-                writer.close()
-                break
-            except (OSError, TimeoutError):
-                proc = server.proc
-                if (proc is not None and proc.poll() is not None) or loop.time() > deadline:
-                    raise RuntimeError(f"nginx does not listen on {host}:{port}: "
-                                       + (server.log_tail()[-500:] or "no log")) from None
-                await asyncio.sleep(0.05)
-
-
-async def _seed(b: Bench, world: World) -> None:
-    """Uptime checks for every monitor; the bad-certificate ones also get their certificate
-    check (the uptime probe does not verify certificates, so that is where they fail). Two
-    accounts: seed_monitors adds checks to every monitor of its account."""
-    account, _ = await b.store.create_account("bench-internet")
-    certs_account, _ = await b.store.create_account("bench-internet-certs")
-    today = date.today()
-    await b.store.ensure_result_partitions(today - timedelta(days=1), 3)
-    urls = world.urls()
-    bad = {s.index for s in world.sites() if s.kind == "badcert"}
-    async with b.store.pool.acquire() as conn:
-        await seed_monitors(conn, account.id, [u for i, u in enumerate(urls) if i not in bad],
-                            uptime=True, certificate=False, interval=INTERVAL_S)
-        if bad:
-            await seed_monitors(conn, certs_account.id, [urls[i] for i in sorted(bad)],
-                                uptime=True, certificate=True, interval=INTERVAL_S)
 
 
 async def _only_https(b: Bench, world: World) -> int:
@@ -410,7 +323,7 @@ async def _measure(b: Bench, world: World, certs: WorldCerts, server: Nginx,
     opts = b.opts
     n = world.monitors
     b.progress.phase(f"seeding {n:,} monitors", max(1.0, n / 20_000))
-    await _seed(b, world)
+    await seed_world(b, world)
     sites = world.sites()
     kinds = Counter(s.kind for s in sites)
     interval = INTERVAL_S * opts.time_scale

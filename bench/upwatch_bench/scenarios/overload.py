@@ -42,13 +42,11 @@ import time
 from typing import Any
 
 from upwatch_bench import layout
-from upwatch_bench.certs import make_world_certs
 from upwatch_bench.database import seed_monitors
 from upwatch_bench.gaps import probe_gaps
 from upwatch_bench.harness import Bench, BenchError
-from upwatch_bench.nginx import Nginx, NginxUnavailable, ensure_nginx, nginx_conf
-from upwatch_bench.scenarios.internet import _is_root, _seed, wait_listening
-from upwatch_bench.world import ADDRESS, INTERVAL_S, KEY_TYPE, SERVER_KINDS, ZONE, World
+from upwatch_bench.world import INTERVAL_S, World
+from upwatch_bench.world_setup import seed_world, served_world
 
 SIDE_S = 10.0  # the unloaded references and the POSTs of each window
 # The capacity phase's interval: N / 2.5 probes/s asked. Far past capacity the node does
@@ -66,46 +64,14 @@ RESIZE_ATTEMPTS = 3
 
 
 async def scenario_overload(b: Bench) -> dict[str, Any]:
-    try:
-        exe = await ensure_nginx()
-    except NginxUnavailable as exc:
-        raise BenchError(str(exc)) from None
-    timeout = float(b.settings()["probe_timeout"])
-    https_port = layout.free_port(ADDRESS["tls13-ecdsa"])
-    http_port = https_port
-    for _ in range(20):
-        http_port = layout.free_port(ADDRESS["tls13-ecdsa"])
-        if http_port != https_port:
-            break
-    world = World(b.opts.monitors, https_port, http_port, slow_ms=int((timeout + 2) * 1000))
-    certs = make_world_certs(b.workdir / "world-certs", ZONE, ADDRESS,
-                             {k: KEY_TYPE[k] for k in (*SERVER_KINDS, "badcert")},
-                             expired=("badcert",))
-    b.progress.phase("starting the world: backend, nginx, DNS", 3)
-    backend_port = layout.free_port("127.0.0.1")
-    backend = await b.procs.spawn(
-        "world-backend", "world_backend",
-        {"host": "127.0.0.1", "port": backend_port, "hang": [ADDRESS["hang"], https_port],
-         "hang_cap_s": 900.0}, b.other_cpus)
-    await backend.expect("ready", 30)
-    server = Nginx(exe, b.workdir / "nginx")
-    try:
-        await server.start(nginx_conf(
-            prefix=server.prefix, https_port=https_port, http_port=http_port,
-            backend=f"127.0.0.1:{backend_port}", certs=certs.pairs,
-            run_as_root=_is_root()), b.other_cpus)
-        await wait_listening(server, world)
-        server.pin()
-        await b.start_dns([], ZONE, world=world.to_dict())
-        return await _measure(b, world)
-    finally:
-        await server.stop()
+    async with served_world(b) as up:
+        return await _measure(b, up.world)
 
 
 async def _measure(b: Bench, world: World) -> dict[str, Any]:
     m = b.opts.monitors
     b.progress.phase(f"seeding {m:,} monitors", max(2.0, m / 2000))
-    await _seed(b, world)
+    await seed_world(b, world)
     account, token = await b.store.create_account("bench-overload")
     async with b.store.pool.acquire() as conn:
         await seed_monitors(conn, account.id, [world.urls()[0]], uptime=True,
@@ -253,18 +219,10 @@ async def _load(base: str) -> dict[str, Any]:
 
 
 async def _gets(b: Bench, base: str, token: str, monitor: int, seconds: float) -> dict[str, Any]:
-    gen = await b.procs.spawn(
-        "gets", "loadgen",
-        {"urls": [f"{base}/webapi/monitors/{monitor}"],
-         "headers": {"Authorization": f"Bearer {token}"},
-         "concurrency": 1, "duration_s": seconds}, b.other_cpus)
-    try:
-        res = await gen.expect("result", seconds + 60)
-    finally:
-        await b.procs.stop(gen)
-    lat = res["latency_ms"]
-    return {"rps": round(res["rps"] or 0.0, 1), "p50_ms": lat["p50"], "p99_ms": lat["p99"],
-            "errors": res["errors"]}
+    return await _loadgen(b, "gets", seconds, {
+        "urls": [f"{base}/webapi/monitors/{monitor}"],
+        "headers": {"Authorization": f"Bearer {token}"},
+        "concurrency": 1})
 
 
 async def _posts(b: Bench, base: str, token: str, seconds: float,
@@ -273,13 +231,18 @@ async def _posts(b: Bench, base: str, token: str, seconds: float,
     world; a query makes each new): a created monitor is probed at once, and one that
     failed would be re-probed ahead of the queue, which would measure the creates' targets
     rather than the node."""
-    gen = await b.procs.spawn(
-        "posts", "loadgen",
-        {"urls": [base + "/webapi/monitors"],
-         "headers": {"Authorization": f"Bearer {token}"},
-         "create_url_prefix": f"{site}?c{int(time.time() * 1000)}-",
-         "create_fields": {"interval": 3600},
-         "concurrency": 8, "duration_s": seconds}, b.other_cpus)
+    return await _loadgen(b, "posts", seconds, {
+        "urls": [base + "/webapi/monitors"],
+        "headers": {"Authorization": f"Bearer {token}"},
+        "create_url_prefix": f"{site}?c{int(time.time() * 1000)}-",
+        "create_fields": {"interval": 3600},
+        "concurrency": 8})
+
+
+async def _loadgen(b: Bench, name: str, seconds: float, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The ``loadgen`` child ``name`` (``cfg``) for ``seconds`` on the other cores: its
+    requests per second, latency p50/p99 and errors."""
+    gen = await b.procs.spawn(name, "loadgen", {**cfg, "duration_s": seconds}, b.other_cpus)
     try:
         res = await gen.expect("result", seconds + 60)
     finally:

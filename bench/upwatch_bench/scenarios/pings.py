@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 import time
 import uuid
 from pathlib import Path
@@ -29,8 +27,10 @@ from typing import Any
 from upwatch_bench import layout
 from upwatch_bench.database import seed_monitors
 from upwatch_bench.gaps import probe_gaps
-from upwatch_bench.harness import INTERVAL_S, Bench, BenchError, row_lateness
+from upwatch_bench.harness import INTERVAL_S, Bench, row_lateness
+from upwatch_bench.install import ensure_installed
 from upwatch_bench.limits import run_wrk, wrk_available
+from upwatch_bench.stats import process_cpu_s
 
 CONNECTIONS = 32
 TARGET_PINGS_PER_S = 2000.0
@@ -80,13 +80,6 @@ def write_ping_script(path: Path, ids: list[str], *, keep_alive: bool) -> Path:
     return path
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @contextlib.asynccontextmanager
 async def node(b: Bench, label: str, *, ready_s: float = 5) -> Any:
     """A whole node (engine + API, role all, time scale 1) on the engine core; yields
@@ -109,36 +102,8 @@ async def _count_pings(b: Bench) -> int:
     return int(await b.store.pool.fetchval("SELECT count(*) FROM heartbeat_pings"))
 
 
-INSTALL_TIMEOUT_S = 300.0
-
-
-async def ensure_wrk() -> None:
-    """wrk, installed from Debian's package when it is missing (root and apt-get needed);
-    BenchError in one line when that is not possible."""
-    if wrk_available() is not None:
-        return
-    apt = shutil.which("apt-get")
-    if apt is None or os.geteuid() != 0:
-        raise BenchError("wrk is not installed and cannot be installed here (needs root and"
-                         " apt-get); install it with: apt-get install -y wrk")
-    proc = await asyncio.create_subprocess_exec(
-        apt, "install", "-y", "-q", "wrk", env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    try:
-        _, err = await asyncio.wait_for(proc.communicate(), INSTALL_TIMEOUT_S)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise BenchError(f"apt-get install wrk did not finish in {INSTALL_TIMEOUT_S:.0f} s"
-                         ) from None
-    if wrk_available() is None:
-        lines = err.decode(errors="replace").strip().splitlines()
-        raise BenchError("wrk could not be installed (apt-get install wrk: "
-                         f"{lines[-1] if lines else proc.returncode})")
-
-
 async def scenario_pings(b: Bench) -> dict[str, Any]:
-    await ensure_wrk()
+    await ensure_installed("wrk", wrk_available, ("wrk",))
     opts = b.opts
     m = opts.monitors
     beats = 200 if opts.quick else 2000
@@ -163,13 +128,13 @@ async def scenario_pings(b: Bench) -> dict[str, Any]:
             script = write_ping_script(b.workdir / f"pings-{name}.lua", ids,
                                        keep_alive=keep_alive)
             before = await _count_pings(b)
-            cpu0, db0 = proc_cpu_seconds(child.pid), b.db.cpu_seconds()
+            cpu0, db0 = process_cpu_s(child.pid), b.db.cpu_seconds()
             b.progress.phase(f"pings: wrk, {CONNECTIONS} connections, {name}", opts.duration)
             tool = await run_wrk(b.procs, base + "/", seconds=opts.duration,
                                  connections=CONNECTIONS, cpus=b.other_cpus, script=script,
                                  latency=True)
             assert tool is not None
-            cpu1, db1 = proc_cpu_seconds(child.pid), b.db.cpu_seconds()
+            cpu1, db1 = process_cpu_s(child.pid), b.db.cpu_seconds()
             await asyncio.sleep(1.0)  # answers wrk cut off at its end are still committed
             stored = await _count_pings(b) - before
             answered = tool.operations - tool.errors

@@ -23,128 +23,36 @@ how Prometheus drives it, one scrape per probe.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import shutil
-import time
-from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
 from upwatch_bench import layout
-from upwatch_bench.database import seed_monitors
 from upwatch_bench.harness import (
-    INTERVAL_S,
     Bench,
     engine_figures,
     load_window,
     row_lateness,
     run_engine,
+    seed_uptime,
 )
+from upwatch_bench.sidebyside import blackbox_side, child_side
 from upwatch_bench.stats import per
 
 CONCURRENCY = 64
 WARMUP = 500
 TARGET_RATIO = 0.5
-BLACKBOX = "prometheus-blackbox-exporter"
 _CONFIG = "modules:\n  tcp_connect:\n    prober: tcp\n    timeout: 5s\n"
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (its threads included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _ours(b: Bench, targets: list[tuple[str, int]], n: int) -> dict[str, Any]:
-    child = await b.procs.spawn("tcpprobe", "tcpprobe", {
-        "targets": targets, "probes": n, "concurrency": CONCURRENCY}, b.engine_cpus)
-    try:
-        await child.expect("ready", 30)
-        child.send(cmd="go", probes=WARMUP)
-        await child.expect("done", 60)
-        pid = child.proc.pid
-        cpu0 = process_cpu_s(pid)
-        child.send(cmd="go", probes=n)
-        done = await child.expect("done", 600, b.progress.tick)
-        cpu = process_cpu_s(pid) - cpu0
-    finally:
-        await b.procs.stop(child)
-    return {"probes": n, "cpu_s": round(cpu, 3), "cpu_us_per_probe": round(cpu / n * 1e6, 1),
-            "wall_s": round(float(done["wall_s"]), 3), "errors": done["errors"]}
-
-
-async def _blackbox_probes(port: int, targets: list[tuple[str, int]], n: int) -> dict[str, int]:
-    """``n`` probes through blackbox_exporter's /probe; failures by kind."""
-    import aiohttp
-
-    failures: dict[str, int] = {}
-    next_i = 0
-    base = f"http://127.0.0.1:{port}/probe?module=tcp_connect&target="
-    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
-    async with aiohttp.ClientSession(connector=connector) as session:
-
-        async def worker() -> None:
-            nonlocal next_i
-            while next_i < n:
-                host, tport = targets[next_i % len(targets)]
-                next_i += 1
-                async with session.get(f"{base}{host}:{tport}") as resp:
-                    text = await resp.text()
-                if resp.status != 200 or "\nprobe_success 1" not in text:
-                    key = f"status {resp.status}" if resp.status != 200 else "probe_success 0"
-                    failures[key] = failures.get(key, 0) + 1
-
-        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-    return failures
+    return await child_side(b, "tcpprobe", "tcpprobe",
+                            {"targets": targets, "concurrency": CONCURRENCY}, n,
+                            warmup=WARMUP, warm_s=60, run_s=600)
 
 
 async def _blackbox(b: Bench, targets: list[tuple[str, int]], n: int) -> dict[str, Any]:
-    exe = shutil.which(BLACKBOX)
-    if exe is None:
-        return {"missing": f"{BLACKBOX} is not installed (Debian package of that name)"}
-    config = b.workdir / "blackbox.yml"
-    config.write_text(_CONFIG)
-    port = layout.free_port("127.0.0.1")
-    log = (b.workdir / "blackbox.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        exe, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
-        stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
-    try:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(proc.pid, b.engine_cpus)
-        await _until_up(port)
-        await _blackbox_probes(port, targets, WARMUP)
-        cpu0 = process_cpu_s(proc.pid)
-        t0 = time.perf_counter()
-        failures = await _blackbox_probes(port, targets, n)
-        wall = time.perf_counter() - t0
-        cpu = process_cpu_s(proc.pid) - cpu0
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        log.close()
-    return {"probes": n, "cpu_s": round(cpu, 3), "cpu_us_per_probe": round(cpu / n * 1e6, 1),
-            "wall_s": round(wall, 3), "errors": failures}
-
-
-async def _until_up(port: int) -> None:
-    """Wait (at most 20 s) until the exporter accepts connections."""
-    for _ in range(200):
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.1)
-            continue
-        writer.close()
-        return
-    raise RuntimeError("blackbox_exporter did not start listening within 20 s")
+    return await blackbox_side(b, "tcp", _CONFIG, "tcp_connect",
+                               [f"{host}:{port}" for host, port in targets], n,
+                               warmup=WARMUP, concurrency=CONCURRENCY)
 
 
 async def _fleet(b: Bench, n: int) -> dict[str, Any]:
@@ -152,14 +60,10 @@ async def _fleet(b: Bench, n: int) -> dict[str, Any]:
     ports = layout.pick_ports()
     b.progress.phase("fleet: starting targets", 3)
     await b.start_targets(ports, slow_s=4.0)
-    account, _ = await b.store.create_account("bench tcp fleet")
-    await b.store.ensure_result_partitions(date.today() - timedelta(days=1), 3)
     hosts = layout.HEALTHY_HOSTS
     b.progress.phase(f"fleet: seeding {n:,} tcp monitors", max(1.0, n / 20_000))
-    async with b.store.pool.acquire() as conn:
-        await seed_monitors(conn, account.id,
-                            [f"tcp://{hosts[i % len(hosts)]}:{ports.ok}" for i in range(n)],
-                            uptime=True, certificate=False, interval=INTERVAL_S)
+    await seed_uptime(b, "bench tcp fleet",
+                      [f"tcp://{hosts[i % len(hosts)]}:{ports.ok}" for i in range(n)])
     load = load_window(b, "engine, tcp monitors")
     res = await run_engine(b, load)
     fig = engine_figures(res, "uptime")
