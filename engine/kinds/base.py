@@ -17,6 +17,9 @@ Optional capabilities, None when a kind lacks them: ``start``, a taskless probe 
 signature of :meth:`engine.probes.http.HttpProber.start`), and ``steady`` (:data:`Steady`),
 pure: the row and touch of a probe that left the state as it was, which the flow writes
 without a transition, task or await.
+
+What kinds share, they share without a base class: :func:`plain_row` here, and what they
+show alike (their status words, expiry dates, API meta keys) in :mod:`engine.kinds.shown`.
 """
 
 from __future__ import annotations
@@ -147,6 +150,16 @@ class CheckKind(Protocol):
     def status_facts(self, check: ShownCheck, now: datetime) -> list[Fact]: ...
 
     def status_fields(self, check: ShownCheck) -> dict[str, Any]: ...
+
+
+def plain_row(
+    check_id: int, at: datetime, code: int, cls: Outcome, total_ms: float | None, region: str,
+    confirmation: bool, error: str | None,
+) -> ResultRow:
+    """The probe_results row of a kind whose probes have no status code and no phases: a
+    total time at most (None: not measured)."""
+    return (check_id, at, code, int(cls), None, total_ms, None, None, None, None, region,
+            confirmation, error)
 
 
 def no_prober(name: str) -> Exception:

@@ -8,15 +8,12 @@ start, no steady path: every probe is judged and committed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final, Protocol
 
 from engine.domain.evaluate import CERTIFICATE, Outcome, Transition, evaluate_certificate
 from engine.domain.outcomes import CertOutcome
-from engine.domain.timefmt import fmt
-from engine.domain.words import plural
 from engine.kinds.base import (
     Cancellable,
     Fact,
@@ -26,22 +23,27 @@ from engine.kinds.base import (
     ShownCheck,
     Steady,
     no_prober,
+    plain_row,
 )
 from engine.kinds.scheduled import ScheduledCheck
-from engine.kinds.shown import api_timestamp, last_checked, meta_text, parse_timestamp
+from engine.kinds.shown import (
+    api_timestamp,
+    every_key,
+    expiry_text,
+    last_checked,
+    meta_text,
+    parse_timestamp,
+    status_words,
+)
 from engine.probes.starttls import starttls_scheme
 from engine.probes.tls import certificate_port
 
 CODE: Final = 2  # probe_results.kind
 
-_WORDS: Final = {
-    "ok": ("Valid", "s-ok"),
-    "degraded": ("Degraded", "s-warn"),
-    "failing": ("Failing", "s-warn"),
-    "down": ("Invalid", "s-bad"),
-    "pending": ("Not checked yet", "s-idle"),
-    "paused": ("Paused", "s-idle"),
-}
+_WORDS: Final = status_words(ok="Valid", down="Invalid")
+# The API meta's keys once a probe has read the leaf, and once it has read the chain.
+_LEAF_KEYS: Final = ("fingerprint_sha256", "serial", "key_type", "lifetime_days")
+_CHAIN_KEYS: Final = ("diagnosis", "warnings", "chain", "revocation")
 
 
 class CertProbe(Protocol):
@@ -91,10 +93,8 @@ class CertificateKind:
         self, check_id: int, at: datetime, cls: Outcome, outcome: CertOutcome, region: str,
         confirmation: bool,
     ) -> ResultRow:
-        return (
-            check_id, at, CODE, int(cls), None, outcome.total_ms, None, None, None, None,
-            region, confirmation, outcome.error,
-        )
+        return plain_row(check_id, at, CODE, cls, outcome.total_ms, region, confirmation,
+                         outcome.error)
 
     def observe(self, outcome: CertOutcome, phases: Phases) -> None:
         phases.total.observe(outcome.total_ms / 1000.0)
@@ -113,26 +113,19 @@ class CertificateKind:
             "valid_to": api_timestamp(meta.get("valid_to")),
         }
         if isinstance(meta.get("fingerprint_sha256"), str):
-            for k in ("fingerprint_sha256", "serial", "key_type", "lifetime_days"):
-                out[k] = meta.get(k)
+            out.update(every_key(meta, _LEAF_KEYS))
         if isinstance(meta.get("chain"), list):
-            for k in ("diagnosis", "warnings", "chain", "revocation"):
-                out[k] = meta.get(k)
+            out.update(every_key(meta, _CHAIN_KEYS))
         return out
 
     def status_facts(self, check: ShownCheck, now: datetime) -> list[Fact]:
         issuer = meta_text(check.meta, "issuer")
         valid_to = parse_timestamp(check.meta.get("valid_to"))
-        facts: list[Fact] = [("Issuer", issuer or "Unknown", issuer is not None)]
-        if valid_to is not None:
-            days = math.floor((valid_to - now).total_seconds() / 86400)
-            left = (f"expired {plural(-days, 'day')} ago" if days < 0 else
-                    "expires today" if days == 0 else f"in {plural(days, 'day')}")
-            facts.append(("Expires", f"{fmt(valid_to)} UTC ({left})", False))
-        else:
-            facts.append(("Expires", "Unknown", False))
-        facts.append(("Last checked", last_checked(check.last_check_at), False))
-        return facts
+        return [
+            ("Issuer", issuer or "Unknown", issuer is not None),
+            ("Expires", "Unknown" if valid_to is None else expiry_text(valid_to, now), False),
+            ("Last checked", last_checked(check.last_check_at), False),
+        ]
 
     def status_fields(self, check: ShownCheck) -> dict[str, Any]:
         return {}

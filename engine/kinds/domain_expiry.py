@@ -17,12 +17,9 @@ from engine.domain.domain_expiry import (
     DEFAULT_THRESHOLDS,
     DOMAIN_EXPIRY,
     DomainOutcome,
-    days_left,
     evaluate_domain,
 )
 from engine.domain.evaluate import Outcome, Transition
-from engine.domain.timefmt import fmt
-from engine.domain.words import plural
 from engine.kinds.base import (
     Cancellable,
     Fact,
@@ -32,21 +29,24 @@ from engine.kinds.base import (
     ShownCheck,
     Steady,
     no_prober,
+    plain_row,
 )
 from engine.kinds.scheduled import ScheduledCheck
-from engine.kinds.shown import last_checked, meta_text, parse_timestamp
+from engine.kinds.shown import (
+    every_key,
+    expiry_text,
+    last_checked,
+    meta_text,
+    parse_timestamp,
+    status_words,
+)
 
 CODE: Final = 4  # probe_results.kind
 
-_WORDS: Final = {
-    "ok": ("Registered", "s-ok"),
-    "degraded": ("Registry not answering", "s-warn"),
-    "failing": ("Failing", "s-warn"),
-    "down": ("Expired or on hold", "s-bad"),
-    "unsupported": ("Not checkable (no RDAP)", "s-idle"),
-    "pending": ("Not checked yet", "s-idle"),
-    "paused": ("Paused", "s-idle"),
-}
+_WORDS: Final = status_words(
+    ok="Registered", degraded="Registry not answering", down="Expired or on hold",
+    unsupported="Not checkable (no RDAP)",
+)
 
 # The API meta's keys, every one always present (null, or empty lists, before a probe).
 META_KEYS: Final = (
@@ -100,17 +100,13 @@ class DomainExpiryKind:
         confirmation: bool,
     ) -> ResultRow:
         error = outcome.unsupported or (outcome.error if outcome.registration is None else None)
-        return (
-            check_id, at, CODE, int(cls), None, outcome.total_ms, None, None, None, None,
-            region, confirmation, error,
-        )
+        return plain_row(check_id, at, CODE, cls, outcome.total_ms, region, confirmation, error)
 
     def observe(self, outcome: DomainOutcome, phases: Phases) -> None:
         phases.total.observe(outcome.total_ms / 1000.0)
 
     def api_meta(self, check: ShownCheck, figures: Any) -> dict[str, Any]:
-        meta = check.meta
-        out: dict[str, Any] = {k: meta.get(k) for k in META_KEYS}
+        out = every_key(check.meta, META_KEYS)
         for k in ("statuses", "nameservers"):
             if not isinstance(out[k], list):
                 out[k] = []
@@ -119,18 +115,17 @@ class DomainExpiryKind:
     def status_facts(self, check: ShownCheck, now: datetime) -> list[Fact]:
         domain = meta_text(check.meta, "domain")
         expires = parse_timestamp(check.meta.get("expires_at"))
-        facts: list[Fact] = [("Domain", domain or "Unknown", False)]
         if expires is not None:
-            days = days_left(expires, now)
-            left = (f"expired {plural(-days, 'day')} ago" if days < 0 else
-                    "expires today" if days == 0 else f"in {plural(days, 'day')}")
-            facts.append(("Domain expires", f"{fmt(expires)} UTC ({left})", False))
+            when = expiry_text(expires, now)
         elif check.status == "unsupported":
-            facts.append(("Domain expires", "Not published by the registry (no RDAP)", False))
+            when = "Not published by the registry (no RDAP)"
         else:
-            facts.append(("Domain expires", "Unknown", False))
-        facts.append(("Last checked", last_checked(check.last_check_at), False))
-        return facts
+            when = "Unknown"
+        return [
+            ("Domain", domain or "Unknown", False),
+            ("Domain expires", when, False),
+            ("Last checked", last_checked(check.last_check_at), False),
+        ]
 
     def status_fields(self, check: ShownCheck) -> dict[str, Any]:
         left = check.meta.get("days_left")

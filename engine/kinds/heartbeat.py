@@ -34,20 +34,20 @@ from engine.kinds.base import (
     ShownCheck,
     Steady,
     no_prober,
+    plain_row,
 )
 from engine.kinds.scheduled import ScheduledCheck
-from engine.kinds.shown import last_checked, meta_text
+from engine.kinds.shown import every_key, last_checked, meta_text, status_words
 
 CODE: Final = 3  # probe_results.kind
 
-_WORDS: Final = {
-    "ok": ("On time", "s-ok"),
-    "degraded": ("Degraded", "s-warn"),
-    "failing": ("Late (maintenance)", "s-warn"),
-    "down": ("Down", "s-bad"),
-    "pending": ("Waiting for the first ping", "s-idle"),
-    "paused": ("Paused", "s-idle"),
-}
+_WORDS: Final = status_words(
+    ok="On time", failing="Late (maintenance)", down="Down",
+    pending="Waiting for the first ping",
+)
+# The API meta's keys, every one always present (null before the first ping).
+_META_KEYS: Final = ("last_ping_at", "next_expected_at", "last_start_at",
+                     "last_duration_seconds", "last_exit_status", "last_body")
 
 
 class HeartbeatReader(Protocol):
@@ -160,8 +160,7 @@ class HeartbeatKind:
         self, check_id: int, at: datetime, cls: Outcome, outcome: HeartbeatOutcome,
         region: str, confirmation: bool,
     ) -> ResultRow:
-        return (check_id, at, CODE, int(cls), None, None, None, None, None, None, region,
-                confirmation, outcome.error)
+        return plain_row(check_id, at, CODE, cls, None, region, confirmation, outcome.error)
 
     def observe(self, outcome: HeartbeatOutcome, phases: Phases) -> None:
         pass
@@ -169,25 +168,19 @@ class HeartbeatKind:
     def api_meta(self, check: ShownCheck, figures: Any) -> dict[str, Any]:
         """Every key always present (null before the first ping); the API fills in the
         heartbeat's current facts over what the last judgment stored."""
-        meta = check.meta
-        keys = ("last_ping_at", "next_expected_at", "last_start_at", "last_duration_seconds",
-                "last_exit_status", "last_body")
-        return {k: meta.get(k) for k in keys}
+        return every_key(check.meta, _META_KEYS)
 
     def status_facts(self, check: ShownCheck, now: datetime) -> list[Fact]:
         last = meta_text(check.meta, "last_ping_at")
         nxt = meta_text(check.meta, "next_expected_at")
-        facts: list[Fact] = [
+        return [
             ("Last ping", f"{last} UTC" if last else "Never", False),
             ("Next expected", f"{nxt} UTC" if nxt else "Unknown", False),
+            ("Last judged", last_checked(check.last_check_at), False),
         ]
-        facts.append(("Last judged", last_checked(check.last_check_at), False))
-        return facts
 
     def status_fields(self, check: ShownCheck) -> dict[str, Any]:
-        return {"last_ping_at": check.meta.get("last_ping_at"),
-                "next_expected_at": check.meta.get("next_expected_at")}
-
+        return every_key(check.meta, ("last_ping_at", "next_expected_at"))
 
 
 __all__ = ["Beat", "HeartbeatKind", "HeartbeatReader", "beat_of_row"]

@@ -1,15 +1,57 @@
-"""Words the kinds' API meta and status rows share: durations, plurals, timestamps.
+"""What the kinds show alike: the status words table, durations, expiry dates, timestamps,
+and the API meta whose every key is present.
 
 Pure functions; :mod:`engine.web.status.view` uses them too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
+from engine.domain.domain_expiry import days_left
 from engine.domain.timefmt import fmt
+from engine.domain.words import plural
+
+# A status's tone on the status page, the same for every kind; a kind's words are listed in
+# this order.
+_TONES: Final = {
+    "ok": "s-ok",
+    "degraded": "s-warn",
+    "failing": "s-warn",
+    "down": "s-bad",
+    "unsupported": "s-idle",
+    "pending": "s-idle",
+    "paused": "s-idle",
+}
+
+
+def status_words(
+    *, ok: str, down: str, degraded: str = "Degraded", failing: str = "Failing",
+    pending: str = "Not checked yet", unsupported: str | None = None,
+) -> dict[str, tuple[str, str]]:
+    """A kind's ``words`` (:class:`engine.kinds.base.CheckKind`): status -> (words, tone).
+    A kind names only its own words; the tone is the status's. ``unsupported``: for a kind
+    with that status."""
+    words = {"ok": ok, "degraded": degraded, "failing": failing, "down": down,
+             "unsupported": unsupported, "pending": pending, "paused": "Paused"}
+    return {status: (text, _TONES[status]) for status, text in words.items() if text is not None}
+
+
+def every_key(meta: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """Each of ``keys`` with its value in ``meta``, None where it has none: an API meta whose
+    every key is always present."""
+    return {k: meta.get(k) for k in keys}
+
+
+def expiry_text(at: datetime, now: datetime) -> str:
+    """An expiry date and the whole days left before it: ``2026-03-01 12:00:00 UTC (in 3
+    days)``, ``(expires today)``, ``(expired 2 days ago)``."""
+    days = days_left(at, now)
+    left = (f"expired {plural(-days, 'day')} ago" if days < 0 else
+            "expires today" if days == 0 else f"in {plural(days, 'day')}")
+    return f"{fmt(at)} UTC ({left})"
 
 
 def duration_text(seconds: float) -> str:

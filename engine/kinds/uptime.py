@@ -40,7 +40,7 @@ from engine.kinds.base import (
     no_prober,
 )
 from engine.kinds.scheduled import ScheduledCheck, Touch
-from engine.kinds.shown import duration_text, last_checked, status_code
+from engine.kinds.shown import duration_text, last_checked, status_code, status_words
 from engine.kinds.uptime_probers import ByScheme, UptimeProbe
 
 CODE: Final = 1  # probe_results.kind
@@ -54,14 +54,7 @@ _OK: Final = Outcome.OK  # a global, not a read through enum's descriptor per pr
 _OUTCOME_CODE: Final = tuple(int(cls) for cls in Outcome)  # int(cls) without a call
 _utcnow: Final = datetime.now  # the classmethod bound once: one lookup fewer per probe
 
-_WORDS: Final = {
-    "ok": ("Up", "s-ok"),
-    "degraded": ("Degraded", "s-warn"),
-    "failing": ("Failing, verifying", "s-warn"),
-    "down": ("Down", "s-bad"),
-    "pending": ("Not checked yet", "s-idle"),
-    "paused": ("Paused", "s-idle"),
-}
+_WORDS: Final = status_words(ok="Up", failing="Failing, verifying", down="Down")
 
 
 class HttpProbe(Protocol):

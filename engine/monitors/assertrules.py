@@ -1,6 +1,8 @@
 """The parts of assertion validation every URL scheme shares: the error collector, the walk
-over an ``assertions`` list with its field names (``assertions.{i}``), numbers, and the
-checks of a text target (length, NUL, an RE2 pattern), each with the same words.
+over an ``assertions`` list with its field names (``assertions.{i}``), an assertion's start
+(an object, a known source), the rules of the schemes whose sources each take their own
+comparisons and no property (:class:`BySource`), numbers, and the checks of a text target
+(length, NUL, an RE2 pattern), each with the same words.
 
 A scheme's rules (:mod:`engine.monitors.requests`, ``stream_scheme``, ``dnsmonitors``,
 ``icmp_scheme``) keep what differs: their sources, comparisons and targets.
@@ -9,7 +11,8 @@ A scheme's rules (:mod:`engine.monitors.requests`, ``stream_scheme``, ``dnsmonit
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from engine.probes.patterns import PatternRefused, check_regex
@@ -21,6 +24,9 @@ Errors = dict[str, list[str]]
 # One assertion's rules: (the raw assertion, its field path, errors) -> its stored form,
 # or None when refused (the words are in errors).
 AssertionRule = Callable[[Any, str, Errors], "dict[str, Any] | None"]
+# A target's own rules, once it is given and its comparison takes one: (source, comparison,
+# target, its field path, errors) -> the target as stored; a refusal's words go to errors.
+TargetRule = Callable[[str, str, Any, str, Errors], Any]
 
 
 def fail(errors: Errors, field: str, message: str) -> None:
@@ -44,6 +50,62 @@ def walk(raw: Any, errors: Errors, rule: AssertionRule) -> list[dict[str, Any]]:
         if got is not None:
             out.append(got)
     return out
+
+
+def source_of(
+    a: Any, at: str, errors: Errors, sources: Sequence[str], refused: str
+) -> str | None:
+    """The source of the assertion ``a`` at ``at``: how every scheme's rules start. None,
+    the words in ``errors``, when ``a`` is not an object or its source is not one of
+    ``sources`` (the words ``refused``, then the list of them)."""
+    if not isinstance(a, dict):
+        fail(errors, at, "An assertion must be an object.")
+        return None
+    source = a.get("source")
+    if source not in sources:
+        fail(errors, f"{at}.source", refused + ", ".join(sources) + ".")
+        return None
+    return source
+
+
+@dataclass(frozen=True, slots=True)
+class BySource:
+    """The rules of a scheme whose assertions' sources each take their own comparisons and no
+    property (tcp and its kin, dns://), as an :data:`AssertionRule` for :func:`walk`: a
+    source (:func:`source_of`), a comparison of ``comparisons[source]``, no property, and a
+    target unless the comparison is one of ``no_target`` (stored as None then), which
+    ``target`` checks and stores. Stored as ``{"source", "property": None, "comparison",
+    "target"}``; None when refused."""
+
+    sources: Sequence[str]
+    refused: str
+    comparisons: Mapping[str, Sequence[str]]
+    no_target: Collection[str]
+    target: TargetRule
+
+    def __call__(self, a: Any, at: str, errors: Errors) -> dict[str, Any] | None:
+        source = source_of(a, at, errors, self.sources, self.refused)
+        if source is None:
+            return None
+        n = len(errors)
+        comparison = a.get("comparison")
+        allowed = self.comparisons[source]
+        if comparison not in allowed:
+            fail(errors, f"{at}.comparison",
+                 f"A {source} assertion's comparison must be one of " + ", ".join(allowed) + ".")
+            return None
+        if a.get("property") not in (None, ""):
+            fail(errors, f"{at}.property", f"A {source} assertion takes no property.")
+        target = a.get("target")
+        if comparison in self.no_target:
+            target = None
+        elif target is None:
+            fail(errors, f"{at}.target", f"The {comparison} comparison needs a target.")
+        else:
+            target = self.target(source, comparison, target, f"{at}.target", errors)
+        if len(errors) != n:
+            return None
+        return {"source": source, "property": None, "comparison": comparison, "target": target}
 
 
 def as_number(v: Any) -> float | None:
@@ -70,6 +132,16 @@ def stored_number(number: float) -> int | float:
     return int(number) if number == int(number) else number
 
 
+def not_negative(errors: Errors, field: str, target: Any, refused: str) -> Any:
+    """``target`` as a stored number when it is a number, 0 or more (:func:`as_number`);
+    else the words ``refused`` under ``field``, and ``target`` as it was."""
+    number = as_number(target)
+    if number is None or number < 0:
+        fail(errors, field, refused)
+        return target
+    return stored_number(number)
+
+
 def check_text(errors: Errors, field: str, target: str, *, pattern: bool = False) -> None:
     """A text target's rules, the first broken one's words under ``field``: at most
     :data:`MAX_TARGET` characters, no NUL, and with ``pattern`` a regular expression RE2
@@ -92,6 +164,7 @@ def check_pattern(errors: Errors, field: str, target: str) -> None:
 
 
 __all__ = [
-    "MAX_ASSERTIONS", "MAX_TARGET", "AssertionRule", "Errors", "as_number", "check_pattern",
-    "check_text", "fail", "stored_number", "walk",
+    "MAX_ASSERTIONS", "MAX_TARGET", "AssertionRule", "BySource", "Errors", "TargetRule",
+    "as_number", "check_pattern", "check_text", "fail", "not_negative", "source_of",
+    "stored_number", "walk",
 ]

@@ -16,11 +16,11 @@ The same rules serve the API and monitors as code; the probe compiles what passe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-from engine.monitors.assertrules import as_number, check_text, stored_number, walk
+from engine.monitors.assertrules import BySource, Errors, check_text, not_negative, walk
 from engine.monitors.assertrules import fail as _fail
-from engine.monitors.requests import Config
+from engine.monitors.requests import Config, given
 from engine.probes import dnsspec
 from engine.runtime.errors import ValidationFailed
 
@@ -53,75 +53,45 @@ def validate(body: Mapping[str, Any], *, creating: bool) -> Config:
     """``request`` and ``assertions`` of a dns:// monitor's create or update body, as
     :func:`engine.monitors.requests.validate` gives them for URL monitors;
     ValidationFailed naming the field paths."""
-    errors: dict[str, list[str]] = {}
-    assertions: Any = None
+    errors: Errors = {}
     request: Any = None
     if body.get("request") is not None:
         _fail(errors, "request", "A dns:// monitor takes no request: the URL is the question.")
     elif "request" in body and not creating:
         request = Config.REMOVE  # null removes one kept from another scheme
-    if "assertions" in body:
-        raw = body["assertions"]
-        if raw is None or raw == []:
-            assertions = None if creating else Config.REMOVE
-        else:
-            assertions = validate_assertions(raw, errors)
+    assertions = given(body, "assertions", creating, lambda raw: validate_assertions(raw, errors))
     if errors:
         raise ValidationFailed(errors)
     return Config(request, assertions)
 
 
-def validate_assertions(raw: Any, errors: dict[str, list[str]]) -> list[dict[str, Any]]:
+def validate_assertions(raw: Any, errors: Errors) -> list[dict[str, Any]]:
     """The stored form of a dns:// monitor's assertions; problems go to ``errors`` by
     field path (``assertions.1.comparison``)."""
-    return walk(raw, errors, _assertion)
+    return walk(raw, errors, _RULES)
 
 
-def _assertion(a: Any, at: str, errors: dict[str, list[str]]) -> dict[str, Any] | None:
-    if not isinstance(a, dict):
-        _fail(errors, at, "An assertion must be an object.")
-        return None
-    n = len(errors)
-    source = a.get("source")
-    if source not in dnsspec.SOURCES:
-        _fail(errors, f"{at}.source",
-              "A dns:// monitor's source must be one of " + ", ".join(dnsspec.SOURCES) + ".")
-        return None
-    comparison = a.get("comparison")
-    allowed = dnsspec.SOURCE_COMPARISONS[source]
-    if comparison not in allowed:
-        _fail(errors, f"{at}.comparison",
-              f"A {source} assertion's comparison must be one of " + ", ".join(allowed) + ".")
-        return None
-    if a.get("property") not in (None, ""):
-        _fail(errors, f"{at}.property", f"A {source} assertion takes no property.")
-    target = a.get("target")
-    if comparison in dnsspec.NO_TARGET:
-        target = None
-    elif target is None:
-        _fail(errors, f"{at}.target", f"The {comparison} comparison needs a target.")
-    elif isinstance(target, bool) or not isinstance(target, str | int | float):
-        _fail(errors, f"{at}.target", "The target must be a string or a number.")
-    elif source == "rcode":
+def _target(source: str, comparison: str, target: Any, field: str, errors: Errors) -> Any:
+    """A target past the rules every source shares (:class:`BySource`): an rcode's name, a
+    number for the counts and times, a text for the answers."""
+    if isinstance(target, bool) or not isinstance(target, str | int | float):
+        _fail(errors, field, "The target must be a string or a number.")
+        return target
+    if source == "rcode":
         text = str(target).upper()
         if text not in dnsspec.RCODES:
-            _fail(errors, f"{at}.target",
-                  "An rcode is one of " + ", ".join(dnsspec.RCODES) + ".")
-        target = text
-    elif source in ("answer_count", "min_ttl", "response_time"):
-        number = as_number(target)
-        if number is None or number < 0:
-            _fail(errors, f"{at}.target",
-                  f"The {source} {comparison} target must be a number, 0 or more.")
-        else:
-            target = stored_number(number)
+            _fail(errors, field, "An rcode is one of " + ", ".join(dnsspec.RCODES) + ".")
+        return text
+    if source in ("answer_count", "min_ttl", "response_time"):
+        return not_negative(errors, field, target,
+                            f"The {source} {comparison} target must be a number, 0 or more.")
+    text = str(target)
+    if not text:
+        _fail(errors, field, "The target may not be empty.")
     else:
-        target = str(target)
-        if not target:
-            _fail(errors, f"{at}.target", "The target may not be empty.")
-        else:
-            check_text(errors, f"{at}.target", target,
-                       pattern=comparison.endswith(("_matches", "_match")))
-    if len(errors) != n:
-        return None
-    return {"source": source, "property": None, "comparison": comparison, "target": target}
+        check_text(errors, field, text, pattern=comparison.endswith(("_matches", "_match")))
+    return text
+
+
+_RULES: Final = BySource(dnsspec.SOURCES, "A dns:// monitor's source must be one of ",
+                         dnsspec.SOURCE_COMPARISONS, dnsspec.NO_TARGET, _target)

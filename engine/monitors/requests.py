@@ -12,17 +12,27 @@ Three forms of the same configuration:
 Secret headers: ``Authorization``, ``Proxy-Authorization``, ``Cookie`` and any name holding
 ``token``, ``key``, ``secret`` or ``auth`` (any case; the one rule is
 ``engine.domain.secretheaders``, which the probe follows too).
+
+The other schemes' rules take from here what a body's ``request`` and ``assertions`` mean
+(:class:`Config`, :func:`given`) and the rules of a request body (:func:`checked_body`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from engine.domain.secretheaders import is_secret_header
-from engine.monitors.assertrules import as_number, check_text, stored_number, walk
+from engine.monitors.assertrules import (
+    Errors,
+    as_number,
+    check_text,
+    source_of,
+    stored_number,
+    walk,
+)
 from engine.monitors.assertrules import fail as _fail
 from engine.probes import request as spec
 from engine.probes.jsonpaths import JsonPathRefused, compile_jsonpath
@@ -66,30 +76,43 @@ class Config:
     REMOVE = "remove"
 
 
+def given(body: Mapping[str, Any], key: str, creating: bool, read: Callable[[Any], Any]) -> Any:
+    """What a create or update body says of ``key`` (``request`` or ``assertions``), as
+    :class:`Config` holds it: None when left out; for null (or an empty list of assertions)
+    None on a create and ``Config.REMOVE`` on an update; else ``read(value)``."""
+    if key not in body:
+        return None
+    raw = body[key]
+    if raw is None or (key == "assertions" and raw == []):
+        return None if creating else Config.REMOVE
+    return read(raw)
+
+
 def validate(body: Mapping[str, Any], *, creating: bool) -> Config:
     """``request`` and ``assertions`` of a create or update body; ValidationFailed naming
     the field paths (``request.headers``, ``assertions.2.property``)."""
-    errors: dict[str, list[str]] = {}
-    request: Any = None
-    assertions: Any = None
-    method = "GET"
-    if "request" in body:
-        raw = body["request"]
-        if raw is None:
-            request = None if creating else Config.REMOVE
-        else:
-            request = _request(raw, errors)
-            if isinstance(request, dict):
-                method = request["method"]
-    if "assertions" in body:
-        raw = body["assertions"]
-        if raw is None or raw == []:
-            assertions = None if creating else Config.REMOVE
-        else:
-            assertions = _assertions(raw, method, errors)
+    errors: Errors = {}
+    request = given(body, "request", creating, lambda raw: _request(raw, errors))
+    method = request["method"] if isinstance(request, dict) else "GET"
+    assertions = given(body, "assertions", creating, lambda raw: _assertions(raw, method, errors))
     if errors:
         raise ValidationFailed(errors)
     return Config(request, assertions)
+
+
+def checked_body(body: Any, errors: Errors) -> str | None:
+    """A request body as stored, or None with the first broken rule's words under
+    ``request.body``: a string of at most :data:`MAX_BODY_BYTES` in UTF-8, without NUL."""
+    if not isinstance(body, str):
+        _fail(errors, "request.body", "The body must be a string.")
+        return None
+    if len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
+        _fail(errors, "request.body", f"The body may be at most {MAX_BODY_BYTES} bytes (UTF-8).")
+        return None
+    if "\0" in body:
+        _fail(errors, "request.body", "The body may not contain NUL.")
+        return None
+    return body
 
 
 def _request(raw: Any, errors: dict[str, list[str]]) -> dict[str, Any] | None:
@@ -145,38 +168,24 @@ def _request(raw: Any, errors: dict[str, list[str]]) -> dict[str, Any] | None:
                 headers.append([name, value])
     body = raw.get("body")
     if body is not None:
-        if not isinstance(body, str):
-            _fail(errors, "request.body", "The body must be a string.")
-            body = None
-        elif method in ("GET", "HEAD"):
+        if isinstance(body, str) and method in ("GET", "HEAD"):
             _fail(errors, "request.body", f"A {method} request cannot have a body.")
             body = None
-        elif len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
-            _fail(errors, "request.body",
-                  f"The body may be at most {MAX_BODY_BYTES} bytes (UTF-8).")
-            body = None
-        elif "\0" in body:
-            _fail(errors, "request.body", "The body may not contain NUL.")
-            body = None
+        else:
+            body = checked_body(body, errors)
     return {"method": method, "headers": headers, "body": body,
             "follow_redirects": follow if isinstance(follow, bool) else True}
 
 
-def _assertions(raw: Any, method: str, errors: dict[str, list[str]]) -> list[dict[str, Any]]:
+def _assertions(raw: Any, method: str, errors: Errors) -> list[dict[str, Any]]:
     return walk(raw, errors, lambda a, at, errs: _assertion(a, at, method, errs))
 
 
-def _assertion(
-    a: Any, at: str, method: str, errors: dict[str, list[str]]
-) -> dict[str, Any] | None:
-    if not isinstance(a, dict):
-        _fail(errors, at, "An assertion must be an object.")
+def _assertion(a: Any, at: str, method: str, errors: Errors) -> dict[str, Any] | None:
+    source = source_of(a, at, errors, spec.SOURCES, "The source must be one of ")
+    if source is None:
         return None
     n = len(errors)
-    source = a.get("source")
-    if source not in spec.SOURCES:
-        _fail(errors, f"{at}.source", "The source must be one of " + ", ".join(spec.SOURCES) + ".")
-        return None
     comparison = a.get("comparison")
     if comparison not in spec.COMPARISONS:
         _fail(errors, f"{at}.comparison",

@@ -24,9 +24,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from engine.monitors.assertrules import as_number, check_text, stored_number, walk
+from engine.monitors.assertrules import BySource, Errors, check_text, not_negative, walk
 from engine.monitors.assertrules import fail as _fail
-from engine.monitors.requests import MAX_BODY_BYTES, Config
+from engine.monitors.requests import Config, checked_body, given
 from engine.monitors.scheme import Scheme, UrlParts
 from engine.probes.starttls import DEFAULT_PORTS
 from engine.probes.streamspec import SOURCE_COMPARISONS, SOURCES, StreamSpec
@@ -92,21 +92,11 @@ def config_rules_for(scheme: str) -> Callable[[Mapping[str, Any], bool], Config]
 
 
 def validate(body: Mapping[str, Any], scheme: str, *, creating: bool) -> Config:
-    errors: dict[str, list[str]] = {}
-    request: Any = None
-    assertions: Any = None
-    if "request" in body:
-        raw = body["request"]
-        if raw is None:
-            request = None if creating else Config.REMOVE
-        else:
-            request = _request(raw, scheme, errors)
-    if "assertions" in body:
-        raw = body["assertions"]
-        if raw is None or raw == []:
-            assertions = None if creating else Config.REMOVE
-        else:
-            assertions = _assertions(raw, scheme, errors)
+    errors: Errors = {}
+    request = given(body, "request", creating, lambda raw: _request(raw, scheme, errors))
+    rules = BySource(SOURCES, f"The source of a {scheme} monitor's assertion must be one of ",
+                     SOURCE_COMPARISONS, _NO_TARGET, _target)
+    assertions = given(body, "assertions", creating, lambda raw: walk(raw, errors, rules))
     if errors:
         raise ValidationFailed(errors)
     return Config(request, assertions)
@@ -126,65 +116,24 @@ def _request(raw: Any, scheme: str, errors: dict[str, list[str]]) -> dict[str, A
                   f"A {scheme} monitor sends no body: its probe is the greeting, STARTTLS"
                   " and TLS.")
             body = None
-        elif not isinstance(body, str):
-            _fail(errors, "request.body", "The body must be a string.")
-            body = None
-        elif len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
-            _fail(errors, "request.body",
-                  f"The body may be at most {MAX_BODY_BYTES} bytes (UTF-8).")
-            body = None
-        elif "\0" in body:
-            _fail(errors, "request.body", "The body may not contain NUL.")
-            body = None
+        else:
+            body = checked_body(body, errors)
     # The URL monitors' stored form, so the store, masks and monitors as code need no
     # second shape.
     return {"method": "GET", "headers": [], "body": body or None, "follow_redirects": True}
 
 
-def _assertions(raw: Any, scheme: str, errors: dict[str, list[str]]) -> list[dict[str, Any]]:
-    return walk(raw, errors, lambda a, at, errs: _assertion(a, at, scheme, errs))
-
-
-def _assertion(
-    a: Any, at: str, scheme: str, errors: dict[str, list[str]]
-) -> dict[str, Any] | None:
-    if not isinstance(a, dict):
-        _fail(errors, at, "An assertion must be an object.")
-        return None
-    n = len(errors)
-    source = a.get("source")
-    if source not in SOURCES:
-        _fail(errors, f"{at}.source",
-              f"The source of a {scheme} monitor's assertion must be one of "
-              + ", ".join(SOURCES) + ".")
-        return None
-    comparison = a.get("comparison")
-    allowed = SOURCE_COMPARISONS[source]
-    if comparison not in allowed:
-        _fail(errors, f"{at}.comparison",
-              f"A {source} assertion's comparison must be one of " + ", ".join(allowed) + ".")
-        return None
-    if a.get("property") not in (None, ""):
-        _fail(errors, f"{at}.property", f"A {source} assertion takes no property.")
-    target = a.get("target")
-    if comparison in _NO_TARGET:
-        target = None
-    elif target is None:
-        _fail(errors, f"{at}.target", f"The {comparison} comparison needs a target.")
-    elif source in _NUMERIC:
-        number = as_number(target)
-        if number is None or number < 0:
-            _fail(errors, f"{at}.target",
-                  f"The {source} {comparison} target must be a number of ms, 0 or more.")
-        else:
-            target = stored_number(number)
-    elif not isinstance(target, str):
-        _fail(errors, f"{at}.target", "The target must be a string.")
+def _target(source: str, comparison: str, target: Any, field: str, errors: Errors) -> Any:
+    """A target past the rules every source shares (:class:`BySource`): ms for the times, a
+    text for the response."""
+    if source in _NUMERIC:
+        return not_negative(errors, field, target,
+                            f"The {source} {comparison} target must be a number of ms, 0 or more.")
+    if not isinstance(target, str):
+        _fail(errors, field, "The target must be a string.")
     else:
-        check_text(errors, f"{at}.target", target, pattern=comparison == "matches")
-    if len(errors) != n:
-        return None
-    return {"source": source, "property": None, "comparison": comparison, "target": target}
+        check_text(errors, field, target, pattern=comparison == "matches")
+    return target
 
 
 def spec_rules(
