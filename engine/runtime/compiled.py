@@ -61,6 +61,7 @@ MODULES: tuple[str, ...] = (
     "engine.scheduler.wheel",
     "engine.scheduler.results",
     "engine.domain.evaluate",
+    "engine.domain.certificate_states",
 )
 
 
