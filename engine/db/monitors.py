@@ -33,6 +33,22 @@ IDENTIFIER_BYTES = 9  # secrets.token_urlsafe(9): 12 URL-safe characters, 72 ran
 _IDENTIFIER_TRIES = 5
 
 
+_BUMP = "config_version = c.config_version + 1, updated_at = now()"
+
+
+def _checks_changed(where: str, *assignments: str) -> str:
+    """``UPDATE checks AS c``: the checks ``where`` selects get ``assignments`` and a new
+    ``config_version`` (the engine reloads them and discards probes started before), and
+    are returned with the columns of their records."""
+    sets = ",\n    ".join((*assignments, _BUMP))
+    return f"""
+UPDATE checks AS c
+SET {sets}
+WHERE {where}
+RETURNING {_CHECK_COLUMNS}
+"""
+
+
 # --- create --------------------------------------------------------------------------------
 
 # FOR NO KEY UPDATE serialises creates of one account (so two at once cannot both pass the
@@ -101,16 +117,13 @@ SQL_DELETE_PHASE_HOURS = (
 SQL_DELETE_PHASE_DAYS = "DELETE FROM check_phase_rollups_daily WHERE check_id = ANY($1::bigint[])"
 
 # A new host is a new site: the state machine starts over (paused checks stay paused).
-SQL_RESET_CHECKS = f"""
-UPDATE checks AS c
-SET status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END,
-    error = NULL, last_check_at = NULL, meta = '{{}}'::jsonb,
-    failing_since = NULL, detected_by = NULL, outage_id = NULL, recovering_since = NULL,
-    incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprints = '{{}}',
-    config_version = c.config_version + 1, updated_at = now()
-WHERE c.monitor_id = $1
-RETURNING {_CHECK_COLUMNS}
-"""
+SQL_RESET_CHECKS = _checks_changed(
+    "c.monitor_id = $1",
+    "status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END",
+    "error = NULL, last_check_at = NULL, meta = '{}'::jsonb",
+    "failing_since = NULL, detected_by = NULL, outage_id = NULL, recovering_since = NULL",
+    "incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprints = '{}'",
+)
 
 SQL_OPEN_PERIODS_OF_ENABLED = """
 INSERT INTO check_periods (check_id, started_at)
@@ -118,11 +131,7 @@ SELECT id, clock_timestamp() FROM checks WHERE monitor_id = $1 AND is_enabled
 ON CONFLICT DO NOTHING
 """
 
-SQL_BUMP_CHECKS_OF_MONITOR = f"""
-UPDATE checks AS c SET config_version = c.config_version + 1, updated_at = now()
-WHERE c.monitor_id = $1
-RETURNING {_CHECK_COLUMNS}
-"""
+SQL_BUMP_CHECKS_OF_MONITOR = _checks_changed("c.monitor_id = $1")
 
 SQL_DELETE_MONITOR = "DELETE FROM monitors WHERE id = $1"
 SQL_DELETE_CHECKS = "DELETE FROM checks WHERE id = ANY($1::bigint[])"
@@ -136,34 +145,23 @@ WHERE c.id = $1 AND m.account_id = $2
 FOR UPDATE OF c
 """
 
-SQL_UPDATE_CHECK_CONFIG = f"""
-UPDATE checks AS c
-SET interval_s = $2, notification_threshold_s = $3, recovery_threshold_s = $4,
-    expiry_threshold_percent = $5, expiry_threshold_days = $6,
-    config_version = c.config_version + 1, updated_at = now()
-WHERE c.id = $1
-RETURNING {_CHECK_COLUMNS}
-"""
+SQL_UPDATE_CHECK_CONFIG = _checks_changed(
+    "c.id = $1",
+    "interval_s = $2, notification_threshold_s = $3, recovery_threshold_s = $4",
+    "expiry_threshold_percent = $5, expiry_threshold_days = $6",
+)
 
 # Disabling ends the episode: no alert may fire for a paused check, and re-enabling starts
 # a fresh one. Last results (last_check_at, meta) stay as history.
-SQL_DISABLE_CHECK = f"""
-UPDATE checks AS c
-SET is_enabled = false, status = 'paused', error = NULL,
-    failing_since = NULL, detected_by = NULL, outage_id = NULL, incident_event_id = NULL,
-    recovering_since = NULL,
-    config_version = c.config_version + 1, updated_at = now()
-WHERE c.id = $1
-RETURNING {_CHECK_COLUMNS}
-"""
+SQL_DISABLE_CHECK = _checks_changed(
+    "c.id = $1",
+    "is_enabled = false, status = 'paused', error = NULL",
+    "failing_since = NULL, detected_by = NULL, outage_id = NULL, incident_event_id = NULL",
+    "recovering_since = NULL",
+)
 
-SQL_ENABLE_CHECK = f"""
-UPDATE checks AS c
-SET is_enabled = true, status = 'pending', error = NULL,
-    config_version = c.config_version + 1, updated_at = now()
-WHERE c.id = $1
-RETURNING {_CHECK_COLUMNS}
-"""
+SQL_ENABLE_CHECK = _checks_changed(
+    "c.id = $1", "is_enabled = true, status = 'pending', error = NULL")
 
 SQL_CLOSE_PERIOD = """
 UPDATE check_periods SET ended_at = clock_timestamp() WHERE check_id = $1 AND ended_at IS NULL
