@@ -40,6 +40,9 @@ from pathlib import Path
 MODULES: tuple[str, ...] = (
     "engine.probes.reactor",
     "engine.probes._net",
+    "engine.probes.addresses",
+    "engine.probes.deadlines",
+    "engine.probes.failures",
     "engine.probes.openssl_layer",
     "engine.probes.http",
     "engine.probes.tls",
