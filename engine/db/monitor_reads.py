@@ -41,39 +41,42 @@ _CHECK_COLUMNS = (
     " c.recovery_threshold_s, c.expiry_threshold_percent, c.expiry_threshold_days"
 )
 
-# The 30-day figures of the uptime check ``c`` over the window [{start}, {now}]: probes and
-# responses from the rollups (an index-only scan of their primary key, migration 0002),
-# confirmed outage seconds and enabled seconds clipped to the window (an open outage or
-# period runs to now), and the start of the open outage. The kind test is a one-time
-# filter: nothing is read for a certificate check's row (a heartbeat's one check stands
-# where a URL monitor's uptime check would).
-_FIGURE_LATERALS = """
+def _seconds_in_window(table: str, alias: str, start: str, now: str) -> str:
+    """The lateral ``alias``: seconds of check ``c``'s rows of ``table`` (outages, enabled
+    periods) inside the window [``start``, ``now``], an open one running to now."""
+    return f"""
+LEFT JOIN LATERAL (
+    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
+                                  - GREATEST(started_at, {start})))::double precision AS seconds
+    FROM {table}
+    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat')
+      AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
+) {alias} ON true"""
+
+
+def _figure_laterals(start: str, now: str) -> str:
+    """The 30-day figures of the uptime check ``c`` over the window [``start``, ``now``]
+    (SQL parameters): probes and responses from the rollups (an index-only scan of their
+    primary key, migration 0002), confirmed outage seconds and enabled seconds clipped to
+    the window, and the start of the open outage. The kind test is a one-time filter:
+    nothing is read for a certificate check's row (a heartbeat's one check stands where a
+    URL monitor's uptime check would)."""
+    outages = _seconds_in_window("outages", "o", start, now)
+    periods = _seconds_in_window("check_periods", "p", start, now)
+    return f"""
 LEFT JOIN LATERAL (
     SELECT sum(probes)::bigint AS probes, sum(responses)::bigint AS responses,
            sum(response_ms_sum)::double precision AS ms_sum
     FROM check_rollups_hourly
     WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat') AND hour >= {start}
-) r ON true
-LEFT JOIN LATERAL (
-    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
-                                  - GREATEST(started_at, {start})))::double precision AS seconds
-    FROM outages
-    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat')
-      AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
-) o ON true
-LEFT JOIN LATERAL (
-    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
-                                  - GREATEST(started_at, {start})))::double precision AS seconds
-    FROM check_periods
-    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat')
-      AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
-) p ON true
+) r ON true{outages}{periods}
 LEFT JOIN LATERAL (
     SELECT started_at FROM outages
     WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat') AND ended_at IS NULL
     ORDER BY started_at DESC LIMIT 1
 ) open_outage ON true
 """
+
 
 _FIGURE_COLUMNS = """
        COALESCE(r.probes, 0) AS probes,
@@ -93,14 +96,14 @@ FROM monitors m JOIN checks c ON c.monitor_id = m.id
 
 # Every monitor of account $1 (by id), window [$2, $3 = now].
 SQL_MONITORS_OF_ACCOUNT = f"""{_MONITORS_WITH_FIGURES}
-{_FIGURE_LATERALS.format(start="$2", now="$3")}
+{_figure_laterals("$2", "$3")}
 WHERE m.account_id = $1
 ORDER BY m.id, c.kind DESC
 """
 
 # Monitor $2 of account $1, window [$3, $4 = now].
 SQL_MONITOR_OF_ACCOUNT = f"""{_MONITORS_WITH_FIGURES}
-{_FIGURE_LATERALS.format(start="$3", now="$4")}
+{_figure_laterals("$3", "$4")}
 WHERE m.account_id = $1 AND m.id = $2
 ORDER BY c.kind DESC
 """
@@ -109,7 +112,7 @@ ORDER BY c.kind DESC
 SQL_UPTIME_FIGURES_OF_MONITOR = f"""
 SELECT c.id AS check_id, {_FIGURE_COLUMNS}
 FROM monitors m JOIN checks c ON c.monitor_id = m.id AND c.kind IN ('uptime', 'heartbeat')
-{_FIGURE_LATERALS.format(start="$3", now="$4")}
+{_figure_laterals("$3", "$4")}
 WHERE m.account_id = $1 AND m.id = $2
 """
 
