@@ -22,11 +22,10 @@ import asyncpg
 import orjson
 
 from engine.db.base import CHANNEL_CHECKS, StoreBase
+from engine.db.monitor_reads import _CHECK_COLUMNS, _MONITOR_COLUMNS
 from engine.db.monitor_records import CheckRecord, MonitorRecord
 from engine.db.monitors import (
-    _CHECK_COLUMNS,
     _IDENTIFIER_TRIES,
-    _MONITOR_COLUMNS,
     IDENTIFIER_BYTES,
     SQL_CLOSE_OUTAGE,
     SQL_CLOSE_PERIOD,

@@ -1,5 +1,5 @@
-"""Monitors and checks as the API sees them: create, read, update, delete, enable, disable,
-statistics.
+"""Monitors and checks as the API changes them: create, update, delete, enable, disable
+(their reads are :mod:`engine.db.monitor_reads`).
 
 Every method takes the account id and only ever touches that account's rows: a monitor or
 check of another account raises :class:`NotFound` exactly like a missing one.
@@ -9,150 +9,45 @@ Every configuration change (create, URL, interval, threshold, enable, disable, d
 transaction, so the engine reloads the check on commit and discards the result of a probe
 that started under the old configuration. Writers of one check serialise on its row
 (``SELECT ... FOR UPDATE``).
-
-Figures (uptime percentage, response times, checks run) come from the hourly rollups,
-outages and enabled periods, never from raw probe results; the list computes them for all
-of an account's monitors in a fixed number of queries.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from datetime import datetime, timedelta
 from typing import Any
 
-from engine.db.base import CHANNEL_CHECKS, StoreBase
-from engine.db.monitor_records import (
-    CheckRecord,
-    MonitorRecord,
-    OutageRecord,
-    StatisticsRecord,
-    UptimeFigures,
-    group_monitors,
-    monitor_of,
+from engine.db.base import CHANNEL_CHECKS
+from engine.db.monitor_reads import (
+    _CHECK_COLUMNS,
+    _MONITOR_COLUMNS,
+    SQL_COUNT_MONITORS,
+    MonitorReadsMixin,
 )
-from engine.domain.timefmt import utcnow
+from engine.db.monitor_records import CheckRecord, MonitorRecord
 from engine.monitors.checkset import UPTIME, checks_of, enabled_on_create
 from engine.monitors.domain_settings import interval_on_create, stored_thresholds
 from engine.runtime.errors import LimitReached, NotFound
 
-STATS_WINDOW = timedelta(days=30)
-# Outages listed by the statistics endpoint, newest first. Thirty days of a flapping site
-# probed every 30 s could hold tens of thousands; the newest thousand tell the story.
-MAX_OUTAGES_LISTED = 1000
 IDENTIFIER_BYTES = 9  # secrets.token_urlsafe(9): 12 URL-safe characters, 72 random bits
 _IDENTIFIER_TRIES = 5
 
-_MONITOR_COLUMNS = (
-    "m.id, m.identifier, m.alias, m.url, m.scheme, m.host, m.port, m.request, m.assertions"
-)
-_CHECK_COLUMNS = (
-    "c.id, c.monitor_id, c.kind, c.status, c.error, c.interval_s, c.is_enabled,"
-    " c.notification_threshold_s, c.last_check_at, c.meta,"
-    " c.recovery_threshold_s, c.expiry_threshold_percent, c.expiry_threshold_days"
-)
 
-# --- reads ---------------------------------------------------------------------------------
+_BUMP = "config_version = c.config_version + 1, updated_at = now()"
 
-# The 30-day figures of the uptime check ``c`` over the window [{start}, {now}]: probes and
-# responses from the rollups (an index-only scan of their primary key, migration 0002),
-# confirmed outage seconds and enabled seconds clipped to the window (an open outage or
-# period runs to now), and the start of the open outage. The kind test is a one-time
-# filter: nothing is read for a certificate check's row (a heartbeat's one check stands
-# where a URL monitor's uptime check would).
-_FIGURE_LATERALS = """
-LEFT JOIN LATERAL (
-    SELECT sum(probes)::bigint AS probes, sum(responses)::bigint AS responses,
-           sum(response_ms_sum)::double precision AS ms_sum
-    FROM check_rollups_hourly
-    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat') AND hour >= {start}
-) r ON true
-LEFT JOIN LATERAL (
-    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
-                                  - GREATEST(started_at, {start})))::double precision AS seconds
-    FROM outages
-    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat')
-      AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
-) o ON true
-LEFT JOIN LATERAL (
-    SELECT sum(EXTRACT(EPOCH FROM LEAST(COALESCE(ended_at, {now}), {now})
-                                  - GREATEST(started_at, {start})))::double precision AS seconds
-    FROM check_periods
-    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat')
-      AND started_at < {now} AND (ended_at IS NULL OR ended_at > {start})
-) p ON true
-LEFT JOIN LATERAL (
-    SELECT started_at FROM outages
-    WHERE check_id = c.id AND c.kind IN ('uptime', 'heartbeat') AND ended_at IS NULL
-    ORDER BY started_at DESC LIMIT 1
-) open_outage ON true
+
+def _checks_changed(where: str, *assignments: str) -> str:
+    """``UPDATE checks AS c``: the checks ``where`` selects get ``assignments`` and a new
+    ``config_version`` (the engine reloads them and discards probes started before), and
+    are returned with the columns of their records."""
+    sets = ",\n    ".join((*assignments, _BUMP))
+    return f"""
+UPDATE checks AS c
+SET {sets}
+WHERE {where}
+RETURNING {_CHECK_COLUMNS}
 """
 
-_FIGURE_COLUMNS = """
-       COALESCE(r.probes, 0) AS probes,
-       COALESCE(r.responses, 0) AS responses,
-       COALESCE(r.ms_sum, 0) AS ms_sum,
-       COALESCE(o.seconds, 0) AS outage_seconds,
-       COALESCE(p.seconds, 0) AS enabled_seconds,
-       open_outage.started_at AS offline_since"""
-
-# Monitors with their checks, the uptime check's figures on its row: ONE statement, so one
-# round trip and one snapshot for a list or a get.
-_MONITORS_WITH_FIGURES = f"""
-SELECT {_MONITOR_COLUMNS}, {_CHECK_COLUMNS.replace("c.id,", "c.id AS check_id,", 1)},
-{_FIGURE_COLUMNS}
-FROM monitors m JOIN checks c ON c.monitor_id = m.id
-"""
-
-# Every monitor of account $1 (by id), window [$2, $3 = now].
-SQL_MONITORS_OF_ACCOUNT = f"""{_MONITORS_WITH_FIGURES}
-{_FIGURE_LATERALS.format(start="$2", now="$3")}
-WHERE m.account_id = $1
-ORDER BY m.id, c.kind DESC
-"""
-
-# Monitor $2 of account $1, window [$3, $4 = now].
-SQL_MONITOR_OF_ACCOUNT = f"""{_MONITORS_WITH_FIGURES}
-{_FIGURE_LATERALS.format(start="$3", now="$4")}
-WHERE m.account_id = $1 AND m.id = $2
-ORDER BY c.kind DESC
-"""
-
-# The uptime check of monitor $2 of account $1 with its figures, window [$3, $4 = now].
-SQL_UPTIME_FIGURES_OF_MONITOR = f"""
-SELECT c.id AS check_id, {_FIGURE_COLUMNS}
-FROM monitors m JOIN checks c ON c.monitor_id = m.id AND c.kind IN ('uptime', 'heartbeat')
-{_FIGURE_LATERALS.format(start="$3", now="$4")}
-WHERE m.account_id = $1 AND m.id = $2
-"""
-
-SQL_CHECK_IDS_OF_MONITOR = """
-SELECT c.kind, c.id FROM monitors m JOIN checks c ON c.monitor_id = m.id
-WHERE m.account_id = $1 AND m.id = $2
-"""
-
-SQL_OUTAGES_IN_WINDOW = """
-SELECT started_at, ended_at, http_status_code
-FROM outages
-WHERE check_id = $1 AND (ended_at IS NULL OR ended_at > $2)
-ORDER BY started_at DESC, id DESC
-LIMIT $3
-"""
-
-SQL_COUNT_MONITORS = "SELECT count(*) FROM monitors WHERE account_id = $1"
-
-SQL_SCHEME_OF_MONITOR = "SELECT scheme FROM monitors WHERE account_id = $1 AND id = $2"
-SQL_SCHEME_OF_CHECK = """
-SELECT m.scheme FROM checks c JOIN monitors m ON m.id = c.monitor_id
-WHERE m.account_id = $1 AND c.id = $2
-"""
-
-SQL_CHECK_OF_ACCOUNT = f"""
-SELECT {_CHECK_COLUMNS}
-FROM checks c JOIN monitors m ON m.id = c.monitor_id
-WHERE c.id = $1 AND m.account_id = $2
-"""
 
 # --- create --------------------------------------------------------------------------------
 
@@ -222,16 +117,13 @@ SQL_DELETE_PHASE_HOURS = (
 SQL_DELETE_PHASE_DAYS = "DELETE FROM check_phase_rollups_daily WHERE check_id = ANY($1::bigint[])"
 
 # A new host is a new site: the state machine starts over (paused checks stay paused).
-SQL_RESET_CHECKS = f"""
-UPDATE checks AS c
-SET status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END,
-    error = NULL, last_check_at = NULL, meta = '{{}}'::jsonb,
-    failing_since = NULL, detected_by = NULL, outage_id = NULL, recovering_since = NULL,
-    incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprints = '{{}}',
-    config_version = c.config_version + 1, updated_at = now()
-WHERE c.monitor_id = $1
-RETURNING {_CHECK_COLUMNS}
-"""
+SQL_RESET_CHECKS = _checks_changed(
+    "c.monitor_id = $1",
+    "status = CASE WHEN c.is_enabled THEN 'pending' ELSE 'paused' END",
+    "error = NULL, last_check_at = NULL, meta = '{}'::jsonb",
+    "failing_since = NULL, detected_by = NULL, outage_id = NULL, recovering_since = NULL",
+    "incident_event_id = NULL, renewal_notified_for = NULL, renewal_notified_fingerprints = '{}'",
+)
 
 SQL_OPEN_PERIODS_OF_ENABLED = """
 INSERT INTO check_periods (check_id, started_at)
@@ -239,11 +131,7 @@ SELECT id, clock_timestamp() FROM checks WHERE monitor_id = $1 AND is_enabled
 ON CONFLICT DO NOTHING
 """
 
-SQL_BUMP_CHECKS_OF_MONITOR = f"""
-UPDATE checks AS c SET config_version = c.config_version + 1, updated_at = now()
-WHERE c.monitor_id = $1
-RETURNING {_CHECK_COLUMNS}
-"""
+SQL_BUMP_CHECKS_OF_MONITOR = _checks_changed("c.monitor_id = $1")
 
 SQL_DELETE_MONITOR = "DELETE FROM monitors WHERE id = $1"
 SQL_DELETE_CHECKS = "DELETE FROM checks WHERE id = ANY($1::bigint[])"
@@ -257,34 +145,23 @@ WHERE c.id = $1 AND m.account_id = $2
 FOR UPDATE OF c
 """
 
-SQL_UPDATE_CHECK_CONFIG = f"""
-UPDATE checks AS c
-SET interval_s = $2, notification_threshold_s = $3, recovery_threshold_s = $4,
-    expiry_threshold_percent = $5, expiry_threshold_days = $6,
-    config_version = c.config_version + 1, updated_at = now()
-WHERE c.id = $1
-RETURNING {_CHECK_COLUMNS}
-"""
+SQL_UPDATE_CHECK_CONFIG = _checks_changed(
+    "c.id = $1",
+    "interval_s = $2, notification_threshold_s = $3, recovery_threshold_s = $4",
+    "expiry_threshold_percent = $5, expiry_threshold_days = $6",
+)
 
 # Disabling ends the episode: no alert may fire for a paused check, and re-enabling starts
 # a fresh one. Last results (last_check_at, meta) stay as history.
-SQL_DISABLE_CHECK = f"""
-UPDATE checks AS c
-SET is_enabled = false, status = 'paused', error = NULL,
-    failing_since = NULL, detected_by = NULL, outage_id = NULL, incident_event_id = NULL,
-    recovering_since = NULL,
-    config_version = c.config_version + 1, updated_at = now()
-WHERE c.id = $1
-RETURNING {_CHECK_COLUMNS}
-"""
+SQL_DISABLE_CHECK = _checks_changed(
+    "c.id = $1",
+    "is_enabled = false, status = 'paused', error = NULL",
+    "failing_since = NULL, detected_by = NULL, outage_id = NULL, incident_event_id = NULL",
+    "recovering_since = NULL",
+)
 
-SQL_ENABLE_CHECK = f"""
-UPDATE checks AS c
-SET is_enabled = true, status = 'pending', error = NULL,
-    config_version = c.config_version + 1, updated_at = now()
-WHERE c.id = $1
-RETURNING {_CHECK_COLUMNS}
-"""
+SQL_ENABLE_CHECK = _checks_changed(
+    "c.id = $1", "is_enabled = true, status = 'pending', error = NULL")
 
 SQL_CLOSE_PERIOD = """
 UPDATE check_periods SET ended_at = clock_timestamp() WHERE check_id = $1 AND ended_at IS NULL
@@ -326,85 +203,9 @@ async def _follow_check_set(
 # transaction began, and a toggle that waited for the row lock would otherwise stamp a time
 # before the one it waited for, making enabled periods overlap.
 
-class MonitorsMixin(StoreBase):
-    # --- reads -----------------------------------------------------------------------------
-    #
-    # Reads are single statements outside any explicit transaction: BEGIN and COMMIT would be
-    # two more round trips and, at READ COMMITTED, give two statements no common snapshot.
 
-    async def list_monitors(
-        self, account_id: int, *, now: datetime | None = None
-    ) -> list[MonitorRecord]:
-        """Every monitor of the account (by id) with checks and 30-day uptime figures, in
-        one query whatever the number of monitors."""
-        now = now or utcnow()
-        rows = await self._fetch(SQL_MONITORS_OF_ACCOUNT, account_id, now - STATS_WINDOW, now)
-        return group_monitors(rows)
-
-    async def get_monitor(
-        self, account_id: int, monitor_id: int, *, now: datetime | None = None
-    ) -> MonitorRecord:
-        """One monitor as in :meth:`list_monitors`, in one query; NotFound when not the
-        account's."""
-        now = now or utcnow()
-        rows = await self._fetch(
-            SQL_MONITOR_OF_ACCOUNT, account_id, monitor_id, now - STATS_WINDOW, now)
-        if not rows:
-            raise NotFound("Monitor not found.")
-        return monitor_of(rows)
-
-    async def get_check_ids(self, account_id: int, monitor_id: int) -> dict[str, int]:
-        """The monitor's check ids by kind (a cheap existence test); NotFound when the
-        monitor is not the account's."""
-        rows = await self._fetch(SQL_CHECK_IDS_OF_MONITOR, account_id, monitor_id)
-        if not rows:
-            raise NotFound("Monitor not found.")
-        return {r["kind"]: r["id"] for r in rows}
-
-    async def scheme_of(
-        self, account_id: int, *, monitor_id: int | None = None, check_id: int | None = None
-    ) -> str | None:
-        """The URL scheme of the account's monitor ``monitor_id`` (or of check
-        ``check_id``'s monitor); None when the account has no such monitor or check."""
-        if monitor_id is not None:
-            scheme: str | None = await self._fetchval(
-                SQL_SCHEME_OF_MONITOR, account_id, monitor_id)
-        else:
-            scheme = await self._fetchval(SQL_SCHEME_OF_CHECK, account_id, check_id)
-        return scheme
-
-    async def count_monitors(self, account_id: int) -> int:
-        return int(await self._fetchval(SQL_COUNT_MONITORS, account_id))
-
-    async def monitor_statistics(
-        self, account_id: int, monitor_id: int, *, now: datetime | None = None
-    ) -> StatisticsRecord:
-        """30-day statistics of the monitor's uptime check (decisions.md "Statistics");
-        figures None and no outages for a monitor without one."""
-        now = now or utcnow()
-        since = now - STATS_WINDOW
-        async with self._conn() as conn:
-            row = await conn.fetchrow(
-                SQL_UPTIME_FIGURES_OF_MONITOR, account_id, monitor_id, since, now)
-            if row is None:
-                if not await conn.fetch(SQL_CHECK_IDS_OF_MONITOR, account_id, monitor_id):
-                    raise NotFound("Monitor not found.")
-                return StatisticsRecord(now=now, figures=None, outages=[])
-            rows = await conn.fetch(
-                SQL_OUTAGES_IN_WINDOW, row["check_id"], since, MAX_OUTAGES_LISTED)
-        outages = [
-            OutageRecord(r["started_at"], r["ended_at"], r["http_status_code"]) for r in rows
-        ]
-        return StatisticsRecord(now=now, figures=UptimeFigures.from_row(row), outages=outages)
-
-    async def get_check(self, account_id: int, check_id: int) -> CheckRecord:
-        """One check of the account; NotFound otherwise."""
-        row = await self._fetchrow(SQL_CHECK_OF_ACCOUNT, check_id, account_id)
-        if row is None:
-            raise NotFound("Check not found.")
-        return CheckRecord.from_row(row)
-
-    # --- writes ----------------------------------------------------------------------------
+class MonitorsMixin(MonitorReadsMixin):
+    """The writes of monitors and checks, with the reads they build on."""
 
     async def create_monitor(
         self,

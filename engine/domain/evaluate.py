@@ -1,4 +1,10 @@
-"""The check state machines: (state, outcome, now) -> transition. Pure: no I/O, no clock.
+"""The uptime state machine, and what every check state machine speaks: (state, outcome,
+now) -> transition. Pure: no I/O, no clock.
+
+The shared part is the persisted :class:`CheckState`, the statuses, the probe's
+:class:`Outcome` class and the :class:`Transition`, with the steps that keep or clear a
+state; the other kinds' machines (:mod:`engine.domain.certificate_states`,
+:mod:`engine.domain.heartbeat_states`, :mod:`engine.domain.domain_expiry`) build on them.
 
 The tables in docs/design.md are the specification; each branch below names its row. A
 :class:`Transition` says what to persist and what else must happen with it:
@@ -37,13 +43,6 @@ DOWN: Final = "down"
 PAUSED: Final = "paused"
 
 UPTIME: Final = "uptime"
-CERTIFICATE: Final = "certificate_health"
-
-_DAY = 86400.0
-# Certificates a check remembers having announced as due for renewal (the newest): a server
-# that goes back to one of them does not announce it again. Far more renewals than a
-# certificate could outlive.
-RENEWAL_MEMORY: Final = 32
 
 
 class Outcome(IntEnum):
@@ -84,7 +83,7 @@ class CheckState:
     # Down, and good probes since then: the restore waits for the recovery threshold.
     recovering_since: datetime | None = None
     # SHA-256 fingerprints of the certificates a renewal-due was sent for, oldest first, at
-    # most RENEWAL_MEMORY.
+    # most engine.domain.certificate_states.RENEWAL_MEMORY.
     renewal_notified_fingerprints: tuple[str, ...] = ()
 
     @property
@@ -144,7 +143,54 @@ class Transition:
     certificate: CertOutcome | None = None
 
 
-# -- classification ----------------------------------------------------------------------
+# -- what every state machine keeps or clears ---------------------------------------------
+
+
+def bookkeeping_changed(prev: CheckState, new: CheckState) -> bool:
+    """Whether the failure bookkeeping changed (status/error/timestamps alone do not count):
+    a transition that changes it is ``durable``."""
+    return (
+        prev.failing_since != new.failing_since
+        or prev.detected_by != new.detected_by
+        or prev.verified_via != new.verified_via
+        or prev.outage_id != new.outage_id
+        or prev.incident_event_id != new.incident_event_id
+        or prev.renewal_notified_for != new.renewal_notified_for
+        or prev.recovering_since != new.recovering_since
+        or prev.renewal_notified_fingerprints != new.renewal_notified_fingerprints
+    )
+
+
+def cleared(status: str, error: str | None, now: datetime, prev: CheckState) -> CheckState:
+    """The next state with ``status`` and ``error``: failure bookkeeping gone, certificate
+    renewal memory kept."""
+    return CheckState(
+        status=status,
+        error=error,
+        last_check_at=now,
+        renewal_notified_for=prev.renewal_notified_for,
+        renewal_notified_fingerprints=prev.renewal_notified_fingerprints,
+    )
+
+
+def kept(prev: CheckState, status: str, error: str | None, now: datetime) -> CheckState:
+    """The next state with ``status`` and ``error``: everything else as in ``prev``."""
+    return CheckState(
+        status=status,
+        error=error,
+        last_check_at=now,
+        failing_since=prev.failing_since,
+        detected_by=prev.detected_by,
+        verified_via=prev.verified_via,
+        outage_id=prev.outage_id,
+        incident_event_id=prev.incident_event_id,
+        renewal_notified_for=prev.renewal_notified_for,
+        recovering_since=prev.recovering_since,
+        renewal_notified_fingerprints=prev.renewal_notified_fingerprints,
+    )
+
+
+# -- uptime ------------------------------------------------------------------------------
 
 
 def classify(outcome: HttpOutcome, slow_threshold_ms: float) -> Outcome:
@@ -190,77 +236,8 @@ def uptime_meta(outcome: HttpOutcome) -> dict[str, Any]:
     return {"http_status_code": outcome.status_code, **outcome.details}
 
 
-def lifetime_days(outcome: CertOutcome) -> float | None:
-    """The certificate's own lifetime (valid_to - valid_from) in days, 2 decimals."""
-    if outcome.valid_from is None or outcome.valid_to is None:
-        return None
-    return round(_seconds(outcome.valid_to, outcome.valid_from) / _DAY, 2)
-
-
-def certificate_meta(outcome: CertOutcome) -> dict[str, Any]:
-    """api.md's keys always present (null when the probe could not read the certificate);
-    the leaf's identity (docs/alerts.md) added when it was read."""
-    meta: dict[str, Any] = {
-        "issuer": outcome.issuer,
-        "signature_algorithm": outcome.signature_algorithm,
-        "is_self_signed": outcome.is_self_signed,
-        "valid_from": fmt(outcome.valid_from),
-        "valid_to": fmt(outcome.valid_to),
-    }
-    if outcome.fingerprint_sha256 is not None:
-        meta["fingerprint_sha256"] = outcome.fingerprint_sha256
-        meta["serial"] = outcome.serial
-        meta["key_type"] = outcome.key_type
-        meta["lifetime_days"] = lifetime_days(outcome)
-    if outcome.chain is not None:
-        meta.update(diagnosis=outcome.diagnosis, warnings=outcome.warnings,
-                    chain=outcome.chain, revocation=outcome.revocation)
-    return meta
-
-
 def _seconds(a: datetime, b: datetime) -> float:
     return (a - b).total_seconds()
-
-
-def _durable(prev: CheckState, new: CheckState) -> bool:
-    """Whether the failure bookkeeping changed (status/error/timestamps alone do not count)."""
-    return (
-        prev.failing_since != new.failing_since
-        or prev.detected_by != new.detected_by
-        or prev.verified_via != new.verified_via
-        or prev.outage_id != new.outage_id
-        or prev.incident_event_id != new.incident_event_id
-        or prev.renewal_notified_for != new.renewal_notified_for
-        or prev.recovering_since != new.recovering_since
-        or prev.renewal_notified_fingerprints != new.renewal_notified_fingerprints
-    )
-
-
-def _cleared(status: str, error: str | None, now: datetime, prev: CheckState) -> CheckState:
-    """Failure bookkeeping gone, certificate renewal memory kept."""
-    return CheckState(
-        status=status,
-        error=error,
-        last_check_at=now,
-        renewal_notified_for=prev.renewal_notified_for,
-        renewal_notified_fingerprints=prev.renewal_notified_fingerprints,
-    )
-
-
-def _kept(prev: CheckState, status: str, error: str | None, now: datetime) -> CheckState:
-    return CheckState(
-        status=status,
-        error=error,
-        last_check_at=now,
-        failing_since=prev.failing_since,
-        detected_by=prev.detected_by,
-        verified_via=prev.verified_via,
-        outage_id=prev.outage_id,
-        incident_event_id=prev.incident_event_id,
-        renewal_notified_for=prev.renewal_notified_for,
-        recovering_since=prev.recovering_since,
-        renewal_notified_fingerprints=prev.renewal_notified_fingerprints,
-    )
 
 
 def _waited(now: datetime, start: datetime, resumed_at: datetime | None) -> float:
@@ -290,9 +267,6 @@ def _downtime_event(
         },
         opens_incident=True,
     )
-
-
-# -- uptime ------------------------------------------------------------------------------
 
 
 def steady_class(
@@ -349,11 +323,11 @@ def evaluate_uptime(
             if muted_until is not None or _waited(now, since, resumed_at) < recovery:
                 # down | ok/degraded, recovery not confirmed yet (or a window is on): down,
                 # counting good probes from the first of them.
-                new = _kept(prev, DOWN, recovering_error(since), now)
+                new = kept(prev, DOWN, recovering_error(since), now)
                 new.recovering_since = since
-                return Transition(new, meta, cls, durable=_durable(prev, new))
+                return Transition(new, meta, cls, durable=bookkeeping_changed(prev, new))
             # down | ok/degraded -> ok/degraded; outage closed; uptime_restored.
-            new = _cleared(status, error, now, prev)
+            new = cleared(status, error, now, prev)
             tr = Transition(new, meta, cls, close_outage_id=prev.outage_id, durable=True)
             if prev.incident_event_id is not None:
                 since = prev.failing_since or now
@@ -370,21 +344,22 @@ def evaluate_uptime(
         if prev.status == FAILING:
             # failing, confirmed | ok -> outage closed, nothing sent (no alert went out).
             # failing, unconfirmed | ok -> back to health, nothing sent.
-            new = _cleared(status, error, now, prev)
+            new = cleared(status, error, now, prev)
             return Transition(new, meta, cls, close_outage_id=prev.outage_id, durable=True)
         # any not failing/down | ok/degraded -> ok/degraded. Failure bookkeeping cannot be
         # there in these states unless a disable/enable cycle left it behind: it is dropped,
         # and an outage left open is closed.
-        new = _cleared(status, error, now, prev)
+        new = cleared(status, error, now, prev)
         return Transition(
-            new, meta, cls, close_outage_id=prev.outage_id, durable=_durable(prev, new)
+            new, meta, cls, close_outage_id=prev.outage_id,
+            durable=bookkeeping_changed(prev, new),
         )
 
     assert error is not None
     if prev.status == DOWN:
         # down | failure -> down, error updated; a recovery being confirmed relapses (the
         # outage stays the one it was).
-        new = _kept(prev, DOWN, error, now)
+        new = kept(prev, DOWN, error, now)
         new.recovering_since = None
         return Transition(new, meta, cls, durable=prev.recovering_since is not None)
     if prev.status == FAILING and prev.confirmed:
@@ -392,14 +367,14 @@ def evaluate_uptime(
         # a maintenance window).
         since = prev.failing_since or now
         if muted_until is None and _waited(now, since, resumed_at) >= threshold:
-            new = _kept(prev, DOWN, error, now)
+            new = kept(prev, DOWN, error, now)
             ev = _downtime_event(prev, now, error, code, prev.verified_via or region)
             return Transition(new, meta, cls, alert_outage=True, events=[ev], durable=True)
-        return Transition(_kept(prev, FAILING, error, now), meta, cls)
+        return Transition(kept(prev, FAILING, error, now), meta, cls)
     if prev.status == FAILING:
         # failing, unconfirmed (e.g. a restart between probe and confirmation): the episode
         # goes on from its first failure and is confirmed again.
-        return Transition(_kept(prev, FAILING, error, now), meta, cls, confirm=True)
+        return Transition(kept(prev, FAILING, error, now), meta, cls, confirm=True)
     # pending/ok/degraded | failure -> failing; ask for confirmation. (A stale open outage,
     # see above, is closed: this is a new episode.)
     new = CheckState(
@@ -442,7 +417,7 @@ def evaluate_confirmation(
     meta = uptime_meta(outcome)
     if cls is not Outcome.FAILURE:
         # failing, unconfirmed | confirmation ok/degraded -> ok/degraded, nothing sent.
-        new = _cleared(_STATUS_OF[cls], uptime_error(outcome, cls, slow_threshold_ms), now, prev)
+        new = cleared(_STATUS_OF[cls], uptime_error(outcome, cls, slow_threshold_ms), now, prev)
         return Transition(new, meta, cls, durable=True)
     # failing, unconfirmed | confirmation failure -> outage opened (from the first failure);
     # down with the downtime event at once when the threshold has already passed.
@@ -455,7 +430,7 @@ def evaluate_confirmation(
         detected_by=prev.detected_by,
         verified_via=verified_via,
     )
-    new = _kept(prev, FAILING, error, now)
+    new = kept(prev, FAILING, error, now)
     new.failing_since = since
     new.verified_via = verified_via
     tr = Transition(new, meta, cls, open_outage=outage, durable=True)
@@ -499,112 +474,3 @@ def decision_due(
     elif resumed_at is not None and resumed_at > start:
         start = resumed_at
     return start + timedelta(seconds=wait)
-
-
-# -- certificate ---------------------------------------------------------------------------
-
-
-def _renewal_due(
-    prev: CheckState, outcome: CertOutcome, now: datetime, threshold_days: int,
-    threshold_percent: int,
-) -> bool:
-    """Fewer than ``threshold_days`` days, or less than ``threshold_percent`` of the
-    certificate's own lifetime, left; once per certificate: by SHA-256 fingerprint (any
-    the check remembers announcing, so a rollback to an earlier one is not announced again),
-    or by ``valid_to`` when no fingerprint is known (a state from before fingerprints)."""
-    valid_to = outcome.valid_to
-    if valid_to is None or (threshold_days <= 0 and threshold_percent <= 0):
-        return False
-    fingerprint = outcome.fingerprint_sha256
-    if fingerprint is not None and prev.renewal_notified_fingerprints:
-        if fingerprint in prev.renewal_notified_fingerprints:
-            return False
-    elif prev.renewal_notified_for == valid_to:
-        return False
-    remaining = _seconds(valid_to, now)
-    if threshold_days > 0 and remaining < threshold_days * _DAY:
-        return True
-    if threshold_percent > 0 and outcome.valid_from is not None:
-        lifetime = _seconds(valid_to, outcome.valid_from)
-        return lifetime > 0 and remaining < lifetime * threshold_percent / 100.0
-    return False
-
-
-def announced(remembered: tuple[str, ...], fingerprint: str | None) -> tuple[str, ...]:
-    """The fingerprints a check remembers once ``fingerprint`` is announced: appended (None,
-    a leaf whose fingerprint was not read, adds nothing), the oldest dropped past
-    RENEWAL_MEMORY."""
-    if fingerprint is None or fingerprint in remembered:
-        return remembered
-    return (*remembered, fingerprint)[-RENEWAL_MEMORY:]
-
-
-def _cert_fields(outcome: CertOutcome, now: datetime) -> dict[str, Any]:
-    # A verified certificate always has both dates; the fallbacks only keep types honest.
-    return {
-        "last_check_at": now,
-        "issuer": outcome.issuer or "",
-        "signature_algorithm": outcome.signature_algorithm or "",
-        "valid_from": outcome.valid_from or now,
-        "valid_to": outcome.valid_to or now,
-    }
-
-
-def evaluate_certificate(
-    prev: CheckState, outcome: CertOutcome, *, now: datetime, expiry_threshold_days: int,
-    expiry_threshold_percent: int = 0,
-) -> Transition:
-    """A certificate probe's outcome (design.md, certificate table). Every probe that read
-    a leaf carries it (``certificate``) for the check's certificate history, and is then
-    durable."""
-    tr = _evaluate_certificate(
-        prev, outcome, now, expiry_threshold_days, expiry_threshold_percent)
-    if outcome.fingerprint_sha256 is not None:
-        tr.certificate = outcome
-        tr.durable = True
-    return tr
-
-
-def _evaluate_certificate(
-    prev: CheckState, outcome: CertOutcome, now: datetime, expiry_threshold_days: int,
-    expiry_threshold_percent: int,
-) -> Transition:
-    meta = certificate_meta(outcome)
-    if outcome.valid:
-        if prev.status == DOWN:
-            # down | valid -> ok; certificate_recovered (parent = certificate_invalid).
-            new = _cleared(OK, None, now, prev)
-            tr = Transition(new, meta, Outcome.OK, durable=True)
-            if prev.incident_event_id is not None:
-                tr.events.append(EventSpec(
-                    payloads.CERTIFICATE_RECOVERED,
-                    _cert_fields(outcome, now),
-                    parent_id=prev.incident_event_id,
-                ))
-            return tr
-        # not down | valid -> ok; renewal_due once per certificate when fewer days (or less
-        # of its lifetime) remain.
-        new = _cleared(OK, None, now, prev)
-        tr = Transition(new, meta, Outcome.OK)
-        if _renewal_due(prev, outcome, now, expiry_threshold_days, expiry_threshold_percent):
-            assert outcome.valid_to is not None
-            remaining = _seconds(outcome.valid_to, now)
-            fields = _cert_fields(outcome, now)
-            fields["expires_in_days"] = max(0, int(remaining // _DAY))
-            tr.events.append(EventSpec(payloads.CERTIFICATE_RENEWAL_DUE, fields))
-            new.renewal_notified_for = outcome.valid_to
-            new.renewal_notified_fingerprints = announced(
-                prev.renewal_notified_fingerprints, outcome.fingerprint_sha256)
-        tr.durable = bool(tr.events) or _durable(prev, new)
-        return tr
-
-    error = outcome.error or "certificate invalid"
-    if prev.status == DOWN:
-        # down | invalid -> down, error updated.
-        return Transition(_kept(prev, DOWN, error, now), meta, Outcome.FAILURE)
-    # not down | invalid -> down; certificate_invalid.
-    new = _cleared(DOWN, error, now, prev)
-    ev = EventSpec(
-        payloads.CERTIFICATE_INVALID, {"last_check_at": now, "error": error}, opens_incident=True
-    )
-    return Transition(new, meta, Outcome.FAILURE, events=[ev], durable=True)

@@ -2,8 +2,8 @@
 :func:`engine.probes.tls.certificate_port` picks), judged by the leaf's validity and time left.
 
 Probes through an :class:`engine.probes.tls.CertProber` (or anything with its ``probe``);
-judged by :func:`engine.domain.evaluate.evaluate_certificate`. No confirmation, no taskless
-start, no steady path: every probe is judged and committed.
+judged by :func:`engine.domain.certificate_states.evaluate_certificate`. No confirmation, no
+taskless start, no steady path: every probe is judged and committed.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final, Protocol
 
-from engine.domain.evaluate import CERTIFICATE, Outcome, Transition, evaluate_certificate
+from engine.domain.certificate_states import CERTIFICATE, evaluate_certificate
+from engine.domain.evaluate import Outcome, Transition
 from engine.domain.outcomes import CertOutcome
 from engine.kinds.base import (
     Cancellable,

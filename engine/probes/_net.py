@@ -1,41 +1,31 @@
-"""Plumbing shared by the uptime and certificate probes.
+"""The client connection the probes make (uptime, certificate, tcp/tls/mail).
 
-* :func:`resolve_checked`: resolve a host ourselves and apply the private-address rule to every
-  candidate, so the probes connect to an IP literal that was checked (DNS rebinding between the
-  check and the connect cannot get through).
-* :class:`ClientConn`: one client connection over a :mod:`engine.probes.reactor` socket
-  (the reactor's ``Endpoint``), with TLS done in-process over ``ssl.MemoryBIO`` instead of the
-  event loop's SSL transport: uvloop's transport keeps a 256 KiB read buffer per connection
-  and shuts down gracefully (up to 30 s) on ``close()``; here all connections of a prober
-  read into the prober's two buffers and are always ``abort()``ed. It also lets the probes
-  time TCP connect and TLS handshake separately. Measurements are in
-  ``engine/probes/http.py``.
-* :class:`Deadlines`: per-probe deadlines without a timer per probe.
-* Words for errors: every failure becomes a short phrase in plain English.
+:class:`ClientConn`: one client connection over a :mod:`engine.probes.reactor` socket (the
+reactor's ``Endpoint``), with TLS done in-process over ``ssl.MemoryBIO`` instead of the event
+loop's SSL transport: uvloop's transport keeps a 256 KiB read buffer per connection and shuts
+down gracefully (up to 30 s) on ``close()``; here all connections of a prober read into the
+prober's two buffers and are always ``abort()``ed. It also lets the probes time TCP connect
+and TLS handshake separately. Measurements are in ``engine/probes/http.py``.
 
-Why over ~600 lines, with a class (``ClientConn``) over ~300: the connection both probes
-share is called by the reactor for every event; its TCP, TLS and deadline steps share its
-fields and run compiled together.
+The steps around it have their own modules: what a probe connects to
+(:mod:`engine.probes.addresses`), its deadlines (:mod:`engine.probes.deadlines`) and the
+words for its failures (:mod:`engine.probes.failures`).
+
+Why a class (``ClientConn``) over ~300 lines: the connection is called by the reactor for
+every event; its TCP, TLS and deadline steps share its fields and run compiled together.
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
-import functools
-import logging
-import math
-import socket
 import ssl
 from collections.abc import Callable
 from time import perf_counter
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, cast
 
-from engine.domain.netpolicy import Resolver, is_public_ip, literal_ip
 from engine.probes import openssl_layer
+from engine.probes.failures import os_error_words
 from engine.probes.reactor import Reactor, SocketTransport
-
-log = logging.getLogger(__name__)
 
 # Both read buffers are shared by all connections of one prober. That is safe because the
 # event loop calls get_buffer(), reads into the buffer and calls buffer_updated()
@@ -48,170 +38,6 @@ READ_BUFFER_SIZE: Final = 256 * 1024
 _BIO_CHUNK: Final = 16 * 1024 + 512
 # Largest piece of ciphertext taken from a pyOpenSSL connection's outgoing BIO at once.
 _OUT_CHUNK: Final = openssl_layer._OUT_SIZE
-
-# Longest host name we quote back in an error (a hostile Location header can be long).
-_MAX_NAME_IN_ERROR: Final = 253
-
-
-class ProbeFailure(Exception):
-    """A probe step failed; ``str(exc)`` is the plain-words error of the outcome."""
-
-
-def short(name: str) -> str:
-    """``name`` cut to a length fit for an error message."""
-    return name if len(name) <= _MAX_NAME_IN_ERROR else name[:_MAX_NAME_IN_ERROR] + "..."
-
-
-def timeout_words(timeout: float) -> str:
-    """``timed out after 10 s`` (``1.5 s``, ``0.25 s``: no trailing zeros)."""
-    return f"timed out after {timeout:g} s"
-
-
-def os_error_words(exc: BaseException | None) -> str:
-    """Plain words for a socket-level failure."""
-    if exc is None:
-        return "connection closed"
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, ConnectionResetError | ConnectionAbortedError | BrokenPipeError):
-        return "connection reset"
-    if isinstance(exc, OSError):
-        code = exc.errno
-        if code == errno.ENETUNREACH:
-            return "network unreachable"
-        if code == errno.EHOSTUNREACH:
-            return "host unreachable"
-        if code == errno.ETIMEDOUT:
-            return "connection timed out"
-        if code == errno.EADDRNOTAVAIL:
-            return "source address not available"
-        if exc.strerror:
-            return "connection failed: " + exc.strerror.lower()
-    return "connection failed: " + (str(exc) or type(exc).__name__)
-
-
-def ssl_error_words(exc: ssl.SSLError) -> str:
-    """``WRONG_VERSION_NUMBER`` -> ``wrong version number``; falls back to the message."""
-    reason = getattr(exc, "reason", None)
-    if isinstance(reason, str) and reason:
-        return reason.lower().replace("_", " ")
-    if isinstance(exc.strerror, str) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__
-
-
-def ip_literal(host: str) -> str | None:
-    """The canonical text of ``host`` when it is an IP literal (brackets allowed), else None.
-
-    Runs for every hop, so names are told apart without ``ipaddress`` (about 5 us a parse):
-    a host name never ends in a digit (its top-level label is not numeric) and never holds a
-    colon; candidates are checked with ``inet_pton``. Forms ``inet_pton`` refuses but
-    ``getaddrinfo`` would accept ("0177.1") count as names: the rule is then applied to what
-    they resolve to, so they cannot slip past it.
-    """
-    if ":" in host:
-        host = host.strip("[]")
-        try:
-            return socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, host))
-        except (OSError, ValueError):
-            lit = literal_ip(host)  # scoped addresses ("fe80::1%eth0")
-            return str(lit) if lit is not None else None
-    if not host or not host[-1].isdigit():
-        return None
-    try:
-        return socket.inet_ntop(socket.AF_INET, socket.inet_pton(socket.AF_INET, host))
-    except OSError:
-        return None
-
-
-@functools.lru_cache(maxsize=16384)
-def public_address(ip: str) -> bool:
-    """``is_public_ip`` with a cache: the same addresses come back probe after probe, and the
-    ``ipaddress`` properties cost several microseconds per call."""
-    return is_public_ip(ip)
-
-
-async def resolve_checked(
-    host: str,
-    port: int,
-    *,
-    literal: str | None,
-    family: int,
-    allow_private: bool,
-    resolver: Resolver | None = None,
-) -> tuple[list[str], float | None]:
-    """Addresses to connect to for ``host``, and the DNS time in ms (None for IP literals).
-
-    ``literal`` is ``ip_literal(host)``, computed by the caller once per URL. Names are looked
-    up with ``resolver`` when given (its answers filtered to ``family``), else with the event
-    loop's ``getaddrinfo``; either way the answer is checked here, just before connecting,
-    and the probe connects to the checked addresses only. Every candidate
-    is checked against the private-address rule, not only the one we will use: a name that
-    resolves to any non-public address is refused as a whole. Raises :class:`ProbeFailure`
-    with the outcome's words (``DNS lookup failed: <name>``, ``blocked: <name> resolves to a
-    non-public address (<ip>)``).
-    """
-    if literal is not None:
-        return checked_literal(host, literal, allow_private), None
-    else:
-        t = perf_counter()
-        try:
-            if resolver is None:
-                infos = await asyncio.get_running_loop().getaddrinfo(
-                    host, port, family=family, type=socket.SOCK_STREAM,
-                    proto=socket.IPPROTO_TCP,
-                )
-                answer = [str(info[4][0]) for info in infos]
-            else:
-                answer = [
-                    a for a in await resolver(host, port)
-                    if family == socket.AF_UNSPEC or ip_family(a) == family
-                ]
-        except (OSError, UnicodeError, ValueError):
-            # (A ProbeFailure from the resolver carries its own words and passes through.)
-            raise ProbeFailure(f"DNS lookup failed: {short(host)}") from None
-        dns_ms = (perf_counter() - t) * 1000.0
-        addrs = []
-        for a in answer:
-            if a not in addrs:
-                addrs.append(a)
-        if not addrs:
-            raise ProbeFailure(f"DNS lookup failed: {short(host)}")
-    return checked_addresses(host, addrs, allow_private), dns_ms
-
-
-def checked_literal(host: str, literal: str, allow_private: bool) -> list[str]:
-    """:func:`resolve_checked` for an IP literal, without a coroutine: nothing to look up,
-    only the private-address rule to apply."""
-    if not allow_private and not public_address(literal):
-        raise ProbeFailure(
-            f"blocked: {short(host)} resolves to a non-public address ({literal})"
-        )
-    return [literal]
-
-
-def checked_addresses(host: str, addrs: list[str], allow_private: bool) -> list[str]:
-    """``addrs`` (an answer for ``host``, cached or fresh) once the private-address rule
-    holds for every one of them; else :class:`ProbeFailure` naming the first that fails.
-    Applied at every use of an answer, so a cached one is checked as often as a fresh one."""
-    if not allow_private:
-        for a in addrs:
-            if not public_address(a):
-                raise ProbeFailure(
-                    f"blocked: {short(host)} resolves to a non-public address ({a})"
-                )
-    return addrs
-
-
-def source_family(source_address: str | None) -> int:
-    """Address family the probe may use: that of the source address, else any."""
-    if source_address is None:
-        return socket.AF_UNSPEC
-    return socket.AF_INET6 if ":" in source_address else socket.AF_INET
-
-
-def ip_family(ip: str) -> int:
-    return socket.AF_INET6 if ":" in ip else socket.AF_INET
 
 
 def reactor_for(
@@ -227,10 +53,6 @@ def reactor_for(
     return Reactor(loop, batch)
 
 
-class Expiring(Protocol):
-    def expire(self) -> None: ...
-
-
 def wake_future(fut: asyncio.Future[None]) -> Callable[[], None]:
     """A ``notify`` for :class:`ClientConn` that resolves ``fut`` (unless it is already
     done: a cancelled waiter)."""
@@ -240,125 +62,6 @@ def wake_future(fut: asyncio.Future[None]) -> Callable[[], None]:
             fut.set_result(None)
 
     return wake
-
-
-class Deadlines:
-    """Per-probe deadlines at a fraction of ``asyncio.timeout``'s cost.
-
-    ``asyncio.timeout`` arms one event-loop timer per probe (under uvloop a libuv timer handle
-    created, started, stopped and closed each time) plus its own bookkeeping: about 10 us of
-    CPU per probe, a tenth of a whole plain-HTTP probe. Here a probe only adds its task to
-    the set of the 4 ms slot its deadline falls in; one timer per slot that holds a task
-    cancels whatever is still there when the slot ends. A probe can therefore run up to one
-    slot (4 ms) past its timeout, which the probe contract allows ("+ a few ms").
-
-    Use::
-
-        task, slot, cancelling = deadlines.arm(timeout)
-        try:
-            ... awaits ...
-        except asyncio.CancelledError:
-            if not deadlines.expired(task, cancelling):
-                raise               # cancelled from outside: not ours to swallow
-            ... timed out ...
-        finally:
-            slot.discard(task)      # no await between here and the end of the probe
-
-    A task is in a slot only while it is suspended inside the guarded block, so the timer's
-    ``cancel()`` is always delivered inside it (as with ``asyncio.timeout``). Probes without
-    a task register themselves with :meth:`arm_expiry` instead, and the timer calls their
-    ``expire()``. One instance serves one event loop.
-    """
-
-    GRANULARITY: Final = 0.004
-
-    __slots__ = ("_fired", "_last_end", "_last_slot", "_last_timeout", "_loop", "_slots")
-
-    def __init__(self) -> None:
-        self._slots: dict[int, set[Any]] = {}  # tasks (arm) and Expiring (arm_expiry)
-        self._fired: set[asyncio.Task[object]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        # The last slot handed out, for the probes that start before it ends (most of them:
-        # hundreds a slot at capacity): their deadline falls in it without a lookup.
-        self._last_slot: set[Any] = set()
-        self._last_end = -math.inf
-        self._last_timeout = 0.0
-
-    def arm(
-        self, timeout: float, loop: asyncio.AbstractEventLoop | None = None
-    ) -> tuple[asyncio.Task[object], set[asyncio.Task[object]], int]:
-        """Register the current task; returns (task, its slot, its cancel count now).
-
-        ``loop`` is the running loop when the caller has it already: on Python 3.11 each
-        lookup of the running loop costs a ``getpid`` system call."""
-        task = asyncio.current_task(loop)
-        if task is None:
-            raise RuntimeError("probes must run inside an asyncio task")
-        if loop is None:
-            loop = task.get_loop()
-        slot = self._slot(timeout, loop)
-        slot.add(task)
-        return task, slot, task.cancelling()
-
-    def expired(self, task: asyncio.Task[object], cancelling: int) -> bool:
-        """After a CancelledError: True when it was this deadline's and nothing else's."""
-        if task not in self._fired:
-            return False
-        self._fired.discard(task)
-        # Also cancelled from outside meanwhile: the caller must see that cancellation.
-        return task.uncancel() <= cancelling
-
-    def arm_expiry(
-        self, timeout: float, loop: asyncio.AbstractEventLoop, target: Expiring
-    ) -> set[Expiring]:
-        """Register ``target``, whose ``expire()`` is called when its deadline passes unless
-        the caller took it out of the returned slot first (``slot.discard(target)``). For
-        probes driven by callbacks, without a task to cancel."""
-        slot = self._slot(timeout, loop)
-        slot.add(target)
-        return slot
-
-    def _slot(self, timeout: float, loop: asyncio.AbstractEventLoop) -> set[Any]:
-        """The slot a deadline ``timeout`` from now falls in, with its timer."""
-        if loop is not self._loop:
-            # A new event loop (tests make one per test): slots of the old one are dead and
-            # must not swallow this loop's deadlines.
-            self._loop = loop
-            self._slots = {}
-            self._fired = set()
-            self._last_end = -math.inf
-        due = loop.time() + timeout
-        # Time only moves on, so with the same timeout a deadline up to the last slot's end
-        # falls in that slot (which _fire forgets as it fires).
-        if due <= self._last_end and timeout == self._last_timeout:
-            return self._last_slot
-        key = math.ceil(due / self.GRANULARITY)
-        slot = self._slots.get(key)
-        if slot is None:
-            slot = self._slots[key] = set()
-            loop.call_at(key * self.GRANULARITY, self._fire, key, slot)
-        self._last_slot = slot
-        self._last_end = key * self.GRANULARITY
-        self._last_timeout = timeout
-        return slot
-
-    def _fire(self, key: int, slot: set[object]) -> None:
-        if self._slots.get(key) is slot:
-            del self._slots[key]
-        if slot is self._last_slot:
-            self._last_end = -math.inf
-        items = list(slot)
-        slot.clear()
-        for item in items:
-            if isinstance(item, asyncio.Task):
-                self._fired.add(item)
-                item.cancel()
-                continue
-            try:
-                cast(Expiring, item).expire()
-            except Exception:
-                # One faulty target must not keep the others of its slot running forever.
-                log.exception("probe deadline handler failed")
 
 
 class ClientConn:

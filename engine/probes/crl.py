@@ -26,7 +26,8 @@ from cryptography import x509
 from engine.domain.certdiagnosis import ChainCert, Revocation
 from engine.domain.netpolicy import Resolver
 from engine.domain.timefmt import fmt
-from engine.probes._net import ProbeFailure, ip_literal, resolve_checked, short, timeout_words
+from engine.probes.addresses import ip_literal, resolve_checked
+from engine.probes.failures import ProbeFailure, short, timeout_words
 
 log = logging.getLogger(__name__)
 

@@ -44,16 +44,7 @@ import dns.rdatatype
 
 from engine.domain.netpolicy import Resolver
 from engine.domain.outcomes import HttpOutcome
-from engine.probes._net import (
-    ProbeFailure,
-    checked_addresses,
-    checked_literal,
-    ip_family,
-    ip_literal,
-    os_error_words,
-    short,
-    timeout_words,
-)
+from engine.probes.addresses import checked_addresses, checked_literal, ip_family, ip_literal
 from engine.probes.dnsspec import (
     DnsAnswer,
     DnsAssertion,
@@ -66,6 +57,7 @@ from engine.probes.dnsspec import (
     verdict,
 )
 from engine.probes.dnswire import fast_answer
+from engine.probes.failures import ProbeFailure, os_error_words, short, timeout_words
 from engine.probes.resolver import ProbeResolver
 
 # Bytes read over TCP for one probe, all messages together: one message is at most 65,535

@@ -58,19 +58,19 @@ from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
 from engine.domain.netpolicy import Resolver
 from engine.domain.outcomes import HttpOutcome
 from engine.probes import openssl_layer
-from engine.probes._net import (
-    READ_BUFFER_SIZE,
-    ClientConn,
-    Deadlines,
-    ProbeFailure,
+from engine.probes._net import READ_BUFFER_SIZE, ClientConn, reactor_for
+from engine.probes.addresses import (
     checked_addresses,
     checked_literal,
     ip_literal,
-    os_error_words,
-    reactor_for,
     resolve_checked,
-    short,
     source_family,
+)
+from engine.probes.deadlines import Deadlines
+from engine.probes.failures import (
+    ProbeFailure,
+    os_error_words,
+    short,
     ssl_error_words,
     timeout_words,
 )

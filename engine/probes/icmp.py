@@ -40,16 +40,8 @@ from engine.domain import ping as pingfigs
 from engine.domain.netpolicy import Resolver
 from engine.domain.outcomes import HttpOutcome
 from engine.domain.ping import PingFigures, PingSpec, figures, no_reply_words
-from engine.probes._net import (
-    ProbeFailure,
-    checked_literal,
-    ip_literal,
-    os_error_words,
-    resolve_checked,
-    short,
-    source_family,
-    timeout_words,
-)
+from engine.probes.addresses import checked_literal, ip_literal, resolve_checked, source_family
+from engine.probes.failures import ProbeFailure, os_error_words, short, timeout_words
 from engine.runtime.settings import Settings
 
 DATAGRAM: Final = "datagram"

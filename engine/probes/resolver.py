@@ -35,13 +35,14 @@ nothing. Here:
   drops the oldest 64th of them at once, see :meth:`ProbeResolver._store`; a hit counts as
   a use once the cache is three quarters full, see ``_recency_from``);
 * A and AAAA per ``family``: AF_INET asks A only, AF_INET6 AAAA only, AF_UNSPEC both
-  (the probes' family follows their source address, :func:`engine.probes._net.source_family`).
+  (the probes' family follows their source address,
+  :func:`engine.probes.addresses.source_family`).
 
 Why each of these, and what they were measured against: docs/design.md, "Name lookups", and
 docs/performance.md, "Name lookups".
 
 The private-address rule is NOT applied here: the probes apply it to every address of every
-answer, cached or not, at connect time (``engine/probes/_net.py``), so a cached answer
+answer, cached or not, at connect time (``engine/probes/addresses.py``), so a cached answer
 cannot carry a rebinding past it.
 
 Words for failures (``DnsAnswer.error``): ``DNS lookup failed: <name>`` for a name that does
@@ -66,8 +67,8 @@ from typing import Any, Final
 
 import pycares
 
-from engine.probes._net import ProbeFailure, short
 from engine.probes.cares_channel import channel as _channel
+from engine.probes.failures import ProbeFailure, short
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +286,7 @@ class ProbeResolver:
 
     async def __call__(self, host: str, port: int) -> list[str]:
         """The addresses of ``host`` (cached or looked up); raises
-        :class:`~engine.probes._net.ProbeFailure` with the answer's words (not a subclass:
+        :class:`~engine.probes.failures.ProbeFailure` with the answer's words (not a subclass:
         a compiled class cannot be subclassed from interpreted code)."""
         answer = self.cached(host)
         if answer is None:
@@ -498,7 +499,7 @@ class ProbeResolver:
 
 def from_settings(settings: Any, metrics: Any = None) -> ProbeResolver:
     """The engine's resolver, from :class:`engine.runtime.settings.Settings`."""
-    from engine.probes._net import source_family
+    from engine.probes.addresses import source_family
 
     return ProbeResolver(
         family=source_family(settings.probe_source_address),

@@ -41,20 +41,10 @@ from urllib.parse import urlsplit
 
 from engine.domain.netpolicy import Resolver
 from engine.domain.outcomes import HttpOutcome
-from engine.probes._net import (
-    READ_BUFFER_SIZE,
-    ClientConn,
-    Deadlines,
-    ProbeFailure,
-    ip_literal,
-    os_error_words,
-    reactor_for,
-    resolve_checked,
-    source_family,
-    ssl_error_words,
-    timeout_words,
-    wake_future,
-)
+from engine.probes._net import READ_BUFFER_SIZE, ClientConn, reactor_for, wake_future
+from engine.probes.addresses import ip_literal, resolve_checked, source_family
+from engine.probes.deadlines import Deadlines
+from engine.probes.failures import ProbeFailure, os_error_words, ssl_error_words, timeout_words
 from engine.probes.reactor import Reactor
 from engine.probes.starttls import DEFAULT_PORTS, MAIL_SCHEMES, Dialogue, advance
 from engine.probes.streamspec import MAX_REPLY, StreamSpec

@@ -45,22 +45,12 @@ from cryptography.x509.oid import NameOID
 from engine.domain.certdiagnosis import diagnose, verified
 from engine.domain.netpolicy import Resolver
 from engine.domain.outcomes import CertOutcome
-from engine.probes._net import (
-    READ_BUFFER_SIZE,
-    ClientConn,
-    Deadlines,
-    ProbeFailure,
-    ip_literal,
-    os_error_words,
-    reactor_for,
-    resolve_checked,
-    source_family,
-    ssl_error_words,
-    timeout_words,
-    wake_future,
-)
+from engine.probes._net import READ_BUFFER_SIZE, ClientConn, reactor_for, wake_future
+from engine.probes.addresses import ip_literal, resolve_checked, source_family
 from engine.probes.certchain import ChainReader, leaf_issuer, sent_chain
 from engine.probes.crl import CrlChecker
+from engine.probes.deadlines import Deadlines
+from engine.probes.failures import ProbeFailure, os_error_words, ssl_error_words, timeout_words
 from engine.probes.reactor import Reactor
 from engine.probes.starttls import DEFAULT_PORTS, Dialogue, advance
 

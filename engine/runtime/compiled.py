@@ -40,6 +40,9 @@ from pathlib import Path
 MODULES: tuple[str, ...] = (
     "engine.probes.reactor",
     "engine.probes._net",
+    "engine.probes.addresses",
+    "engine.probes.deadlines",
+    "engine.probes.failures",
     "engine.probes.openssl_layer",
     "engine.probes.http",
     "engine.probes.tls",
@@ -61,6 +64,7 @@ MODULES: tuple[str, ...] = (
     "engine.scheduler.wheel",
     "engine.scheduler.results",
     "engine.domain.evaluate",
+    "engine.domain.certificate_states",
 )
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from engine.monitors import validation as v
 from engine.runtime.errors import BlockedAddress, NotFound, ValidationFailed
 from engine.runtime.settings import Plan
-from engine.web.api import openapi
+from engine.web.api import monitor_openapi
 
 PLAN = Plan()
 SMALL = Plan(allowed_intervals=[300, 900, 7200], monitor_limit=2)
@@ -290,14 +290,14 @@ JSON_VALUES = st.recursive(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.from_regex(openapi.URL_PATTERN, fullmatch=True))
+@given(st.from_regex(monitor_openapi.URL_PATTERN, fullmatch=True))
 def test_every_url_the_openapi_pattern_generates_is_accepted(url: str) -> None:
     if len(url) <= v.MAX_URL_LENGTH:
         assert v.normalise_url(url).url.startswith(url.split("://")[0])
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.from_regex(openapi.ALIAS_PATTERN, fullmatch=True).filter(lambda s: len(s) <= 255))
+@given(st.from_regex(monitor_openapi.ALIAS_PATTERN, fullmatch=True).filter(lambda s: len(s) <= 255))
 def test_every_alias_the_openapi_pattern_generates_is_accepted(alias: str) -> None:
     assert v.validate_alias(alias) == alias.strip()
 

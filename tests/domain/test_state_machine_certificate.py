@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from engine.domain import payloads
-from engine.domain.evaluate import DOWN, OK, PENDING, CheckState, Outcome, evaluate_certificate
+from engine.domain.certificate_states import evaluate_certificate
+from engine.domain.evaluate import DOWN, OK, PENDING, CheckState, Outcome
 from engine.domain.outcomes import CertOutcome
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -7,13 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from engine.domain import payloads
-from engine.domain.evaluate import (
-    OK,
-    RENEWAL_MEMORY,
-    CheckState,
-    Transition,
-    evaluate_certificate,
-)
+from engine.domain.certificate_states import RENEWAL_MEMORY, evaluate_certificate
+from engine.domain.evaluate import OK, CheckState, Transition
 from engine.domain.outcomes import CertOutcome
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

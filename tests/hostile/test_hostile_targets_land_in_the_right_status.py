@@ -18,7 +18,7 @@ import pytest
 
 from engine import USER_AGENT
 from engine.db.store import Store
-from engine.probes import _net
+from engine.probes import addresses
 from engine.probes.http import HttpProber
 from engine.probes.tls import CertProber
 from tests.support.engine_support import (
@@ -135,8 +135,8 @@ async def test_redirects_and_addresses_that_reach_private_networks_are_blocked(
     acc, _ = account
     # Loopback only: 127.0.0.1 plays a public website; every other address keeps its real
     # class (127.0.0.2, ::1, 10/8 and 169.254/16 are all non-public).
-    real = _net.public_address
-    monkeypatch.setattr(_net, "public_address", lambda ip: ip == "127.0.0.1" or real(ip))
+    real = addresses.public_address
+    monkeypatch.setattr(addresses, "public_address", lambda ip: ip == "127.0.0.1" or real(ip))
     settings = fast_settings(tmp_path, probe_timeout=TIMEOUT, allow_private_targets=False)
     dns = FakeDns()
     dns.names["intranet.test"] = [["10.1.2.3"]]

@@ -18,7 +18,7 @@ import pytest
 
 from engine import USER_AGENT
 from engine.domain.outcomes import HttpOutcome
-from engine.probes import _net
+from engine.probes import addresses
 from engine.probes.http import HttpProber, _HttpConn
 from tests.support.targets import HttpTarget, TlsCerts, closed_port, ipv6_available
 
@@ -240,7 +240,7 @@ async def test_redirect_to_a_private_address_is_blocked(
     site: HttpTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Pretend 127.0.0.1 is public so the first hop is allowed; everything else stays private.
-    monkeypatch.setattr(_net, "public_address", lambda ip: ip == "127.0.0.1")
+    monkeypatch.setattr(addresses, "public_address", lambda ip: ip == "127.0.0.1")
     p = HttpProber(timeout=TIMEOUT, user_agent=USER_AGENT)
     async with HttpTarget(host="127.0.0.2") as inner:
         o = await p.probe(site.url("/redirect-to?url=" + quote(inner.url("/"))))

@@ -10,14 +10,9 @@ import time
 import pytest
 
 from engine.domain.netpolicy import is_public_ip
-from engine.probes._net import (
-    Deadlines,
-    ip_literal,
-    os_error_words,
-    public_address,
-    ssl_error_words,
-    timeout_words,
-)
+from engine.probes.addresses import ip_literal, public_address
+from engine.probes.deadlines import Deadlines
+from engine.probes.failures import os_error_words, ssl_error_words, timeout_words
 
 
 @pytest.mark.parametrize(

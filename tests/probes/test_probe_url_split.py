@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.probes._net import ProbeFailure
+from engine.probes.failures import ProbeFailure
 from engine.probes.http import _PLAIN_TARGET, _PLAIN_URL, HttpProber, _plain_target, _Target
 
 URLS = [

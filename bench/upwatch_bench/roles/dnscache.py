@@ -17,7 +17,7 @@ async def _dnscache(cfg: dict[str, Any]) -> None:
     one-time structures) are in."""
     import gc
 
-    from engine.probes._net import ProbeFailure
+    from engine.probes.failures import ProbeFailure
     from upwatch_bench.child import emit
 
     world = World.from_dict(cfg["world"])

@@ -183,7 +183,7 @@ async def _prewarm(resolver: Any, engine: Any, at_once: int = 200) -> None:
     asked for, and the window would count lookups, not the cached steady state). At most
     ``at_once`` lookups in flight, as the bench's DNS server answers a few thousand a
     second; bounded by the lookups' own time-outs."""
-    from engine.probes._net import ip_literal
+    from engine.probes.addresses import ip_literal
 
     hosts = sorted(h for h in scheduled_hosts(engine) if ip_literal(h) is None)
     for i in range(0, len(hosts), at_once):

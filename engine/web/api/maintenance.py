@@ -34,8 +34,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from aiohttp import web
 
 from engine.db.accounts import Account
+from engine.db.monitor_reads import STATS_WINDOW
 from engine.db.monitor_records import StatisticsRecord
-from engine.db.monitors import STATS_WINDOW
 from engine.domain.maintenance import WEEKDAYS, Window, net_of_maintenance, next_span, spans_of
 from engine.domain.stats import uptime_percentage
 from engine.domain.timefmt import fmt, utcnow

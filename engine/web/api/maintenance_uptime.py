@@ -15,8 +15,8 @@ from datetime import datetime
 
 from aiohttp import web
 
+from engine.db.monitor_reads import STATS_WINDOW
 from engine.db.monitor_records import MonitorRecord
-from engine.db.monitors import STATS_WINDOW
 from engine.db.store import Store
 from engine.domain.maintenance import Window, net_of_maintenance, spans_of
 from engine.domain.timefmt import utcnow
