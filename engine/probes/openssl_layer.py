@@ -445,7 +445,7 @@ def session_reused(conn: Conn) -> bool:
 
 def as_ssl_error(exc: BaseException) -> ssl.SSLError:
     """A pyOpenSSL error as the ``ssl`` module would raise it, so that the probe's words
-    for it (``_net.ssl_error_words``: the reason, e.g. ``wrong version number``) stay the
+    for it (``failures.ssl_error_words``: the reason, e.g. ``wrong version number``) stay the
     same whichever layer made the connection."""
     if isinstance(exc, SysCallError):
         reason = "UNEXPECTED_EOF_WHILE_READING"

@@ -90,7 +90,7 @@ def _certificate_opening(low: str) -> str | None:
             return opening
     return None
 
-# The probes' fixed openings (engine/probes/_net.py, http.py, tls.py, resolver.py), first
+# The probes' fixed openings (engine/probes/failures.py, http.py, tls.py, resolver.py), first
 # match wins. Only the reason is taken from a match, never any text.
 _PREFIXES: Sequence[tuple[str, str]] = (
     ("timed out", "timeout"),
