@@ -15,22 +15,22 @@ What runs, in order (N monitors, default 6,000; ``--quick``: 1,500 for 10 s wind
 3. Twice the capacity, then half: every check at a 5 s interval (by the time scale), and as
    many of them enabled as ask 2 C and then C / 2 probes per second; after a warm-up of four
    intervals, a window of ``--duration`` seconds (default 60) with the GETs running
-   throughout and the POSTs for its first 10 s. The machine's share of the core moves, and
-   the node does more a second the nearer it is to its capacity, so the saturated node's
-   rate is read over the last two intervals of the 2x warm-up and through the window: when
-   the warm-up's median puts the demand more than 10 % off twice it, the window is sized
-   again from it and the node restarted (at most three times); the 2x window is judged
-   against its own median rate, and the half window sized from it
-   (``demand_over_capacity``). Readings: GET p50/p99, POST rate against the unloaded one,
-   the node's load gauges, and from the result rows of the window after the POSTs and two
-   intervals more (each create adds a probe of its new monitor: demand past the factor), for
-   the healthy sites' checks: the gaps between a check's consecutive probes in intervals
-   (p50, p99, max), the fraction of checks whose every gap (and the window's edges) is at
-   most demand / capacity intervals plus one dispatch tick (the promise; at exactly 2x the
-   mean gap is 2 by construction, so a bound of exactly 2 would be met by chance), the same
-   at 2 intervals, and the spread of lateness (each check's mean gap, least and most).
-   Failing sites (hanging, slow) take their probe timeout, longer than an interval; they
-   count apart.
+   throughout and the POSTs in its last 10 s (each create adds probes of its new monitor,
+   demand past the factor that waits a round in the queue: the rates and the fairness are
+   read over the window before them). The machine's share of the core moves, and the node
+   does more a second the nearer it is to its capacity, so the saturated node's rate is read
+   over the last two intervals of the 2x warm-up and through the window: when the warm-up's
+   median puts the demand more than 10 % off twice it, the window is sized again from it and
+   the node restarted (at most three times); the 2x window is judged against its own median
+   rate, and the half window sized from it (``demand_over_capacity``). Readings: GET
+   p50/p99, POST rate against the unloaded one, the node's load gauges, and from the result
+   rows before the POSTs, for the healthy sites' checks: the gaps between a check's
+   consecutive probes in intervals (p50, p99, max), the fraction of checks whose every gap
+   (and the window's edges) is at most demand / capacity intervals plus one dispatch tick
+   (the promise; at exactly 2x the mean gap is 2 by construction, so a bound of exactly 2
+   would be met by chance), the same at 2 intervals, and the spread of lateness (each
+   check's mean gap, least and most). Failing sites (hanging, slow) take their probe
+   timeout, longer than an interval; they count apart.
 """
 
 from __future__ import annotations
@@ -133,25 +133,27 @@ async def _measure(b: Bench, world: World) -> dict[str, Any]:
                                    f"{capacity:,.0f}; sized again")
                     capacity = warm
                     continue
+                # The POSTs come last: each create adds probes of a new monitor (demand past
+                # the factor, an uptime and a domain check, waiting a round in the queue), so
+                # the rates and the fairness are read over the window before them.
+                side = min(SIDE_S, window)
+                before = window - side if window > 2 * side else window
                 w0 = time.time()
-                sampler = asyncio.create_task(_sample_load(base, window))
                 get_task = asyncio.create_task(_gets(b, base, token, watched, window))
-                post = await _posts(b, base, token, min(SIDE_S, window), post_site)
+                done, gauge = await _sample_load(base, before)
+                f1 = time.time()
+                post = await _posts(b, base, token, side, post_site)
                 get = await get_task
                 w1 = time.time()
-                done, gauge = await sampler
                 load = await _load(base)
             break
         if saturated and done:
             capacity = done  # the half-capacity window is sized from the 2x window's rate
         on = set(enabled[:n])
-        # Fairness is read after the POSTs and two intervals more: each create adds a probe
-        # of a new monitor (demand past the factor), and those wait their turn in the queue.
-        settle = min(SIDE_S, window) + 2 * WINDOW_INTERVAL_S
-        f0 = w0 + settle if window > 2 * settle else w0
-        fair = await probe_gaps(b.store.pool, [c for c in healthy if c in on], f0, w1,
+        f1 = f1 if before < window else w1
+        fair = await probe_gaps(b.store.pool, [c for c in healthy if c in on], w0, f1,
                                 WINDOW_INTERVAL_S, asked / capacity)
-        fair["fairness_window_s"] = round(w1 - f0, 1)
+        fair["fairness_window_s"] = round(f1 - w0, 1)
         rec[f"x{factor:g}"] = {
             "enabled_checks": n, "asked_per_s": round(asked, 1), "interval_s": WINDOW_INTERVAL_S,
             "capacity_per_s": round(capacity, 1), "done_per_s": done,
