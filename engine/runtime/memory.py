@@ -1,10 +1,10 @@
 """Giving freed memory back to the system after a burst of work.
 
 A burst (10,000 heartbeat deadlines in a minute: their reads, transitions, outage rows and
-webhook events; an import of thousands of monitors) frees what it allocated, but glibc keeps
-the freed pages of its heap, so the process's resident memory stays at the burst's
-high-water mark. :class:`MemoryTrim` asks glibc to return them (``malloc_trim(0)``) when the
-resident size has grown by :data:`GROWTH_BYTES` since the last time, at most every
+webhook events) frees what it allocated, but glibc keeps the freed pages of its heap, so the
+process's resident memory stays at the burst's high-water mark (docs/performance.md, "Memory
+after the minute"). :class:`MemoryTrim` asks glibc to return them (``malloc_trim(0)``) when
+the resident size has grown by :data:`GROWTH_BYTES` since the last time, at most every
 :data:`EVERY_S` seconds, in a thread: the call walks the heap (18-95 ms on a 200 MiB one)
 and releases the GIL, so the loop is not held. Where the C library is not glibc, nothing.
 
