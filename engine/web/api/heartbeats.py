@@ -21,6 +21,7 @@ from aiohttp import web
 
 from engine.db.heartbeats import HeartbeatRecord
 from engine.db.monitor_records import CheckRecord, MonitorRecord
+from engine.db.store import Store
 from engine.domain import heartbeat as hb
 from engine.monitors import heartbeat as hbconfig
 from engine.monitors.validation import MAX_RECOVERY_THRESHOLD, present, validate_alias
@@ -118,6 +119,23 @@ async def create(request: web.Request, account_id: int, plan_limit: int,
     return json_response(monitor_object(monitor, beat, base, full=False), status=201)
 
 
+def _schedule_changes(body: Mapping[str, Any], errors: dict[str, list[str]]) -> dict[str, Any]:
+    """The body's heartbeat settings as stored columns; their errors go into ``errors``."""
+    try:
+        return hbconfig.validate_heartbeat_update(body)
+    except ValidationFailed as exc:
+        errors.update(exc.errors)
+        return {}
+
+
+async def _beat_after(store: Store, account_id: int, check_id: int,
+                      changes: dict[str, Any]) -> HeartbeatRecord:
+    """The heartbeat with ``changes`` written (none: as stored)."""
+    if changes:
+        return await store.update_heartbeat(account_id, check_id, changes)
+    return (await store.heartbeats_of([check_id]))[check_id]
+
+
 async def update_monitor(request: web.Request, account_id: int, monitor: MonitorRecord,
                          body: Mapping[str, Any]) -> web.Response:
     """Alias, schedule settings, slug-less; ``url`` is a 422 (a heartbeat has none)."""
@@ -130,19 +148,14 @@ async def update_monitor(request: web.Request, account_id: int, monitor: Monitor
             alias = validate_alias(body["alias"])
         except ValidationFailed as exc:
             errors.update(exc.errors)
-    try:
-        changes = hbconfig.validate_heartbeat_update(body)
-    except ValidationFailed as exc:
-        errors.update(exc.errors)
-        changes = {}
+    changes = _schedule_changes(body, errors)
     if errors:
         raise ValidationFailed(errors)
     store = request.app[STORE]
     check_id = monitor.checks[HEARTBEAT].id
     if alias is not None:
         monitor = await store.update_monitor(account_id, monitor.id, alias=alias)
-    beat = (await store.update_heartbeat(account_id, check_id, changes) if changes
-            else (await store.heartbeats_of([check_id]))[check_id])
+    beat = await _beat_after(store, account_id, check_id, changes)
     base = request.app[SETTINGS].public_base_url
     return json_response(monitor_object(monitor, beat, base, full=False))
 
@@ -163,16 +176,11 @@ async def update_check(request: web.Request, account_id: int, check_id: int,
                                  MAX_RECOVERY_THRESHOLD)
         except ValidationFailed as exc:
             errors.update(exc.errors)
-    try:
-        changes = hbconfig.validate_heartbeat_update(body)
-    except ValidationFailed as exc:
-        errors.update(exc.errors)
-        changes = {}
+    changes = _schedule_changes(body, errors)
     if errors:
         raise ValidationFailed(errors)
     store = request.app[STORE]
-    beat = (await store.update_heartbeat(account_id, check_id, changes) if changes
-            else (await store.heartbeats_of([check_id]))[check_id])
+    beat = await _beat_after(store, account_id, check_id, changes)
     check = await store.update_check(account_id, check_id, recovery_threshold_s=recovery)
     out = views.check_updated(check)
     out.update(settings_fields(beat))
