@@ -85,9 +85,14 @@ class TryResult:
 
 @dataclass(frozen=True, slots=True)
 class ExpiredEvent:
+    """A row the sweep marked failed. ``gave_up``: it was tried and its target could
+    still take tries (its reason says "gave up"), as opposed to never tried or of a target
+    that went away."""
+
     id: int
     account_id: int
     monitor_id: int
+    gave_up: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +218,7 @@ WHERE {spec.take_where}
   AND w.status = 'pending'
   AND w.created_at + make_interval(secs => $1::float8) <= coalesce($2::timestamptz, now())
   AND w.next_try_at < w.created_at + make_interval(secs => $1::float8)
-RETURNING w.id, w.account_id, w.monitor_id
+RETURNING w.id, w.account_id, w.monitor_id, w.last_error
 """
     stats = f"""
 SELECT count(*) AS depth,
@@ -432,7 +437,11 @@ class OutboxQueue(Generic[Item]):
         those whose final try is scheduled or in flight; returns them."""
         async with self._store._tx() as conn:
             rows = await conn.fetch(self._sql.expire, float(max_age_seconds), now)
-        return [ExpiredEvent(r["id"], r["account_id"], r["monitor_id"]) for r in rows]
+        return [
+            ExpiredEvent(r["id"], r["account_id"], r["monitor_id"],
+                         (r["last_error"] or "").startswith("gave up"))
+            for r in rows
+        ]
 
     async def stats(self) -> tuple[int, float]:
         """(pending rows, age in seconds of the oldest pending one; 0 when none)."""

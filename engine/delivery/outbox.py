@@ -356,10 +356,14 @@ class OutboxRunner(Generic[Item]):
         """Expire what can no longer be delivered; refresh the queue gauges."""
         expired = await self._queue.expire(self._max_age)
         for e in expired:
-            self._metrics.deliveries.labels(result=RESULT_EXPIRED).inc()
+            # A tried row whose final try was not claimed in time gave up like one whose
+            # final try failed: counted and logged as such, as its reason says.
+            result = RESULT_GAVE_UP if e.gave_up else RESULT_EXPIRED
+            self._metrics.deliveries.labels(result=result).inc()
             log.warning(
-                "%s %d of monitor %d (account %d) expired undelivered after 24 h",
+                "%s %d of monitor %d (account %d) %s undelivered after 24 h",
                 self._noun, e.id, e.monitor_id, e.account_id,
+                "gave up" if e.gave_up else "expired",
             )
         depth, oldest = await self._queue.stats()
         self._metrics.depth.set(depth)
