@@ -10,7 +10,8 @@ takes the second's figures and ``now``; the engine reads the clocks and counters
   capacity would shrink by the API's share and a busy API would all but stop the engine.
 - :class:`Share`: the fraction of its core the engine may spend starting probes. It shrinks
   while the loop lags (the API, the database and the loop's own work need the rest) and grows
-  back while it does not; the dispatcher turns it into a start rate (share / cost per probe).
+  back while it does not: quickly up to just under where the lag began, then slowly; the
+  dispatcher turns it into a start rate (share / cost per probe).
 - :class:`OverloadJudge`: over capacity once more was asked than the node can hold, or due
   checks were held back, for ``ON_AFTER`` seconds in a row; back under once neither was for
   ``OFF_AFTER``; one :class:`Change` at each turn, so the log says it once each way.
@@ -41,6 +42,10 @@ LAG_HIGH: Final = 0.02  # a sweep woken this late (s): the loop is too busy, shr
 LAG_LOW: Final = 0.005  # at most this late for a whole second: room, grow
 SHRINK: Final = 0.8
 GROW: Final = 0.05
+# Back up to the ceiling (one SHRINK under the share at which the loop began to lag) the share
+# grows by this factor a second: a burst of API work that took it to the floor costs the
+# engine a few seconds, not the 14 that GROW alone would take from 0.2 to 0.9.
+RECOVER: Final = 1.5
 
 HELD_SECOND: Final = 0.5  # a second is "held" when due checks waited in this share of sweeps
 ON_AFTER: Final = 3  # held seconds in a row before the node says it is overloaded
@@ -106,19 +111,34 @@ class CostModel:
 
 
 class Share:
-    """The engine's share of its core, steered by the loop's lag (module docstring)."""
+    """The engine's share of its core, steered by the loop's lag, like a congestion window
+    with slow start: a second that lags with checks held back shrinks it by SHRINK, and the
+    first of a run of them sets the ceiling one SHRINK under the share it found. Below the
+    ceiling, a second without such a lag grows it by RECOVER (that share held before); at or
+    above it, a calm second (lag at most LAG_LOW, or nothing held) adds GROW and a lag
+    between the bounds holds it. So a burst of API work costs the engine a few seconds, and
+    a core that stays contended lowers the ceiling with each run of lagging seconds."""
 
     def __init__(self) -> None:
         self.value = MAX_SHARE
+        self.ceiling = MAX_SHARE
+        self._shrinking = False
 
     def step(self, worst_lag_s: float, held: bool) -> float:
         """One second: ``worst_lag_s`` the latest sweep wake-up, ``held`` whether due checks
         waited for the budget. Returns the new share. Only a share in use shrinks: while
         nothing waits, the engine runs below its budget and the lag is not its starts'."""
-        if not held or worst_lag_s <= LAG_LOW:
-            self.value = min(MAX_SHARE, self.value + GROW)
-        elif worst_lag_s > LAG_HIGH:
+        if held and worst_lag_s > LAG_HIGH:
+            if not self._shrinking:
+                self.ceiling = max(MIN_SHARE, self.value * SHRINK)
+                self._shrinking = True
             self.value = max(MIN_SHARE, self.value * SHRINK)
+            return self.value
+        self._shrinking = False
+        if self.value < self.ceiling:
+            self.value = min(self.ceiling, self.value * RECOVER)
+        elif not held or worst_lag_s <= LAG_LOW:
+            self.value = min(MAX_SHARE, self.value + GROW)
         return self.value
 
 

@@ -10,11 +10,13 @@ import pytest
 
 from engine.scheduler.load import (
     API,
+    GROW,
     MAX_SHARE,
     MIN_CORE,
     MIN_SHARE,
     OFF_AFTER,
     ON_AFTER,
+    SHRINK,
     CostModel,
     Figures,
     OverloadJudge,
@@ -62,11 +64,42 @@ def test_the_engine_share_shrinks_while_the_loop_lags_and_grows_back() -> None:
     for _ in range(50):
         share.step(0.2, held=True)
     assert share.value == MIN_SHARE  # never below: every check is still probed
-    share.step(0.01, held=True)
-    assert share.value == MIN_SHARE  # a lag between the bounds holds it where it is
     for _ in range(50):
         share.step(0.001, held=True)
     assert share.value == MAX_SHARE
+
+
+def test_after_a_burst_the_share_is_back_in_seconds_then_probes_slowly() -> None:
+    share = Share()
+    for _ in range(3):
+        share.step(0.001, held=True)
+    steady = share.value  # 0.9
+    for _ in range(10):  # a burst of API work: the loop lags for 10 s
+        share.step(0.1, held=True)
+    assert share.value == MIN_SHARE
+    assert share.ceiling == pytest.approx(steady * SHRINK)
+    seconds = 0
+    while share.value < share.ceiling:
+        share.step(0.01, held=True)  # a lag between the bounds does not stop the recovery
+        seconds += 1
+    assert seconds <= 4  # GROW alone: 11 s from 0.2 to 0.72
+    share.step(0.01, held=True)
+    assert share.value == pytest.approx(steady * SHRINK)  # at the ceiling such a lag holds it
+    share.step(0.001, held=True)
+    assert share.value == pytest.approx(steady * SHRINK + GROW)  # and a calm second probes
+
+
+def test_a_core_that_stays_contended_lowers_the_ceiling() -> None:
+    share = Share()
+    ceilings = []
+    for _ in range(4):  # each time the share comes back, the loop lags again
+        for _ in range(3):
+            share.step(0.1, held=True)
+        ceilings.append(share.ceiling)
+        while share.value < share.ceiling:
+            share.step(0.001, held=True)
+    assert ceilings == sorted(ceilings, reverse=True) and ceilings[-1] < ceilings[0]
+    assert share.ceiling == pytest.approx(MAX_SHARE * SHRINK ** 4)
 
 
 def test_a_lag_while_nothing_waits_is_not_the_engines_doing() -> None:
