@@ -53,7 +53,7 @@ class Options:
         quick = bool(args.quick)
         scenario = args.scenario
         default_monitors = {"webhooks": 1000, "api": 1000, "notify": 1000,
-                            "internet": 50_000, "overload": 6000,
+                            "internet": 50_000, "overload": 10_000,
                             "pings": 5000, "heartbeats": 100_000}.get(scenario, 10_000)
         if quick:
             default_monitors = {"webhooks": 100, "api": 100, "notify": 200,

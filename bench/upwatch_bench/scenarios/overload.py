@@ -2,35 +2,39 @@
 on one loop, one core) asked for twice what it can probe, and for half, in the ``internet``
 world (upwatch_bench/scenarios/internet.py says what the world is).
 
-What runs, in order (N monitors, default 6,000; ``--quick``: 1,500 for 10 s windows):
+What runs, in order (N monitors, default 10,000; ``--quick``: 1,500 for 10 s windows):
 
 1. Unloaded: every check disabled; ``POST /webapi/monitors`` at concurrency 8 and ``GET
    /webapi/monitors/{id}`` one at a time, each for 10 s (the reference rates).
 2. Capacity: every check at an interval of 2.5 s (the node asked for N / 2.5 probes/s, a few
    times what one core does); the median of the probes it does a second
-   (``upwatch_probes_done_per_second``) over the last 16 s of 40 is the capacity C (its own
-   gauge, ``upwatch_probe_capacity_per_second``, is recorded beside it). A node's first
-   round of probes makes full TLS handshakes and does about half what the later ones do:
-   rates are read after it.
+   (``upwatch_probes_done_per_second``) over 16 s is the capacity C (its own gauge,
+   ``upwatch_probe_capacity_per_second``, is recorded beside it).
 3. Twice the capacity, then half: every check at a 5 s interval (by the time scale), and as
-   many of them enabled as ask 2 C and then C / 2 probes per second; after a warm-up of four
-   intervals, a window of ``--duration`` seconds (default 60) with the GETs running
-   throughout and the POSTs in its last 10 s (each create adds probes of its new monitor,
-   demand past the factor that waits a round in the queue: the rates and the fairness are
-   read over the window before them). The machine's share of the core moves, and the node
-   does more a second the nearer it is to its capacity, so the saturated node's rate is read
-   over the last two intervals of the 2x warm-up and through the window: when the warm-up's
-   median puts the demand more than 10 % off twice it, the window is sized again from it and
-   the node restarted (at most three times); the 2x window is judged against its own median
-   rate, and the half window sized from it (``demand_over_capacity``). Readings: GET
-   p50/p99, POST rate against the unloaded one, the node's load gauges, and from the result
-   rows before the POSTs, for the healthy sites' checks: the gaps between a check's
-   consecutive probes in intervals (p50, p99, max), the fraction of checks whose every gap
-   (and the window's edges) is at most demand / capacity intervals plus one dispatch tick
-   (the promise; at exactly 2x the mean gap is 2 by construction, so a bound of exactly 2
-   would be met by chance), the same at 2 intervals, and the spread of lateness (each
-   check's mean gap, least and most). Failing sites (hanging, slow) take their probe
-   timeout, longer than an interval; they count apart.
+   many of them enabled as ask 2 C and then C / 2 probes per second; after a warm-up, a
+   window of ``--duration`` seconds (default 60) with the GETs running throughout and the
+   POSTs in its last 10 s (each create adds probes of its new monitor, demand past the
+   factor that waits a round in the queue: the rates and the fairness are read over the
+   window before them). The saturated node's rate is read over the last two intervals of
+   the 2x warm-up and through the window: when the warm-up's median puts the demand more
+   than 10 % off twice it, the window is sized again from it and the node restarted (at
+   most three times); the 2x window is judged against its own median rate, and the half
+   window sized from it (``demand_over_capacity``). Readings: GET p50/p99, POST rate
+   against the unloaded one, the node's load gauges, and from the result rows before the
+   POSTs, for the healthy sites' checks: the gaps between a check's consecutive probes in
+   intervals (p50, p99, max), the fraction of checks whose every gap (and the window's
+   edges) is at most demand / capacity intervals plus one dispatch tick (the promise; at
+   exactly 2x the mean gap is 2 by construction, so a bound of exactly 2 would be met by
+   chance), the same at 2 intervals, and the spread of lateness (each check's mean gap,
+   least and most). Failing sites (hanging, slow) take their probe timeout, longer than an
+   interval; they count apart.
+
+The first round: a node's first probe of each site makes a full TLS handshake (no session
+to resume yet) and does about half what later ones do, and the more is asked the longer
+that round lasts (at 2x, two intervals at half speed). Read inside it, a rate says less
+than the node can do and the windows were sized too small (448/s in a warm-up, then 622/s
+in the window). So every rate is read only once each healthy check has been probed since
+the node started (``first_round_s``), and a few seconds later.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ import asyncio
 import contextlib
 import statistics
 import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 from upwatch_bench import layout
@@ -49,14 +55,12 @@ from upwatch_bench.world import INTERVAL_S, World
 from upwatch_bench.world_setup import seed_world, served_world
 
 SIDE_S = 10.0  # the unloaded references and the POSTs of each window
-# The capacity phase's interval: N / 2.5 probes/s asked. Far past capacity the node does
-# less a second than near it (2026-11-28: 255/s asked 6,000/s, 492/s asked 704/s), so the
-# phase asks a few times its capacity, not a hundred, and the windows size themselves again.
+# The capacity phase's interval: N / 2.5 probes/s asked, a few times what a core does.
 CAPACITY_INTERVAL_S = 2.5
-# The first round of a node's probes makes full TLS handshakes (no session to resume yet) and
-# does about half what later rounds do: rates are read only after it.
-CAPACITY_SETTLE_S = 40.0
-WARM_INTERVALS = 4
+CAPACITY_READ_S = 16.0
+AFTER_FIRST_ROUND_S = 4.0  # past the first round, before any rate is read
+FIRST_ROUND_LIMIT_S = 300.0
+WARM_INTERVALS = 2  # after the first round, before and while the warm-up reads the rate
 WINDOW_INTERVAL_S = 5.0  # the windows' interval (a healthy site thinks up to 300 ms)
 FACTORS = (2.0, 0.5)
 RESIZE_TOLERANCE = 0.1  # a warm-up reading this far off the factor sizes the window again
@@ -92,7 +96,7 @@ async def _measure(b: Bench, world: World) -> dict[str, Any]:
 
     # 1. Unloaded.
     await _set_enabled(b, enabled, False)
-    async with _node(b, time_scale=1.0) as base:
+    async with _node(b, time_scale=1.0) as (base, _):
         get, post = await asyncio.gather(
             _gets(b, base, token, watched, SIDE_S), _posts(b, base, token, SIDE_S, post_site))
     rec["unloaded"] = {"get": get, "post": post}
@@ -100,15 +104,16 @@ async def _measure(b: Bench, world: World) -> dict[str, Any]:
 
     # 2. Capacity: what the saturated node does a second (its gauge, for the record).
     scale = CAPACITY_INTERVAL_S / INTERVAL_S
-    async with _node(b, time_scale=scale) as base:
+    async with _node(b, time_scale=scale) as (base, started):
+        first = await _first_round(b, healthy, started, "capacity")
         b.progress.phase("capacity: the node asked for far more than it can do",
-                         CAPACITY_SETTLE_S)
-        await asyncio.sleep(CAPACITY_SETTLE_S * 0.6)
-        done, gauge = await _sample_load(base, CAPACITY_SETTLE_S * 0.4)
+                         AFTER_FIRST_ROUND_S + CAPACITY_READ_S)
+        await asyncio.sleep(AFTER_FIRST_ROUND_S)
+        done, gauge = await _sample_load(base, CAPACITY_READ_S)
     if done is None:
         raise BenchError("the node reported no load")
     capacity = done
-    rec["capacity"] = {"probes_per_s": round(capacity, 1),
+    rec["capacity"] = {"probes_per_s": round(capacity, 1), "first_round_s": first,
                        "gauge_per_s": round(gauge, 1) if gauge is not None else None}
 
     # 3. Twice and half the capacity: a fixed interval, as many checks enabled as that asks.
@@ -120,11 +125,14 @@ async def _measure(b: Bench, world: World) -> dict[str, Any]:
             n = max(1, min(len(enabled), round(factor * capacity * WINDOW_INTERVAL_S)))
             await _set_enabled(b, enabled[n:], False)
             await _set_enabled(b, enabled[:n], True)
+            on = set(enabled[:n])
             asked = n / WINDOW_INTERVAL_S
-            async with _node(b, time_scale=scale) as base:
-                b.progress.phase(f"{label}: warming up", WARM_INTERVALS * WINDOW_INTERVAL_S)
-                await asyncio.sleep(WARM_INTERVALS / 2 * WINDOW_INTERVAL_S)
-                warm, _ = await _sample_load(base, WARM_INTERVALS / 2 * WINDOW_INTERVAL_S)
+            async with _node(b, time_scale=scale) as (base, started):
+                first = await _first_round(b, [c for c in healthy if c in on], started, label)
+                b.progress.phase(f"{label}: warming up",
+                                 AFTER_FIRST_ROUND_S + WARM_INTERVALS * WINDOW_INTERVAL_S)
+                await asyncio.sleep(AFTER_FIRST_ROUND_S)
+                warm, _ = await _sample_load(base, WARM_INTERVALS * WINDOW_INTERVAL_S)
                 off = (saturated and warm is not None
                        and abs(asked / warm / factor - 1) > RESIZE_TOLERANCE)
                 if off and attempt < RESIZE_ATTEMPTS and n < len(enabled):
@@ -149,14 +157,13 @@ async def _measure(b: Bench, world: World) -> dict[str, Any]:
             break
         if saturated and done:
             capacity = done  # the half-capacity window is sized from the 2x window's rate
-        on = set(enabled[:n])
         f1 = f1 if before < window else w1
         fair = await probe_gaps(b.store.pool, [c for c in healthy if c in on], w0, f1,
                                 WINDOW_INTERVAL_S, asked / capacity)
         fair["fairness_window_s"] = round(f1 - w0, 1)
         rec[f"x{factor:g}"] = {
             "enabled_checks": n, "asked_per_s": round(asked, 1), "interval_s": WINDOW_INTERVAL_S,
-            "capacity_per_s": round(capacity, 1), "done_per_s": done,
+            "first_round_s": first, "capacity_per_s": round(capacity, 1), "done_per_s": done,
             "gauge_per_s": gauge, "get": get, "post": post,
             "post_vs_unloaded": _ratio(post.get("rps"), rec["unloaded"]["post"].get("rps")),
             "load": load.get("load"), **fair,
@@ -179,7 +186,8 @@ async def _set_enabled(b: Bench, ids: list[int], on: bool) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _node(b: Bench, *, time_scale: float) -> Any:
+async def _node(b: Bench, *, time_scale: float) -> AsyncIterator[tuple[str, float]]:
+    """A node of this world's database: its API's base URL and when it was ready."""
     port = layout.free_port(layout.API_HOST)
     base = f"http://{layout.API_HOST}:{port}"
     settings = b.settings(time_scale=time_scale, host=layout.API_HOST, port=port,
@@ -189,9 +197,29 @@ async def _node(b: Bench, *, time_scale: float) -> Any:
                                 b.engine_cpus)
     try:
         await b.wait(child, "ready", "the node: loading its checks", 5, slack=300)
-        yield base
+        yield base, time.time()
     finally:
         await b.procs.stop(child)
+
+
+async def _first_round(b: Bench, ids: list[int], since: float, label: str) -> float:
+    """Wait until each of ``ids`` has a result since ``since`` (the node's first round of
+    probes, module docstring); the seconds it took from ``since``."""
+    b.progress.phase(f"{label}: the node's first round of probes", 20)
+    at = datetime.fromtimestamp(since, UTC)
+    deadline = time.monotonic() + FIRST_ROUND_LIMIT_S
+    while True:
+        async with b.store.pool.acquire() as conn:
+            missing = await conn.fetchval(
+                """SELECT count(*) FROM unnest($1::bigint[]) AS c(id)
+                   WHERE NOT EXISTS (SELECT 1 FROM probe_results r
+                                     WHERE r.check_id = c.id AND r.at >= $2)""", ids, at)
+        if not missing:
+            return round(time.time() - since, 1)
+        if time.monotonic() > deadline:
+            raise BenchError(f"{label}: {missing:,} checks not probed "
+                             f"{FIRST_ROUND_LIMIT_S:g} s after the node started")
+        await asyncio.sleep(1.0)
 
 
 async def _sample_load(base: str, seconds: float) -> tuple[float | None, float | None]:
