@@ -49,6 +49,14 @@ async def probe_gaps(pool: Any, ids: list[int], w0: float, w1: float,
         return round(ok / len(rows), 4) if rows else None
 
     mean_gap = sorted(statistics.fmean(r["gaps"]) / interval for r in rows if r["gaps"])
+    # The checks' probes a second over the window (whole seconds): how steady the node's rate
+    # was, which is what spreads one check's gaps around the mean.
+    counts = {int(r["i"]): int(r["n"]) for r in await pool.fetch(
+        """SELECT floor(extract(epoch FROM r.at - $2)) AS i, count(*) AS n
+           FROM probe_results r
+           WHERE r.check_id = ANY($1::bigint[]) AND r.at >= $2 AND r.at < $3
+           GROUP BY 1""", ids, t0, t1)}
+    per_second = sorted(counts.get(i, 0) for i in range(int(span)))
     never = sum(1 for r in rows if r["head"] is None)
     return {
         "checks": len(rows),
@@ -68,6 +76,11 @@ async def probe_gaps(pool: Any, ids: list[int], w0: float, w1: float,
             "most_late": round(mean_gap[-1], 2) if mean_gap else None,
         },
         "lateness_spread_intervals": round(mean_gap[-1] - mean_gap[0], 2) if mean_gap else None,
+        "probes_per_s": {
+            "least": per_second[0] if per_second else None,
+            "median": statistics.median(per_second) if per_second else None,
+            "most": per_second[-1] if per_second else None,
+        },
     }
 
 

@@ -310,5 +310,7 @@ def table(rec: dict[str, Any]) -> str:
             f"{r['bound_intervals']:g} intervals + tick {r['probed_within_ratio_intervals']}, "
             f"within 2x {r['probed_within_2x_interval']}, never {r['never_probed']}; mean "
             f"gap {gaps['least_late']}-{gaps['most_late']} intervals "
-            f"(spread {r['lateness_spread_intervals']})")
+            f"(spread {r['lateness_spread_intervals']}); their probes a second "
+            f"{r['probes_per_s']['least']}-{r['probes_per_s']['most']} "
+            f"(median {r['probes_per_s']['median']})")
     return "\n".join(lines)
