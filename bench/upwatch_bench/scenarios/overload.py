@@ -148,7 +148,8 @@ async def _measure(b: Bench, world: World) -> dict[str, Any]:
                 before = window - side if window > 2 * side else window
                 w0 = time.time()
                 get_task = asyncio.create_task(_gets(b, base, token, watched, window))
-                done, gauge = await _sample_load(base, before)
+                shares: list[float] = []
+                done, gauge = await _sample_load(base, before, shares)
                 f1 = time.time()
                 post = await _posts(b, base, token, side, post_site)
                 get = await get_task
@@ -165,6 +166,9 @@ async def _measure(b: Bench, world: World) -> dict[str, Any]:
             "enabled_checks": n, "asked_per_s": round(asked, 1), "interval_s": WINDOW_INTERVAL_S,
             "first_round_s": first, "capacity_per_s": round(capacity, 1), "done_per_s": done,
             "gauge_per_s": gauge, "get": get, "post": post,
+            "engine_share": {"least": min(shares, default=None),
+                             "median": statistics.median(shares) if shares else None,
+                             "most": max(shares, default=None)},
             "post_vs_unloaded": _ratio(post.get("rps"), rec["unloaded"]["post"].get("rps")),
             "load": load.get("load"), **fair,
         }
@@ -222,9 +226,11 @@ async def _first_round(b: Bench, ids: list[int], since: float, label: str) -> fl
         await asyncio.sleep(1.0)
 
 
-async def _sample_load(base: str, seconds: float) -> tuple[float | None, float | None]:
+async def _sample_load(base: str, seconds: float,
+                       shares: list[float] | None = None) -> tuple[float | None, float | None]:
     """The medians of the node's probes done a second and of its capacity gauge, read once a
-    second for ``seconds`` (None: nothing read)."""
+    second for ``seconds`` (None: nothing read); the engine's share each second is appended
+    to ``shares`` when given."""
     done: list[float] = []
     gauge: list[float] = []
     deadline = time.monotonic() + seconds
@@ -236,6 +242,8 @@ async def _sample_load(base: str, seconds: float) -> tuple[float | None, float |
                 done.append(float(load["done_per_s"]))
             if load.get("capacity_per_s"):
                 gauge.append(float(load["capacity_per_s"]))
+            if shares is not None and load.get("engine_share") is not None:
+                shares.append(float(load["engine_share"]))
     return (round(statistics.median(done), 1) if done else None,
             round(statistics.median(gauge), 1) if gauge else None)
 
