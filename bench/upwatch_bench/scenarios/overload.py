@@ -148,8 +148,9 @@ async def _measure(b: Bench, world: World) -> dict[str, Any]:
                 before = window - side if window > 2 * side else window
                 w0 = time.time()
                 get_task = asyncio.create_task(_gets(b, base, token, watched, window))
-                shares: list[float] = []
-                done, gauge = await _sample_load(base, before, shares)
+                seconds: list[dict[str, Any]] = []
+                done, gauge = await _sample_load(base, before, seconds)
+                shares = [x["share"] for x in seconds if x["share"] is not None]
                 f1 = time.time()
                 post = await _posts(b, base, token, side, post_site)
                 get = await get_task
@@ -169,6 +170,7 @@ async def _measure(b: Bench, world: World) -> dict[str, Any]:
             "engine_share": {"least": min(shares, default=None),
                              "median": statistics.median(shares) if shares else None,
                              "most": max(shares, default=None)},
+            "seconds": seconds,
             "post_vs_unloaded": _ratio(post.get("rps"), rec["unloaded"]["post"].get("rps")),
             "load": load.get("load"), **fair,
         }
@@ -227,10 +229,11 @@ async def _first_round(b: Bench, ids: list[int], since: float, label: str) -> fl
 
 
 async def _sample_load(base: str, seconds: float,
-                       shares: list[float] | None = None) -> tuple[float | None, float | None]:
+                       each: list[dict[str, Any]] | None = None,
+                       ) -> tuple[float | None, float | None]:
     """The medians of the node's probes done a second and of its capacity gauge, read once a
-    second for ``seconds`` (None: nothing read); the engine's share each second is appended
-    to ``shares`` when given."""
+    second for ``seconds`` (None: nothing read); each second's figures are appended
+    to ``each`` when given, with what the node did, its share and a probe's cost."""
     done: list[float] = []
     gauge: list[float] = []
     deadline = time.monotonic() + seconds
@@ -242,8 +245,11 @@ async def _sample_load(base: str, seconds: float,
                 done.append(float(load["done_per_s"]))
             if load.get("capacity_per_s"):
                 gauge.append(float(load["capacity_per_s"]))
-            if shares is not None and load.get("engine_share") is not None:
-                shares.append(float(load["engine_share"]))
+            if each is not None:
+                each.append({"t": round(time.time(), 1), "done": load.get("done_per_s"),
+                                "share": load.get("engine_share"),
+                                "uptime_cost_us": (load.get("cost_us_by_kind") or {}).get(
+                                    "uptime")})
     return (round(statistics.median(done), 1) if done else None,
             round(statistics.median(gauge), 1) if gauge else None)
 
