@@ -158,8 +158,10 @@ async def test_lost_listen_connection_is_reestablished(
     async with HttpTarget() as site:
         async with running_engine(store, settings):
             async def listener_pid() -> Any:
+                # This database's only: the other test workers' share the server.
                 return await fetchval(
-                    store, "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%'")
+                    store, "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+                           " AND datname = current_database()")
 
             pid = await wait_until(listener_pid, what="the LISTEN connection")
             await fetchval(store, "SELECT pg_terminate_backend($1)", pid)
