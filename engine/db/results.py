@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from engine.db.base import UNAVAILABLE_ERRORS
+from engine.db.base import UNAVAILABLE_ERRORS, stray_cancel
 from engine.db.pool import mark_session_state
 from engine.kinds.scheduled import Touch
 from engine.runtime.errors import DatabaseUnavailable
@@ -208,10 +208,12 @@ class ResultsSession:
             # Refused by the server: the transaction is aborted, the connection fine.
             await self._rollback()
             raise
-        except BaseException:
+        except BaseException as exc:
             # Cancelled mid-statement, or asyncpg's own state error on a connection that died
             # under a COPY: the connection cannot be trusted any more.
             self._drop()
+            if stray_cancel(exc):
+                raise DatabaseUnavailable("the connection was lost mid-write") from exc
             raise
 
     async def _rollback(self) -> None:
@@ -239,6 +241,8 @@ class ResultsSession:
             await self._pool.release(conn)
         except BaseException as exc:
             self._drop()
+            if stray_cancel(exc):
+                return  # the connection is gone, which is all closing it was for
             if not isinstance(exc, (*UNAVAILABLE_ERRORS, asyncpg.PostgresError, TimeoutError)):
                 raise
 
