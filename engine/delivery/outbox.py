@@ -361,9 +361,10 @@ class OutboxRunner(Generic[Item]):
             result = RESULT_GAVE_UP if e.gave_up else RESULT_EXPIRED
             self._metrics.deliveries.labels(result=result).inc()
             log.warning(
-                "%s %d of monitor %d (account %d) %s undelivered after 24 h",
+                "%s %d of monitor %d (account %d) %s",
                 self._noun, e.id, e.monitor_id, e.account_id,
-                "gave up" if e.gave_up else "expired",
+                "given up after 24 h: its final try was not taken in time" if e.gave_up
+                else "expired undelivered after 24 h",
             )
         depth, oldest = await self._queue.stats()
         self._metrics.depth.set(depth)
