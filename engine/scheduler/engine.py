@@ -38,6 +38,7 @@ from engine.kinds.registry import Kinds
 from engine.kinds.scheduled import ScheduledCheck
 from engine.monitors.requestspecs import SpecBuilder
 from engine.runtime.metrics import Metrics, NodeLoad
+from engine.runtime.schedstat import waited_s
 from engine.runtime.secretbox import SecretBox
 from engine.runtime.settings import Settings
 from engine.scheduler.calendar import MaintenanceCalendar
@@ -128,6 +129,7 @@ class Engine:
         self._asked: dict[str, float] = {k: 0.0 for k in kind_of}  # probes/s by kind
         self._cpu_at = time.thread_time()
         self._second_at = time.monotonic()
+        self._waited_at: float | None = None  # the loop thread's run-queue wait (schedstat)
         self._dispatcher = dispatcher = Dispatcher(
             checks, kind_of, judging,
             max_in_flight=settings.max_in_flight, per_host_limit=settings.per_host_limit,
@@ -224,6 +226,8 @@ class Engine:
         now, cpu = time.monotonic(), time.thread_time()
         elapsed, spent = now - self._second_at, cpu - self._cpu_at
         self._second_at, self._cpu_at = now, cpu
+        waited, before = waited_s(), self._waited_at
+        self._waited_at = waited
         if elapsed <= 0:
             return
         done, held, lag = dispatcher.take_second()
@@ -233,8 +237,11 @@ class Engine:
         work[API] = round(answered / elapsed)
         self._cost.learn(spent / elapsed, work)
         # The share is of the core the loop's thread gets (less on a contended machine).
+        waited_per_s = None
+        if waited is not None and before is not None:
+            waited_per_s = (waited - before) / elapsed
         share = dispatcher.share = (self._share.step(lag, held > 0)
-                                    * core_available(spent / elapsed, lag))
+                                    * core_available(spent / elapsed, lag, waited_per_s))
         asked = sum(self._asked.values())
         figures = Figures(
             asked=asked, done=sum(done.values()) / elapsed,

@@ -164,3 +164,12 @@ def test_the_share_is_of_the_core_the_node_gets() -> None:
     assert core_available(0.3, 0.08) == pytest.approx(0.3)
     assert core_available(1.2, 0.08) == 1.0
     assert core_available(0.01, 0.5) == MIN_CORE  # never nothing: every check still probed
+
+
+def test_where_the_kernel_says_how_long_the_thread_waited_the_core_is_the_rest() -> None:
+    # A late sweep with the thread idle part of the second: a burst of its own work, not a
+    # shared core, when the kernel says the thread never waited for one.
+    assert core_available(0.6, 0.08, waited_per_s=0.0) == 1.0
+    assert core_available(0.5, 0.08, waited_per_s=0.5) == pytest.approx(0.5)
+    assert core_available(0.9, 0.001, waited_per_s=0.3) == pytest.approx(0.7)
+    assert core_available(0.01, 0.5, waited_per_s=0.99) == MIN_CORE
