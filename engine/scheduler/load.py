@@ -195,17 +195,18 @@ MIN_CORE: Final = 0.1  # the least of a core the node is taken to get, however c
 
 def core_available(cpu_per_s: float, worst_lag_s: float,
                    waited_per_s: float | None = None) -> float:
-    """The fraction of a core the loop's thread gets. Where the kernel says how long the
-    thread waited for a core (``waited_per_s``, seconds a second), the rest of the second;
-    else a guess: a second in which a sweep woke late (``worst_lag_s`` over
-    :data:`LAG_HIGH`) yet the thread ran only ``cpu_per_s`` waited for a core it shares
-    (other processes, PostgreSQL), though a loop kept busy by a burst of its own work that
-    idled part of the second reads the same. The engine's share is of this, so on a
-    contended machine the API keeps the rest of what the node gets."""
-    if waited_per_s is not None:
-        return min(1.0, max(MIN_CORE, 1.0 - waited_per_s))
+    """The fraction of a core the loop's thread gets, judged in a second whose sweeps woke
+    late (``worst_lag_s`` over :data:`LAG_HIGH`; else a whole core). Where the kernel says
+    how long the thread waited for a core (``waited_per_s``, seconds a second), the rest of
+    the second: a loop kept late by a burst of its own work waited for nothing. Else a
+    guess: the thread ran only ``cpu_per_s``, so it waited for a core it shares (other
+    processes, PostgreSQL). The engine's share is of this, so on a contended machine the
+    API keeps the rest of what the node gets. On time, a whole core, whatever the waits:
+    the loop is not short of one."""
     if worst_lag_s <= LAG_HIGH:
         return 1.0
+    if waited_per_s is not None:
+        return min(1.0, max(MIN_CORE, 1.0 - waited_per_s))
     return min(1.0, max(MIN_CORE, cpu_per_s))
 
 
