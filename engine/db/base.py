@@ -11,7 +11,6 @@ Every area of the store (accounts, monitors, probing, webhooks, cluster) is a mi
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -41,16 +40,6 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     # operation is in progress". The reset on release (below) terminates it.
     asyncpg.InternalClientError,
 )
-
-
-def stray_cancel(exc: BaseException) -> bool:
-    """``exc`` is a CancelledError while nothing cancels the running task: the driver's own,
-    which asyncpg can let out when the server cuts a connection it is closing. The
-    connection is lost; nobody asked the caller to stop."""
-    if not isinstance(exc, asyncio.CancelledError):
-        return False
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() == 0
 
 
 def _unavailable(exc: BaseException) -> DatabaseUnavailable:

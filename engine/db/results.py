@@ -18,10 +18,10 @@ from typing import Any
 import asyncpg
 import orjson
 
-from engine.db.base import UNAVAILABLE_ERRORS, stray_cancel
+from engine.db.base import UNAVAILABLE_ERRORS
 from engine.db.pool import mark_session_state
 from engine.kinds.scheduled import Touch
-from engine.runtime.errors import DatabaseUnavailable
+from engine.runtime.errors import DatabaseUnavailable, stray_cancel
 
 log = logging.getLogger(__name__)
 

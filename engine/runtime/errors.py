@@ -4,6 +4,8 @@ Everything the engine raises on purpose derives from :class:`UpwatchError`. At t
 boundary errors never escape: they become outcomes with a reason string.
 """
 
+import asyncio
+
 
 class UpwatchError(Exception):
     """Base of every error Upwatch raises on purpose."""
@@ -40,3 +42,13 @@ class BlockedAddress(UpwatchError):
 
 class PeerAuthError(UpwatchError):
     """An instance-to-instance request failed authentication."""
+
+
+def stray_cancel(exc: BaseException) -> bool:
+    """``exc`` is a CancelledError while nothing cancels the running task: a library's own
+    (asyncpg can let one out when the server cuts a connection it is closing). Nobody asked
+    the caller to stop: what it was doing failed, and it goes on."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from engine.kinds.base import ResultRow
 from engine.kinds.scheduled import Touch
-from engine.runtime.errors import DatabaseUnavailable
+from engine.runtime.errors import DatabaseUnavailable, stray_cancel
 from engine.runtime.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ _BACKOFF_FIRST = 0.2
 _BACKOFF_MAX = 5.0
 _GIVE_UP_AFTER = 3  # tries of a batch that fails for a reason other than an unreachable DB
 _DROP_LOG_EVERY = 10.0
+_STRAY_LIMIT = 5  # cancellations nobody asked for that the writer rides out
 
 
 class ResultsSink(Protocol):
@@ -159,9 +160,21 @@ class ResultsWriter:
     # -- the writer ---------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Flush until ``stop``; then drain what is left within the drain timeout."""
+        """Flush until ``stop``; then drain what is left within the drain timeout. A
+        cancellation nobody asked for (a library's own, ``stray_cancel``) fails the batch in
+        hand, which is put back, and the writer goes on: up to ``_STRAY_LIMIT`` times."""
+        strays = 0
         try:
-            await self._run(stop)
+            while True:
+                try:
+                    await self._run(stop)
+                    return
+                except asyncio.CancelledError as exc:
+                    strays += 1
+                    if not stray_cancel(exc) or strays > _STRAY_LIMIT:
+                        raise
+                    log.warning("results writer: a write was cancelled from inside; going on "
+                                "with %d results held", len(self._buf), exc_info=True)
         finally:
             await self.aclose()
 

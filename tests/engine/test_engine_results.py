@@ -3,9 +3,10 @@ never undo newer state and respect the API's config_version fence."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import pytest
@@ -307,3 +308,48 @@ async def test_staged_times_do_not_depend_on_the_session_time_zone(store: Store)
             f"SELECT {SQL_AT.format(t='s')} FROM (SELECT $1::interval AS since_epoch) s",
             since)
     assert got == at
+
+
+class _CancelledOnce:
+    """The store's own results session, except that its first write meets a cancellation
+    from inside (as asyncpg can let out when the server cuts a connection)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.cancelled = 0
+
+    def results_session(self) -> Any:
+        real = self._store.results_session()
+        outer = self
+
+        class Session:
+            async def write(self, rows: Any, touches: Any) -> None:
+                if not outer.cancelled:
+                    outer.cancelled += 1
+                    raise asyncio.CancelledError
+                await real.write(rows, touches)
+
+            async def close(self) -> None:
+                await real.close()
+
+        return Session()
+
+
+async def test_a_cancellation_from_inside_a_write_loses_no_result(
+    store: Store, account: tuple[Any, str]
+) -> None:
+    acc, _ = account
+    _, check_id, _ = await add_monitor(store, acc.id, "http://127.0.0.1:9/")
+    h = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    faulty = _CancelledOnce(store)
+    w = ResultsWriter(cast(Any, faulty), metrics=Metrics(), limit=100, flush_interval=0.05)
+    stop = asyncio.Event()
+    writer = asyncio.create_task(w.run(stop))
+    w.offer(_row(check_id, h))
+    w.offer(_row(check_id, h + timedelta(minutes=1)))
+    await wait_until(lambda: fetchval(store, "SELECT count(*) FROM probe_results"),
+                     what="the results written after the cancellation")
+    stop.set()
+    await asyncio.wait_for(writer, 10)  # it went on and stopped cleanly: not cancelled
+    assert faulty.cancelled == 1
+    assert await fetchval(store, "SELECT count(*) FROM probe_results") == 2

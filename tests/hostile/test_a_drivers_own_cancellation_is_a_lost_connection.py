@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.db.base import stray_cancel
+from engine.runtime.errors import stray_cancel
 
 
 async def test_a_cancellation_nobody_asked_for_is_stray() -> None:
