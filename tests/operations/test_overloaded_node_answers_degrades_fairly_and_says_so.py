@@ -109,13 +109,15 @@ async def test_overloaded_node_answers_degrades_fairly_and_says_so(
                     lambda: _overloaded(http, inst, True), timeout=60,
                     what="/healthz saying the node is overloaded")
                 load = over["load"]
-                assert load["ratio"] > 1.5, load  # asked far past what it can do
+                # Asked far past what it does, and it says it is over its capacity.
+                assert load["asked_per_s"] > 1.5 * load["done_per_s"], load
+                assert load["ratio"] > 1, load
                 assert load["asked_per_s"] == pytest.approx(
                     (MONITORS + 1) / (INTERVAL_S * SCALE), rel=0.01)
                 assert load["capacity_per_s"] > 0 and load["cost_us_by_kind"]["uptime"] > 0
                 page = await metrics(http, inst)
                 assert sample(page, "upwatch_overloaded") == 1
-                assert sample(page, "upwatch_probe_load_ratio") > 1.5
+                assert sample(page, "upwatch_probe_load_ratio") > 1
                 assert sample(page, "upwatch_probe_cost_seconds", kind="uptime") > 0
 
                 # The cluster's view and the command line show the node's load too.
