@@ -264,9 +264,12 @@ class Metrics:
         r = self.registry = registry or CollectorRegistry()
         # The engine's load (None until an engine ran a second in this process).
         self.load: NodeLoad | None = None
-        # API requests answered, a plain count: the engine reads it each second to tell
-        # the API's CPU on the shared loop from the probes' (engine/scheduler/load.py).
-        self.api_answered = 0
+        # Requests answered (reads, writes, heartbeat pings), plain counts: the engine reads
+        # them each second to tell the API's CPU on the shared loop from the probes'
+        # (engine/scheduler/load.py).
+        self.api_reads = 0
+        self.api_writes = 0
+        self.api_pings = 0
         # Engine
         # The engine's per-probe series: plain counters without locks (see LoopCounter).
         self.probes = LoopCounter(

@@ -47,7 +47,7 @@ from engine.scheduler.confirm import Confirmer, LocalConfirmer
 from engine.scheduler.dispatch import MIN_INTERVAL, Dispatcher
 from engine.scheduler.flow import Flow
 from engine.scheduler.load import (
-    API,
+    API_KINDS,
     CostModel,
     Figures,
     OverloadJudge,
@@ -122,8 +122,8 @@ class Engine:
         )
         self._checks = checks = catalog.checks
         self._scale = settings.time_scale
-        self._cost = CostModel([*kind_of, API])
-        self._api_at = metrics.api_answered
+        self._cost = CostModel([*kind_of, *API_KINDS])
+        self._api_at = self._api_counts()
         self._share = Share()
         self._judge = OverloadJudge()
         self._asked: dict[str, float] = {k: 0.0 for k in kind_of}  # probes/s by kind
@@ -219,6 +219,11 @@ class Engine:
         metrics.probe_polling.set(1 if self.kinds.polling else 0)
         self._judge_load()
 
+    def _api_counts(self) -> tuple[int, int, int]:
+        """Requests answered on this loop so far, in the order of ``API_KINDS``."""
+        m = self._metrics
+        return m.api_reads, m.api_writes, m.api_pings
+
     def _judge_load(self) -> None:
         """The second's load (engine/scheduler/load.py), its gauges, and one log line when
         the node goes over its capacity or comes back under it."""
@@ -231,10 +236,12 @@ class Engine:
         if elapsed <= 0:
             return
         done, held, lag = dispatcher.take_second()
-        answered, self._api_at = metrics.api_answered - self._api_at, metrics.api_answered
+        api, before_api = self._api_counts(), self._api_at
+        self._api_at = api
         # Per second of wall time, so a sweep that came late does not read as a dearer probe.
         work = {k: round(n / elapsed) for k, n in done.items()}
-        work[API] = round(answered / elapsed)
+        for name, n, was in zip(API_KINDS, api, before_api, strict=True):
+            work[name] = round((n - was) / elapsed)
         self._cost.learn(spent / elapsed, work)
         # The share is of the core the loop's thread gets (less on a contended machine).
         waited_per_s = None
@@ -266,7 +273,7 @@ class Engine:
         metrics.overloaded.set(1 if overloaded else 0)
         metrics.engine_share.set(share)
         metrics.probes_waiting.set(dispatcher.waiting)
-        costs = {k: c for k, c in self._cost.costs.items() if k != API}
+        costs = {k: c for k, c in self._cost.costs.items() if k not in API_KINDS}
         for kind, cost in costs.items():
             metrics.probe_cost.labels(kind=kind).set(cost)
         metrics.load = NodeLoad(

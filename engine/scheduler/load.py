@@ -5,9 +5,11 @@ takes the second's figures and ``now``; the engine reads the clocks and counters
 - :class:`CostModel`: CPU seconds per probe by kind, learned from each second's CPU of the
   loop's thread and the probes that finished in it, by kind (least squares with forgetting:
   with one kind it is the moving average of CPU / probes; with several, seconds of different
-  mixes tell the kinds apart). The API's requests answered on the same loop are one more
-  regressor (:data:`API`), so the API's CPU is not read as a dearer probe: were it, the
-  capacity would shrink by the API's share and a busy API would all but stop the engine.
+  mixes tell the kinds apart). The requests answered on the same loop are three more
+  regressors (:data:`API_KINDS`: reads, writes, pings, each of a cost of its own: a create
+  costs several reads), so the API's CPU is not read as a dearer probe: were it, the
+  capacity would shrink by the API's share and a burst of creates would all but stop the
+  engine.
 - :class:`Share`: the fraction of its core the engine may spend starting probes. It shrinks
   while the loop lags (the API, the database and the loop's own work need the rest) and grows
   back while it does not: quickly up to just under where the lag began, then slowly; the
@@ -26,10 +28,15 @@ from typing import Final
 # Before any second was measured: an uptime probe (HTTP or resumed HTTPS) costs ~50-400 us
 # (docs/performance.md), a certificate check makes a full, verified handshake.
 DEFAULT_COST_S: Final = 0.0004
-# The cost model's name for the API's requests on the loop (not a check kind).
-API: Final = "(api)"
+# The cost model's names for the requests answered on the loop (not check kinds): reads
+# (GET, HEAD, OPTIONS), writes (creates, updates, deletes) and heartbeat pings.
+API_READS: Final = "(api reads)"
+API_WRITES: Final = "(api writes)"
+PINGS: Final = "(pings)"
+API_KINDS: Final = (API_READS, API_WRITES, PINGS)
 PRIOR_COST_S: Final[Mapping[str, float]] = {
-    "uptime": 0.0003, "certificate_health": 0.002, API: 0.001}
+    "uptime": 0.0003, "certificate_health": 0.002,
+    API_READS: 0.001, API_WRITES: 0.003, PINGS: 0.0003}
 MIN_COST_S: Final = 0.00001  # a learned cost never goes below 10 us (nor to zero)
 MAX_COST_S: Final = 0.5
 FORGET: Final = 0.95  # each second's weight against the past: ~20 s of memory

@@ -62,6 +62,9 @@ from engine.web.status import page as status_page
 
 log = logging.getLogger(__name__)
 
+# Requests the engine's cost model counts as reads (engine/scheduler/load.py).
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
 MAX_BODY_BYTES = 64 * 1024
 MAX_TOKEN_LENGTH = 512
 # One header field may be this long. Above aiohttp's default (8190) so that an absurd
@@ -201,7 +204,13 @@ def _count_request(request: web.Request, status: int, seconds: float) -> None:
         )
     children[0].inc()
     children[1].observe(seconds)
-    request.app[METRICS].api_answered += 1
+    metrics = request.app[METRICS]
+    if pings.is_ping_path(request.path):
+        metrics.api_pings += 1
+    elif request.method in _READS:
+        metrics.api_reads += 1
+    else:
+        metrics.api_writes += 1
 
 
 @web.middleware
