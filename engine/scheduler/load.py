@@ -14,9 +14,12 @@ takes the second's figures and ``now``; the engine reads the clocks and counters
   while the loop lags (the API, the database and the loop's own work need the rest) and grows
   back while it does not: quickly up to just under where the lag began, then slowly; the
   dispatcher turns it into a start rate (share / cost per probe).
-- :class:`OverloadJudge`: over capacity once more was asked than the node can hold, or due
-  checks were held back, for ``ON_AFTER`` seconds in a row; back under once neither was for
-  ``OFF_AFTER``; one :class:`Change` at each turn, so the log says it once each way.
+- :class:`OverloadJudge`: over capacity once due checks were held back, or more was asked
+  than the node can hold and it did less than was asked, for ``ON_AFTER`` seconds in a row;
+  back under once nothing waited and it did what was asked (or the estimate says it can)
+  for ``OFF_AFTER``; one :class:`Change` at each turn, so the log says it once each way.
+  The estimate alone never turns it on: a node that does every probe asked, on time, is
+  not over its capacity, whatever its cost model says.
 """
 
 from __future__ import annotations
@@ -172,8 +175,10 @@ class Change:
 
 class OverloadJudge:
     """Hysteresis over held seconds (module docstring). A second is held when due checks
-    waited in at least ``HELD_SECOND`` of its sweeps or more is asked than the node can hold
-    (ratio above ``RATIO_ON``); free when neither, with the ratio under ``RATIO_OFF``."""
+    waited in at least ``HELD_SECOND`` of its sweeps, or more is asked than the node can hold
+    (ratio above ``RATIO_ON``) and it did less than ``RATIO_OFF`` of what was asked (every
+    check in flight, each probe slow); free when nothing waited and either it did what was
+    asked or the ratio is under ``RATIO_OFF``."""
 
     def __init__(self) -> None:
         self.overloaded = False
@@ -182,10 +187,11 @@ class OverloadJudge:
     def step(self, held_share: float, figures: Figures) -> Change | None:
         """One second: ``held_share`` of its sweeps ended with due checks waiting."""
         waited = held_share >= HELD_SECOND
+        behind = figures.done < figures.asked * RATIO_OFF
         if self.overloaded:
-            turn = not waited and figures.ratio < RATIO_OFF
+            turn = not waited and (not behind or figures.ratio < RATIO_OFF)
         else:
-            turn = waited or figures.ratio > RATIO_ON
+            turn = waited or (figures.ratio > RATIO_ON and behind)
         if not turn:
             self._run = 0
             return None

@@ -131,9 +131,24 @@ def test_asking_more_than_the_capacity_is_an_overload_even_with_nothing_waiting(
     over = Figures(3000.0, 1000.0, 1000.0)  # every check in flight, each probe slow
     changes = [judge.step(0.0, over) for _ in range(ON_AFTER)]
     assert changes[-1] is not None and changes[-1].overloaded
-    near = Figures(980.0, 980.0, 1000.0)  # under 1 but not under RATIO_OFF: still over
+    near = Figures(980.0, 900.0, 1000.0)  # under 1 but not under RATIO_OFF, still behind
     assert all(judge.step(0.0, near) is None for _ in range(3 * OFF_AFTER))
     assert judge.overloaded
+
+
+def test_the_estimate_alone_never_says_overloaded_while_every_probe_is_done() -> None:
+    # A cost model thrown off (a burst of API work read as dearer probes) says the node can
+    # hold 400/s; it does the 500/s asked, nothing waits: it is not over its capacity.
+    judge = OverloadJudge()
+    estimate_off = Figures(500.0, 505.0, 400.0)
+    assert all(judge.step(0.0, estimate_off) is None for _ in range(3 * ON_AFTER))
+    assert not judge.overloaded
+    # Over it (checks wait), then back doing all that is asked with nothing waiting: off,
+    # though the estimate still reads over 1.
+    changes = [judge.step(1.0, Figures(2000.0, 900.0, 1000.0)) for _ in range(ON_AFTER)]
+    assert changes[-1] is not None and changes[-1].overloaded
+    changes = [judge.step(0.0, estimate_off) for _ in range(OFF_AFTER)]
+    assert changes[-1] is not None and not changes[-1].overloaded
 
 
 def test_a_short_burst_is_not_an_overload() -> None:
