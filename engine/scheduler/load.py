@@ -9,7 +9,8 @@ takes the second's figures and ``now``; the engine reads the clocks and counters
   regressors (:data:`API_KINDS`: reads, writes, pings, each of a cost of its own: a create
   costs several reads), so the API's CPU is not read as a dearer probe: were it, the
   capacity would shrink by the API's share and a burst of creates would all but stop the
-  engine.
+  engine. Each probe kind's cost is bounded by what it cost in quiet seconds (little API
+  work), where nothing can be mistaken for it.
 - :class:`Share`: the fraction of its core the engine may spend starting probes. It shrinks
   while the loop lags (the API, the database and the loop's own work need the rest) and grows
   back while it does not: quickly up to just under where the lag began, then slowly; the
@@ -45,6 +46,9 @@ MAX_COST_S: Final = 0.5
 FORGET: Final = 0.95  # each second's weight against the past: ~20 s of memory
 PRIOR_VARIANCE: Final = 1e-4  # (10 ms)^2: how unsure the prior is, and the bound of it
 MIN_PROBES_TO_LEARN: Final = 20  # a second with fewer finished probes says too little
+QUIET_API: Final = 0.05  # a second whose requests took less of its CPU than this is quiet
+QUIET_SEEN: Final = 5  # quiet seconds with a kind before its quiet cost bounds the fit
+QUIET_SLACK: Final = 1.25  # the fit's cost of a kind is at most this times its quiet cost
 
 MAX_SHARE: Final = 0.9  # the engine never plans to take more of the core than this
 MIN_SHARE: Final = 0.2  # nor less, however the loop lags: every check is still probed
@@ -72,11 +76,9 @@ def cost_of(costs: Mapping[str, float], kind: str) -> float:
     return c
 
 
-class CostModel:
-    """CPU seconds per probe by kind (see the module docstring): recursive least squares
-    with forgetting over seconds of (CPU, probes finished by kind), so one kind's cost is
-    the moving average of CPU / probes and several kinds' costs are told apart as soon as
-    seconds of different mixes come."""
+class _Fit:
+    """Recursive least squares with forgetting: each kind's cost from seconds of (CPU,
+    count by kind); the costs start at their priors."""
 
     def __init__(self, kinds: Iterable[str]) -> None:
         self.kinds = list(kinds)
@@ -85,13 +87,9 @@ class CostModel:
         # The estimate's covariance (CPU seconds squared per probe), one row per kind.
         self._p = [[PRIOR_VARIANCE if i == j else 0.0 for j in range(n)] for i in range(n)]
 
-    def learn(self, cpu_s: float, done: Mapping[str, int]) -> None:
-        """One second: ``cpu_s`` spent by the loop's thread, ``done[kind]`` probes finished
-        (kinds not given at construction are ignored)."""
+    def learn(self, cpu_s: float, x: list[float]) -> None:
+        """One second: ``cpu_s`` and ``x``, the counts in the order of ``kinds``."""
         kinds, costs, p = self.kinds, self.costs, self._p
-        x = [float(done.get(k, 0)) for k in kinds]
-        if sum(x) < MIN_PROBES_TO_LEARN or cpu_s <= 0:
-            return
         n = len(kinds)
         px = [sum(p[i][j] * x[j] for j in range(n)) for i in range(n)]
         denom = FORGET + sum(x[i] * px[i] for i in range(n))
@@ -111,6 +109,52 @@ class CostModel:
                 for j in range(n):
                     p[i][j] *= f
                     p[j][i] *= f
+
+
+class CostModel:
+    """CPU seconds per probe by kind (see the module docstring): recursive least squares
+    with forgetting over seconds of (CPU, probes finished by kind), so one kind's cost is
+    the moving average of CPU / probes and several kinds' costs are told apart as soon as
+    seconds of different mixes come.
+
+    Beside it, a second fit over the probe kinds alone learns only from quiet seconds
+    (the API's requests, at their priors, under :data:`QUIET_API` of the CPU), and bounds
+    each kind it has seen in :data:`QUIET_SEEN` of them at :data:`QUIET_SLACK` times its
+    quiet cost. With a steady API the full fit cannot tell a dearer probe beside cheaper
+    requests from the truth (an API client that asks again as soon as it is answered takes
+    whatever the probes leave, so every second fits both), and it drifts; once the drift
+    makes the budget bind, admission feeds it (fewer probes started, each read dearer).
+    The quiet fit has no API to confuse it with; a bound too low only admits more, which
+    the lag then steers (:class:`Share`)."""
+
+    def __init__(self, kinds: Iterable[str]) -> None:
+        self._fit = _Fit(kinds)
+        self.kinds = self._fit.kinds
+        self.costs = self._fit.costs
+        self._probe_kinds = [k for k in self.kinds if k not in API_KINDS]
+        self._quiet = _Fit(self._probe_kinds)
+        self._seen = dict.fromkeys(self._probe_kinds, 0)  # quiet seconds with the kind
+
+    def learn(self, cpu_s: float, done: Mapping[str, int]) -> None:
+        """One second: ``cpu_s`` spent by the loop's thread, ``done[kind]`` probes finished
+        (kinds not given at construction are ignored)."""
+        x = [float(done.get(k, 0)) for k in self.kinds]
+        if sum(x) < MIN_PROBES_TO_LEARN or cpu_s <= 0:
+            return
+        self._fit.learn(cpu_s, x)
+        probes = [float(done.get(k, 0)) for k in self._probe_kinds]
+        if sum(probes) < MIN_PROBES_TO_LEARN:
+            return
+        api_s = sum(PRIOR_COST_S[k] * done.get(k, 0) for k in API_KINDS)
+        if api_s <= QUIET_API * cpu_s:
+            self._quiet.learn(cpu_s, probes)
+            for k, n in zip(self._probe_kinds, probes, strict=True):
+                if n > 0:
+                    self._seen[k] += 1
+        costs, quiet = self.costs, self._quiet.costs
+        for k in self._probe_kinds:
+            if self._seen[k] >= QUIET_SEEN and costs[k] > quiet[k] * QUIET_SLACK:
+                costs[k] = quiet[k] * QUIET_SLACK
 
     def mean_cost(self, asked: Mapping[str, float]) -> float:
         """Cost of an average probe of the ``asked`` mix (probes/s by kind)."""

@@ -199,6 +199,50 @@ def test_a_burst_of_creates_does_not_change_what_a_probe_costs(split: bool) -> N
     assert split or off > 0.5
 
 
+def _closed_loop(quiet_first: int, seconds: int) -> list[float]:
+    """Probes started each second by a node asked for 440/s (0.85 ms each, on the share
+    at the cost it learned), after ``quiet_first`` seconds with no API, then beside an API
+    client that asks again as soon as it is answered (0.9 ms a read), so the loop's CPU is
+    always 0.97: as many reads as the probes leave room for. Then the learned cost is
+    thrown to 5 ms (what a drift came to): each second fits that (fewer probes, dearer;
+    more reads, cheaper) as well as it fits the truth, so nothing the full fit learns
+    moves it back."""
+    model = CostModel(["uptime", *API_KINDS])
+    share, started_each = Share(), []
+    for t in range(seconds):
+        if t == quiet_first:
+            model.costs.update({"uptime": 5e-3, API_READS: 10e-6})
+        started = min(440.0, capacity(share.value, model.costs["uptime"]))
+        reads = (0.97 - started * 0.85e-3) / 0.9e-3 if t >= quiet_first else 0.0
+        cpu = 0.97 if t >= quiet_first else 0.02 + started * 0.85e-3
+        model.learn(cpu, {"uptime": round(started), API_READS: round(reads)})
+        share.step(0.002, started < 440)
+        started_each.append(started)
+    return started_each
+
+
+def test_a_steady_api_cannot_talk_the_budget_into_holding_probes_back() -> None:
+    # With quiet seconds behind it, the fit is bounded by what a probe cost then: every
+    # probe asked is started at once. Without any (the API busy since the start), the trap
+    # holds: what the bound is for.
+    assert all(n == 440 for n in _closed_loop(20, 80)[21:])
+    assert all(n < 200 for n in _closed_loop(0, 80)[1:])
+
+
+def test_the_quiet_bound_leaves_a_fit_of_quiet_seconds_alone() -> None:
+    # Every second quiet (no API): the bound is the fit itself, so kinds are told apart
+    # as before, and an API busy for a while later does not undo them.
+    model = CostModel(["uptime", "certificate_health", *API_KINDS])
+    rng = random.Random(11)
+    for t in range(400):
+        up, cert = rng.randint(500, 3000), rng.randint(10, 200)
+        reads = rng.randint(100, 300) if t >= 300 else 0
+        model.learn(up * 80e-6 + cert * 1.5e-3 + reads * 1e-3,
+                    {"uptime": up, "certificate_health": cert, API_READS: reads})
+    assert model.costs["uptime"] == pytest.approx(80e-6, rel=0.1)
+    assert model.costs["certificate_health"] == pytest.approx(1.5e-3, rel=0.1)
+
+
 def test_the_share_is_of_the_core_the_node_gets() -> None:
     # On time: a whole core, however little the thread ran (it had nothing to do).
     assert core_available(0.05, 0.004) == 1.0
