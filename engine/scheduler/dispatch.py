@@ -129,6 +129,7 @@ class Dispatcher:
         self._done_by_kind: dict[str, int] = {}
         self._sweeps = 0
         self._held = 0
+        self._short = 0  # sweeps that ended held back by the budget (not max_in_flight)
         self._worst_lag = 0.0
 
     def attach(
@@ -214,6 +215,8 @@ class Dispatcher:
             self._sweeps += 1
             if ready:
                 self._held += 1
+                if self._budget <= 0:
+                    self._short += 1
             if now >= gauge_at:
                 # Gauges once a second rather than per probe: a Prometheus set() takes a lock.
                 every_second()
@@ -232,16 +235,19 @@ class Dispatcher:
             else:
                 ready.append(c)
 
-    def take_second(self) -> tuple[dict[str, int], float, float]:
-        """What happened since the last call, and reset: probes finished by kind, the share
-        of sweeps that ended with due checks held back, the latest a sweep woke (s)."""
+    def take_second(self) -> tuple[dict[str, int], float, float, float]:
+        """What happened since the last call, and reset: probes finished by kind, the shares
+        of sweeps that ended with due checks held back (by anything; by the budget), the
+        latest a sweep woke (s)."""
         done = self._done_by_kind
         self._done_by_kind = {}
-        held = self._held / self._sweeps if self._sweeps else 0.0
+        sweeps = self._sweeps
+        held = self._held / sweeps if sweeps else 0.0
+        short = self._short / sweeps if sweeps else 0.0
         lag = self._worst_lag
-        self._sweeps = self._held = 0
+        self._sweeps = self._held = self._short = 0
         self._worst_lag = 0.0
-        return done, held, lag
+        return done, held, short, lag
 
     @property
     def waiting(self) -> int:

@@ -54,6 +54,7 @@ from engine.scheduler.load import (
     Share,
     capacity,
     core_available,
+    overcharge,
 )
 from engine.scheduler.results import ResultsSink, ResultsWriter
 from engine.scheduler.transitions import TransitionStore, TransitionWriter
@@ -235,7 +236,7 @@ class Engine:
         self._waited_at = waited
         if elapsed <= 0:
             return
-        done, held, lag = dispatcher.take_second()
+        done, held, short, lag = dispatcher.take_second()
         api, before_api = self._api_counts(), self._api_at
         self._api_at = api
         # Per second of wall time, so a sweep that came late does not read as a dearer probe.
@@ -247,6 +248,12 @@ class Engine:
         waited_per_s = None
         if waited is not None and before is not None:
             waited_per_s = (waited - before) / elapsed
+            # What the budget bought, of the core the thread got: a thread that waited for
+            # a core ran less for that, not for dear costs. Unknown elsewhere: not judged.
+            factor = overcharge(spent / elapsed, dispatcher.share * max(0.0, 1 - waited_per_s),
+                                short)
+            if factor is not None:
+                self._cost.discount(factor)
         share = dispatcher.share = (self._share.step(lag, held > 0)
                                     * core_available(spent / elapsed, lag, waited_per_s))
         asked = sum(self._asked.values())

@@ -10,7 +10,9 @@ takes the second's figures and ``now``; the engine reads the clocks and counters
   costs several reads), so the API's CPU is not read as a dearer probe: were it, the
   capacity would shrink by the API's share and a burst of creates would all but stop the
   engine. Each probe kind's cost is bounded by what it cost in quiet seconds (little API
-  work), where nothing can be mistaken for it.
+  work), where nothing can be mistaken for it; and a second whose budget held checks back
+  while the loop ran well under the share it bought says the costs are too dear
+  (:func:`overcharge`).
 - :class:`Share`: the fraction of its core the engine may spend starting probes. It shrinks
   while the loop lags (the API, the database and the loop's own work need the rest) and grows
   back while it does not: quickly up to just under where the lag began, then slowly; the
@@ -156,6 +158,13 @@ class CostModel:
             if self._seen[k] >= QUIET_SEEN and costs[k] > quiet[k] * QUIET_SLACK:
                 costs[k] = quiet[k] * QUIET_SLACK
 
+    def discount(self, factor: float) -> None:
+        """Every probe kind's cost times ``factor`` (see :func:`overcharge`), in both fits;
+        the next seconds learn from there."""
+        for fit in (self._fit, self._quiet):
+            for k in self._probe_kinds:
+                fit.costs[k] = max(MIN_COST_S, fit.costs[k] * factor)
+
     def mean_cost(self, asked: Mapping[str, float]) -> float:
         """Cost of an average probe of the ``asked`` mix (probes/s by kind)."""
         total = sum(asked.values())
@@ -245,6 +254,28 @@ class OverloadJudge:
         self.overloaded = not self.overloaded
         self._run = 0
         return Change(self.overloaded, figures)
+
+
+CHARGED_FLOOR: Final = 0.85  # a budget-bound second whose CPU is under this of the share
+MAX_DISCOUNT: Final = 0.5  # takes at most this much off the costs in one second
+
+
+def overcharge(cpu_per_s: float, share: float, short_share: float) -> float | None:
+    """The factor to take the learned costs down by, or None. In a second whose sweeps the
+    budget held back (``short_share`` at least ``HELD_SECOND``), it spent the whole share on
+    starts at the learned costs, so the loop's thread ran about ``share`` of it: were the
+    costs right, ``cpu_per_s`` would be the share (or more, with the API's work). Under
+    ``CHARGED_FLOOR`` of it, the costs are too dear by about that ratio. A learned cost is
+    a moving average over the last ~20 s, so a transient (the node's start, a first round
+    of full handshakes over few probes) keeps it dear long after, and while it binds the
+    budget feeds it (fewer probes, each read dearer): half-capacity runs sat at 180-300
+    probes/s of 480-510 asked for 45 s. This takes the costs to what the CPU says."""
+    if short_share < HELD_SECOND or share <= 0:
+        return None
+    ratio = cpu_per_s / share
+    if ratio >= CHARGED_FLOOR:
+        return None
+    return max(MAX_DISCOUNT, ratio)
 
 
 MIN_CORE: Final = 0.1  # the least of a core the node is taken to get, however contended

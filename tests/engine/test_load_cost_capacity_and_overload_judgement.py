@@ -13,6 +13,7 @@ from engine.scheduler.load import (
     API_READS,
     API_WRITES,
     GROW,
+    MAX_DISCOUNT,
     MAX_SHARE,
     MIN_CORE,
     MIN_SHARE,
@@ -25,6 +26,7 @@ from engine.scheduler.load import (
     Share,
     capacity,
     core_available,
+    overcharge,
 )
 
 
@@ -241,6 +243,42 @@ def test_the_quiet_bound_leaves_a_fit_of_quiet_seconds_alone() -> None:
                     {"uptime": up, "certificate_health": cert, API_READS: reads})
     assert model.costs["uptime"] == pytest.approx(80e-6, rel=0.1)
     assert model.costs["certificate_health"] == pytest.approx(1.5e-3, rel=0.1)
+
+
+def _after_a_start(discounting: bool, seconds: int) -> list[float]:
+    """Probes started each second by a node asked for 440/s (0.85 ms each, on the budget
+    at the cost it learned) whose first 10 s were its start: 0.6 s a second of other work
+    and a first round of full handshakes (2.05 ms a probe). The learned cost carries that
+    long after: the fit has been sure of it for 10 s."""
+    model, share, started_each = CostModel(["uptime", *API_KINDS]), 0.9, []
+    for t in range(seconds):
+        started = min(440.0, capacity(share, model.costs["uptime"]))
+        short = 1.0 if started < 440 else 0.0
+        cpu = 0.6 + started * 2.05e-3 if t < 10 else 0.02 + started * 0.85e-3
+        model.learn(cpu, {"uptime": round(started)})
+        factor = overcharge(cpu, share, short)
+        if discounting and factor is not None:
+            model.discount(factor)
+        started_each.append(started)
+    return started_each
+
+
+def test_a_cost_kept_dear_by_a_past_second_is_taken_down_by_the_cpu_the_budget_bought() -> None:
+    assert all(n == 440 for n in _after_a_start(True, 40)[12:])
+    assert any(n < 300 for n in _after_a_start(False, 40)[12:])  # what it gets out of
+
+
+def test_only_a_budget_bound_second_short_of_its_cpu_is_overcharged() -> None:
+    assert overcharge(0.45, 0.9, 1.0) == pytest.approx(0.5)
+    assert overcharge(0.2, 0.9, 1.0) == MAX_DISCOUNT  # a step at a time
+    assert overcharge(0.88, 0.9, 1.0) is None  # the CPU the budget bought: right
+    assert overcharge(1.0, 0.9, 1.0) is None  # more (the API's too): not too dear
+    assert overcharge(0.3, 0.9, 0.0) is None  # not bound by the budget (or max_in_flight)
+    model = CostModel(["uptime", *API_KINDS])
+    before = dict(model.costs)
+    model.discount(0.5)
+    assert model.costs["uptime"] == pytest.approx(before["uptime"] * 0.5)
+    assert all(model.costs[k] == before[k] for k in API_KINDS)  # the API's own stay
 
 
 def test_the_share_is_of_the_core_the_node_gets() -> None:
