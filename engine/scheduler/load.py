@@ -268,8 +268,7 @@ def overcharge(cpu_per_s: float, share: float, short_share: float) -> float | No
     ``CHARGED_FLOOR`` of it, the costs are too dear by about that ratio. A learned cost is
     a moving average over the last ~20 s, so a transient (the node's start, a first round
     of full handshakes over few probes) keeps it dear long after, and while it binds the
-    budget feeds it (fewer probes, each read dearer): half-capacity runs sat at 180-300
-    probes/s of 480-510 asked for 45 s. This takes the costs to what the CPU says."""
+    budget feeds it (fewer probes, each read dearer; docs/design.md, "Overload")."""
     if short_share < HELD_SECOND or share <= 0:
         return None
     ratio = cpu_per_s / share
