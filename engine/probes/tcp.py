@@ -214,7 +214,7 @@ class _StreamConn(ClientConn):
         if self.done or self.notify is None:
             return
         wait = self.t_last + REPLY_IDLE - perf_counter()
-        if wait > 0.001:
+        if wait > 0:
             loop = asyncio.get_running_loop()
             self.idle = loop.call_later(wait, self._quiet)
             return
