@@ -106,6 +106,10 @@ class Supervisor:
         for task in done:
             if task is stop_wait:
                 continue
+            if task.cancelled():  # nobody here cancels a component: a stray cancellation
+                failed = True
+                log.error("component %s was cancelled from inside; stopping", tasks[task])
+                continue
             exc = task.exception()
             if exc is not None:
                 failed = True
@@ -118,6 +122,7 @@ class Supervisor:
         self.stop.set()
         stop_wait.cancel()
         pending = [t for t in tasks if not t.done()]
+        still: set[asyncio.Task[Any]] = set()
         if pending:
             _, still = await asyncio.wait(pending, timeout=self.drain_seconds)
             for task in still:
@@ -126,7 +131,9 @@ class Supervisor:
             await asyncio.gather(*still, return_exceptions=True)
         self.drained_in = time.monotonic() - self.stopping_at
         for task in tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
+            if not task.done() or task in still:
+                continue  # cut at the drain limit: logged above, not a failure of its own
+            if task.cancelled() or task.exception() is not None:
                 failed = True
         return 1 if failed else 0
 
