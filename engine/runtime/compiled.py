@@ -37,6 +37,14 @@ from pathlib import Path
 # Nor may one of them subclass a class of an interpreted library: compiled, a subclass of
 # python-jsonpath's JSONPathEnvironment lost the attributes its base's __init__ sets, so such
 # subclasses live in modules that are not compiled (engine/probes/patterns.py).
+# Nor may a coroutine of one of them await while it handles an exception: in an ``except``
+# or ``finally`` block, or at an ``async with``'s exit (``async for`` too). Compiled, it does
+# not keep that exception to itself while it waits: every coroutine that runs meanwhile
+# sees it as the one being handled, and a compiled ``finally`` ending after an await
+# re-raises whatever is handled then, another task's exception or none (an engine's stop
+# raised the LISTEN loop's CancelledError so; docs/design.md, "Compiled hot path"). Hold
+# the exception in a variable and await after the handler, or move the code to a module
+# that is not compiled (engine/scheduler/listening.py); a test reads these modules for it.
 MODULES: tuple[str, ...] = (
     "engine.probes.reactor",
     "engine.probes._net",

@@ -20,13 +20,13 @@ from typing import Any, Protocol
 from engine.kinds.scheduled import ScheduledCheck
 from engine.monitors.requestspecs import SpecBuilder
 from engine.runtime.errors import DatabaseUnavailable
+from engine.scheduler.listening import hold
 from engine.scheduler.waiting import wait_any
 
 log = logging.getLogger(__name__)
 
 PAGE = 5000  # checks per page when loading or resyncing
 RELOAD_COALESCE = 0.02  # gather a burst of notifications into one reload query
-LISTEN_PING = 15.0  # seconds between liveness round trips on the LISTEN connection
 FREEZE_AFTER = 5000  # checks adopted by reloads before the GC is told to skip them again
 
 
@@ -103,8 +103,8 @@ class Catalog:
                 return
             except DatabaseUnavailable as exc:
                 log.warning("cannot load checks, retrying: %s", exc)
-                await wait_any(stop, timeout=backoff)
-                backoff = min(backoff * 2, 5.0)
+            await wait_any(stop, timeout=backoff)  # outside the handler: see _reloader
+            backoff = min(backoff * 2, 5.0)
 
     def _adopt(self, new: ScheduledCheck) -> None:
         """Install a check as loaded from the database (new, reconfigured or unchanged)."""
@@ -155,15 +155,18 @@ class Catalog:
             try:
                 await self._reload(ids)
                 backoff = 0.2
+                continue
             except Exception as exc:  # this loop must outlive any one failure
                 if isinstance(exc, DatabaseUnavailable):
                     log.warning("cannot reload checks, retrying: %s", exc)
                 else:
                     log.exception("reloading checks failed; retrying")
                 self._reload_ids |= ids
-                await wait_any(stop, timeout=backoff)
-                backoff = min(backoff * 2, 5.0)
-                self._reload_wake.set()
+            # The backoff waits outside the handler: this module is compiled, and a compiled
+            # coroutine must not await while it handles an exception (runtime/compiled.py).
+            await wait_any(stop, timeout=backoff)
+            backoff = min(backoff * 2, 5.0)
+            self._reload_wake.set()
 
     async def _reload(self, ids: set[int]) -> None:
         todo = sorted(ids)
@@ -226,21 +229,5 @@ class Catalog:
     async def _listener(self, stop: asyncio.Event) -> None:
         """Holds LISTEN upwatch_checks; after every (re)connection a full resync runs, since
         notifications sent while not listening are lost."""
-        backoff = 0.5
-        while not stop.is_set():
-            try:
-                async with self._store.listen_checks(self.stale) as listener:
-                    backoff = 0.5
-                    self._resync_wake.set()
-                    while not stop.is_set() and not listener.lost.is_set():
-                        await wait_any(stop, listener.lost, timeout=LISTEN_PING)
-                        if not stop.is_set() and not listener.lost.is_set():
-                            await listener.alive()
-                if not stop.is_set():
-                    log.warning("lost the LISTEN connection; reconnecting")
-            except DatabaseUnavailable as exc:
-                log.warning("cannot LISTEN for check changes, retrying: %s", exc)
-            except Exception:
-                log.exception("LISTEN connection failed; retrying")
-            await wait_any(stop, timeout=backoff)
-            backoff = min(backoff * 2, 10.0)
+        await hold(lambda: self._store.listen_checks(self.stale), self._resync_wake.set, stop,
+                   "check changes")

@@ -297,12 +297,17 @@ class Engine:
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Probe until ``stop``, then wind down (:meth:`_wind_down`). A failure is held
+        while the engine winds down and raised after it: this module is compiled, and a
+        compiled coroutine must not await while it handles an exception
+        (engine/runtime/compiled.py)."""
         self._dispatcher.loop = asyncio.get_running_loop()
         writer_stop = asyncio.Event()
         writer = asyncio.create_task(self.results.run(writer_stop), name="engine-results")
         replay_stop = asyncio.Event()
         replayer = asyncio.create_task(self._transitions.run(replay_stop), name="engine-backlog")
         helpers: list[asyncio.Task[None]] = []
+        failure: BaseException | None = None
         try:
             with contextlib.suppress(Exception):  # its loop below retries
                 await self._calendar.reload()  # before the first probe can alert
@@ -313,10 +318,29 @@ class Engine:
                     asyncio.create_task(self._catalog.run(stop), name="engine-catalog"),
                 ]
                 await self._dispatcher.run(stop, self._tick, self._every_second)
-        finally:
-            self._dispatcher.stop_starting()
-            for h in helpers:
-                h.cancel()
+        except BaseException as exc:
+            failure = exc
+        await self._wind_down(helpers, replay_stop, replayer, writer_stop, writer)
+        if failure is not None:
+            raise failure
+
+    async def _wind_down(
+        self,
+        helpers: list[asyncio.Task[None]],
+        replay_stop: asyncio.Event,
+        replayer: asyncio.Task[None],
+        writer_stop: asyncio.Event,
+        writer: asyncio.Task[None],
+    ) -> None:
+        """Start no probe, end the helpers, let the probes in flight finish, then write the
+        state-change backlog and the results, in that order. Cancelled meanwhile (the
+        process's drain limit), the backlog's and the results' tasks are cancelled too:
+        nothing of the engine outlives it."""
+        self._dispatcher.stop_starting()
+        for h in helpers:
+            h.cancel()
+        cut = True
+        try:
             await asyncio.gather(*helpers, return_exceptions=True)
             await self._dispatcher.drain()
             replay_stop.set()  # it stops between two writes, never in the middle of one
@@ -324,12 +348,13 @@ class Engine:
                 await asyncio.wait_for(replayer, DRAIN_RESULTS)
             await self._transitions.drain(DRAIN_RESULTS)
             writer_stop.set()
-            try:
-                with contextlib.suppress(Exception):
-                    await writer
-            except asyncio.CancelledError:
-                writer.cancel()  # stopped past its drain limit: the writer goes too
-                raise
+            with contextlib.suppress(Exception):
+                await writer
+            cut = False
+        finally:
+            if cut:
+                replayer.cancel()
+                writer.cancel()
             self._metrics.in_flight.set(0)
             # What was frozen may become garbage once the engine is gone; let GC see it.
             gc.unfreeze()

@@ -162,21 +162,27 @@ class ResultsWriter:
     async def run(self, stop: asyncio.Event) -> None:
         """Flush until ``stop``; then drain what is left within the drain timeout. A
         cancellation nobody asked for (a library's own, ``stray_cancel``) fails the batch in
-        hand, which is put back, and the writer goes on: up to ``_STRAY_LIMIT`` times."""
+        hand, which is put back, and the writer goes on: up to ``_STRAY_LIMIT`` times.
+        The connection is given back on every way out; a failure is raised after that (no
+        await while handling it: this module is compiled, engine/runtime/compiled.py)."""
         strays = 0
-        try:
-            while True:
-                try:
-                    await self._run(stop)
-                    return
-                except asyncio.CancelledError as exc:
-                    strays += 1
-                    if not stray_cancel(exc) or strays > _STRAY_LIMIT:
-                        raise
+        failure: BaseException | None = None
+        while True:
+            try:
+                await self._run(stop)
+            except asyncio.CancelledError as exc:
+                strays += 1
+                if stray_cancel(exc) and strays <= _STRAY_LIMIT:
                     log.warning("results writer: a write was cancelled from inside; going on "
                                 "with %d results held", len(self._buf), exc_info=True)
-        finally:
-            await self.aclose()
+                    continue
+                failure = exc
+            except BaseException as exc:
+                failure = exc
+            break
+        await self.aclose()
+        if failure is not None:
+            raise failure
 
     async def _run(self, stop: asyncio.Event) -> None:
         stop_waiter = asyncio.create_task(stop.wait())
