@@ -77,4 +77,5 @@ async def test_a_requested_stop_drains_and_cancels_what_overruns_the_limit(
     assert "component slow did not drain in time; cancelling" in caplog.messages
     # Cut at the limit is what the limit is for: a requested stop still exits 0.
     assert code == 0
-    assert sup.drained_in is not None and 0.2 <= sup.drained_in < 5
+    # Cut at the limit, not before (the loop's timers fire to the millisecond).
+    assert sup.drained_in is not None and 0.19 <= sup.drained_in < 5
